@@ -1,0 +1,47 @@
+# ctxwin — everything runs from a local virtualenv (.venv), created on demand.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-dev
+
+.DEFAULT_GOAL := help
+.PHONY: help venv demo test lint format clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet -e . --group dev
+	@touch $(STAMP)
+
+venv: $(STAMP) ## Create .venv and install ctxwin with its dev tools
+
+demo: venv ## Run ctxwin on the example agent run
+	@echo '$$ ctxwin estimate examples/agent-run.json'
+	@$(BIN)/ctxwin estimate examples/agent-run.json
+	@echo
+	@echo '$$ ctxwin estimate examples/agent-run.json --context-length 16000'
+	@$(BIN)/ctxwin estimate examples/agent-run.json --context-length 16000
+	@echo
+	@echo '$$ ctxwin prune examples/agent-run.json examples/agent-run.pruned.json --context-length 16000'
+	@$(BIN)/ctxwin prune examples/agent-run.json examples/agent-run.pruned.json --context-length 16000
+	@echo
+	@echo '$$ ctxwin estimate examples/agent-run.pruned.json --context-length 16000 --json'
+	@$(BIN)/ctxwin estimate examples/agent-run.pruned.json --context-length 16000 --json
+
+test: venv ## Run the test suite
+	$(BIN)/python -m pytest
+
+lint: venv ## ruff + mypy --strict
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: venv ## Apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean: ## Remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

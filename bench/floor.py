@@ -1,0 +1,29 @@
+"""The floor: the least work ``ctxwin prune IN OUT`` must do.
+
+Read the file's bytes, ``orjson.loads``, ``orjson.dumps``, write the result. Run it
+with the same interpreter as ctxwin so interpreter start-up is the same too::
+
+    python bench/floor.py IN.json OUT.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: floor.py IN.json OUT.json", file=sys.stderr)
+        return 2
+    src, dst = Path(args[0]), Path(args[1])
+    body = orjson.loads(src.read_bytes())
+    dst.write_bytes(orjson.dumps(body))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""ctxwin: keep LLM agent transcripts inside the model's context window.
+
+The library core never imports typer or rich and never touches stdin/stdout::
+
+    import ctxwin
+
+    body, plan = ctxwin.prune(request_body, model="gpt-4o")
+    plan.result.dropped_turns, plan.result.estimated_tokens_after
+
+Lower-level steps: :func:`parse` (bytes → JSON), :func:`load` (JSON →
+:class:`Transcript`), :func:`plan` (budget + fit), :meth:`Plan.output`.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ctxwin.budget import Budget, ModelSpec, compute_budget, lookup_model, resolve_spec
+from ctxwin.core import Plan, Transcript, load, parse, plan, prune
+from ctxwin.errors import (
+    ContextTruncated,
+    CtxwinError,
+    ExitCode,
+    InputError,
+    PairingError,
+    SpecError,
+)
+from ctxwin.estimate import SEED_CALIBRATION, Estimator, Kind, SeedEstimator, calibrated
+from ctxwin.prune import FitResult, fit, pairing_problems, segment
+from ctxwin.view import Item, Problem, View
+
+__all__ = [
+    "SEED_CALIBRATION",
+    "Budget",
+    "ContextTruncated",
+    "CtxwinError",
+    "Estimator",
+    "ExitCode",
+    "FitResult",
+    "InputError",
+    "Item",
+    "Kind",
+    "ModelSpec",
+    "PairingError",
+    "Plan",
+    "Problem",
+    "SeedEstimator",
+    "SpecError",
+    "Transcript",
+    "View",
+    "__version__",
+    "calibrated",
+    "compute_budget",
+    "fit",
+    "load",
+    "lookup_model",
+    "pairing_problems",
+    "parse",
+    "plan",
+    "prune",
+    "resolve_spec",
+    "segment",
+]

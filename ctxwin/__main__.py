@@ -1,0 +1,3 @@
+from ctxwin.cli import run
+
+run()

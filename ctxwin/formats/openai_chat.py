@@ -1,0 +1,150 @@
+"""OpenAI Chat Completions: ``{"model", "messages", "tools", "max_tokens", ...}``.
+
+Also accepts a bare ``messages`` array. Roles: ``system``/``developer`` (head),
+``user``, ``assistant`` (with ``tool_calls``), ``tool`` (answers one
+``tool_call_id``). The provider rejects a ``tool`` message whose id no earlier
+assistant call made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from ctxwin.errors import InputError
+from ctxwin.estimate import Estimator, Kind
+from ctxwin.formats._util import (
+    expect_dict,
+    expect_list,
+    expect_str,
+    kind_of,
+    optional_int,
+    optional_model,
+)
+from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
+
+ROLES = {
+    "system": SYSTEM,
+    "developer": SYSTEM,
+    "user": USER,
+    "assistant": ASSISTANT,
+    "tool": TOOL,
+}
+
+MEDIA_PART_TOKENS = 1105
+"""Conservative flat cost of a non-text content part whose size is unknown."""
+
+
+class OpenAIChat:
+    name = "openai-chat"
+    description = 'OpenAI Chat Completions body {"messages": [...]} or a bare messages array'
+
+    def detect(self, body: Any) -> bool:
+        if isinstance(body, list):
+            return all(isinstance(m, dict) and "role" in m for m in body[:3])
+        return isinstance(body, dict) and isinstance(body.get("messages"), list)
+
+    def read(self, body: Any, estimator: Estimator) -> View:
+        base = [0] * estimator.width
+        if isinstance(body, list):
+            messages: list[Any] = body
+            prefix = ""
+            model = None
+            max_tokens = None
+            has_tools = False
+        else:
+            body = expect_dict(body, "(body)")
+            if "messages" not in body:
+                raise InputError('missing "messages" (expected a Chat Completions body)', "messages")
+            messages = expect_list(body["messages"], "messages")
+            prefix = "messages"
+            model = optional_model(body)
+            max_tokens = optional_int(body, "max_completion_tokens", "max_completion_tokens")
+            if max_tokens is None:
+                max_tokens = optional_int(body, "max_tokens", "max_tokens")
+            tools = body.get("tools")
+            has_tools = tools is not None
+            if has_tools:
+                expect_list(tools, "tools")
+                estimator.add_bytes(base, orjson.dumps(tools), Kind.DENSE)
+        base[0] += estimator.framing(self.name, has_tools=has_tools)
+        view = View(self.name, [], base, model, max_tokens, prefix)
+        items = view.items
+        add_text = estimator.add_text
+        width = estimator.width
+        per_message = estimator.per_message
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise InputError(f"expected a message object, got {kind_of(m)}", view.where(i))
+            role_name = m.get("role")
+            role = ROLES.get(role_name) if isinstance(role_name, str) else None
+            if role is None:
+                if role_name is None:
+                    raise InputError('missing "role"', f"{view.where(i)}.role")
+                raise InputError(
+                    f"unknown role {role_name!r} (expected one of: {', '.join(ROLES)})",
+                    f"{view.where(i)}.role",
+                )
+            cost = [0] * width
+            cost[0] = per_message
+            kind = Kind.DENSE if role is TOOL else Kind.PROSE
+            content = m.get("content")
+            if isinstance(content, str):
+                add_text(cost, content, kind)
+            elif content is not None:
+                self._parts(content, kind, cost, estimator, f"{view.where(i)}.content")
+            item = Item(role, cost)
+            if role is ASSISTANT:
+                calls = m.get("tool_calls")
+                if calls is not None:
+                    item.calls = self._calls(calls, cost, estimator, f"{view.where(i)}.tool_calls")
+            elif role is TOOL:
+                call_id = m.get("tool_call_id")
+                where = f"{view.where(i)}.tool_call_id"
+                if call_id is None:
+                    raise InputError('missing "tool_call_id" on a tool message', where)
+                add_text(cost, expect_str(call_id, where), Kind.DENSE)
+                item.answers = (call_id,)
+            items.append(item)
+        return view
+
+    @staticmethod
+    def _calls(calls: Any, cost: list[int], estimator: Estimator, where: str) -> tuple[str, ...]:
+        ids = []
+        for j, call in enumerate(expect_list(calls, where)):
+            at = f"{where}[{j}]"
+            call = expect_dict(call, at)
+            call_id = expect_str(call.get("id"), f"{at}.id")
+            fn = expect_dict(call.get("function"), f"{at}.function")
+            estimator.add_text(cost, expect_str(fn.get("name"), f"{at}.function.name"), Kind.PROSE)
+            args = fn.get("arguments", "")
+            estimator.add_text(cost, expect_str(args, f"{at}.function.arguments"), Kind.DENSE)
+            estimator.add_text(cost, call_id, Kind.DENSE)
+            cost[0] += estimator.per_tool_call
+            ids.append(call_id)
+        return tuple(ids)
+
+    @staticmethod
+    def _parts(content: Any, kind: Kind, cost: list[int], estimator: Estimator, where: str) -> None:
+        for k, part in enumerate(expect_list(content, where)):
+            at = f"{where}[{k}]"
+            part = expect_dict(part, at)
+            ptype = part.get("type")
+            if ptype == "text":
+                estimator.add_text(cost, expect_str(part.get("text"), f"{at}.text"), kind)
+            elif isinstance(ptype, str):
+                cost[0] += MEDIA_PART_TOKENS
+            else:
+                raise InputError('content part without a string "type"', f"{at}.type")
+
+    def write(self, body: Any, keep: Sequence[int]) -> Any:
+        if isinstance(body, list):
+            return [body[i] for i in keep]
+        messages = body["messages"]
+        kept = [messages[i] for i in keep]
+        return {k: (kept if k == "messages" else v) for k, v in body.items()}
+
+    def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
+        return []

@@ -1,0 +1,248 @@
+"""Turn-atomic pruning: drop the oldest whole turns until the transcript fits.
+
+Vocabulary, on the items of a :class:`~ctxwin.view.View`:
+
+* **head**: the leading run of system messages plus everything up to and
+  including the first user message. Never dropped.
+* **turn**: after the head, each model item that does not ``join`` the one
+  before it opens a turn; every other item joins the open turn (items after
+  the head and before any model item form a turn of their own).
+* **drop unit**: the smallest run of consecutive turns that no tool result
+  outside it refers into, so ``[a1(c1), a2(c2), t1, t2]`` is one unit.
+
+Promises, each guarded by a property test:
+
+1. the output is an ordered subsequence of the input;
+2. the head and the unit holding the newest turn are always kept;
+3. a call and its results are never split, since only whole units go;
+4. the kept estimate is within the budget, or ``overflow_at_floor`` is set;
+5. pruning the output again drops nothing.
+
+Estimates come from per-item cost vectors summed once; dropping a unit
+subtracts its items' vectors, so fitting is linear in the number of items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ctxwin.errors import PairingError
+from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated
+from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
+
+
+@dataclass(frozen=True, slots=True)
+class Segments:
+    """The head, turns and drop units of a list of items."""
+
+    head_end: int
+    """Items ``[0, head_end)`` are the head."""
+    turn_starts: list[int]
+    """Index of the first item of each turn, ascending."""
+    unit_starts: list[int]
+    """Index (into ``turn_starts``) of the first turn of each drop unit, ascending."""
+
+    def turn_count(self) -> int:
+        return len(self.turn_starts)
+
+
+def head_end(items: Sequence[Item]) -> int:
+    """End of the head: leading system items plus everything through the first user item."""
+    n = len(items)
+    i = 0
+    while i < n and items[i].role == SYSTEM:
+        i += 1
+    for j in range(i, n):
+        if items[j].role == USER:
+            return j + 1
+    return i
+
+
+def segment(items: Sequence[Item]) -> Segments:
+    """Split ``items`` into head, turns and drop units."""
+    h = head_end(items)
+    n = len(items)
+    turn_starts: list[int] = []
+    owner: dict[str, int] = {}
+    reach: list[int] = []
+    turn = -1
+    for i in range(h, n):
+        item = items[i]
+        if turn < 0 or (item.role == ASSISTANT and not item.joins):
+            turn += 1
+            turn_starts.append(i)
+            reach.append(turn)
+        for call_id in item.calls:
+            owner[call_id] = turn
+        for call_id in item.answers:
+            made_in = owner.get(call_id)
+            if made_in is not None and made_in < turn and reach[made_in] < turn:
+                reach[made_in] = turn
+    unit_starts: list[int] = []
+    t = 0
+    count = len(turn_starts)
+    while t < count:
+        unit_starts.append(t)
+        end = reach[t]
+        t += 1
+        while t <= end:
+            if reach[t] > end:
+                end = reach[t]
+            t += 1
+    return Segments(h, turn_starts, unit_starts)
+
+
+def pairing_problems(view: View, keep: Sequence[int] | None = None) -> list[Problem]:
+    """Tool results that answer no call made earlier, and call ids made twice.
+
+    Checks the items at ``keep`` (all items when ``None``) as one transcript.
+    """
+    items = view.items
+    indices: Sequence[int] = range(len(items)) if keep is None else keep
+    made: dict[str, int] = {}
+    problems: list[Problem] = []
+    for i in indices:
+        item = items[i]
+        for call_id in item.answers:
+            if call_id not in made:
+                problems.append(
+                    Problem(
+                        i,
+                        view.where(i),
+                        "orphan-result",
+                        f"tool result answers call id {call_id!r}, which no earlier message made",
+                    )
+                )
+        for call_id in item.calls:
+            if call_id in made:
+                problems.append(
+                    Problem(
+                        i,
+                        view.where(i),
+                        "duplicate-call-id",
+                        f"call id {call_id!r} was already made by {view.where(made[call_id])}",
+                    )
+                )
+            else:
+                made[call_id] = i
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    """What fitting a transcript to a budget did, or would do."""
+
+    keep: list[int]
+    """Indices of the kept items, ascending."""
+    dropped: list[int]
+    """Indices of the dropped items, ascending."""
+    estimated_tokens: int
+    """Estimate of the input as given."""
+    estimated_tokens_after: int
+    """Estimate of the kept items."""
+    budget: int
+    calibration: float
+    fits: bool
+    """The input as given is within the budget."""
+    pruned: bool
+    """Some items were dropped."""
+    overflow_at_floor: bool
+    """Even head + newest unit exceed the budget."""
+    dropped_turns: int
+    kept_turns: int
+    enforced: bool = True
+    """False when the budget was not positive and nothing was checked."""
+    raw_tokens: int = 0
+    """Uncalibrated estimate of the input."""
+    warnings: list[str] = field(default_factory=list)
+
+
+def total_cost(view: View) -> list[int]:
+    """The summed cost vector of the whole request."""
+    total = list(view.base)
+    width = len(total)
+    if width == 3:
+        a = b = c = 0
+        for item in view.items:
+            cost = item.cost
+            a += cost[0]
+            b += cost[1]
+            c += cost[2]
+        total[0] += a
+        total[1] += b
+        total[2] += c
+        return total
+    for item in view.items:
+        cost = item.cost
+        for k in range(width):
+            total[k] += cost[k]
+    return total
+
+
+def fit(
+    view: View,
+    budget: int,
+    estimator: Estimator,
+    calibration: float = SEED_CALIBRATION,
+) -> FitResult:
+    """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
+
+    Raises :class:`~ctxwin.errors.PairingError` when pruning is needed but the
+    input already breaks tool-call pairing (a transcript that fits is never
+    checked or changed). Never raises for an overflow at the floor: the result
+    says ``overflow_at_floor``.
+    """
+    items = view.items
+    n = len(items)
+    total = total_cost(view)
+    raw = estimator.raw(total)
+    estimate = calibrated(raw, calibration)
+    everything = list(range(n))
+    if budget <= 0:
+        return FitResult(
+            everything, [], estimate, estimate, budget, calibration, False, False, False,
+            0, segment(items).turn_count(), enforced=False, raw_tokens=raw,
+            warnings=[f"budget is {budget} tokens (not positive): passing the transcript through"],
+        )
+    if estimate <= budget:
+        return FitResult(
+            everything, [], estimate, estimate, budget, calibration, True, False, False,
+            0, segment(items).turn_count(), raw_tokens=raw,
+        )
+    problems = pairing_problems(view)
+    if problems:
+        first = problems[0]
+        raise PairingError(
+            f"{first.message}; cannot prune a transcript whose pairing is already broken",
+            first.where,
+        )
+    seg = segment(items)
+    turns = seg.turn_starts
+    units = seg.unit_starts
+    width = len(total)
+    after = estimate
+    dropped_units = 0
+    cut = seg.head_end  # first kept item after the head
+    for u in range(len(units) - 1):  # the newest unit is never dropped
+        if after <= budget:
+            break
+        end = turns[units[u + 1]]
+        for i in range(cut, end):
+            cost = items[i].cost
+            for k in range(width):
+                total[k] -= cost[k]
+        cut = end
+        dropped_units += 1
+        after = calibrated(estimator.raw(total), calibration)
+    dropped_turns = units[dropped_units] if dropped_units else 0
+    keep = list(range(seg.head_end)) + list(range(cut, n))
+    dropped = list(range(seg.head_end, cut))
+    if dropped:
+        guard = pairing_problems(view, keep)
+        if guard:
+            raise PairingError(f"pruned transcript would break pairing: {guard[0]}", guard[0].where)
+    return FitResult(
+        keep, dropped, estimate, after, budget, calibration, False, bool(dropped),
+        after > budget, dropped_turns, len(turns) - dropped_turns, raw_tokens=raw,
+    )

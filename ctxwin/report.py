@@ -1,0 +1,139 @@
+"""Rendering: the JSON report for machines, a rich summary for people.
+
+The report's keys are public contract: new keys may be added, existing ones
+are never renamed or removed. rich is imported only when a person is shown
+something.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ctxwin.core import Plan
+
+REPORT_KEYS = (
+    "format",
+    "model",
+    "context_length",
+    "context_length_source",
+    "reserve",
+    "safety",
+    "budget",
+    "calibration",
+    "estimated_tokens",
+    "fits",
+    "pruned",
+    "dropped_turns",
+    "kept_turns",
+    "estimated_tokens_after",
+    "overflow_at_floor",
+    "messages_in",
+    "messages_out",
+    "dropped_messages",
+)
+"""The stable keys, in order. Extra keys follow them."""
+
+
+def build_report(plan: Plan) -> dict[str, Any]:
+    """The JSON report of ``plan``: the stable keys, then extras."""
+    b = plan.budget
+    r = plan.result
+    spec = b.spec
+    return {
+        "format": plan.transcript.format,
+        "model": spec.name,
+        "context_length": spec.context_length,
+        "context_length_source": spec.context_length_source,
+        "reserve": b.reserve,
+        "safety": b.safety,
+        "budget": b.budget,
+        "calibration": r.calibration,
+        "estimated_tokens": r.estimated_tokens,
+        "fits": r.fits,
+        "pruned": r.pruned,
+        "dropped_turns": r.dropped_turns,
+        "kept_turns": r.kept_turns,
+        "estimated_tokens_after": r.estimated_tokens_after,
+        "overflow_at_floor": r.overflow_at_floor,
+        "messages_in": len(plan.transcript.view.items),
+        "messages_out": len(r.keep),
+        "dropped_messages": r.dropped,
+        # extras
+        "estimator": plan.transcript.estimator.name,
+        "raw_tokens": r.raw_tokens,
+        "reserve_source": b.reserve_source,
+        "max_output_tokens": spec.max_output_tokens,
+        "model_table_row": spec.table_row,
+        "enforced": r.enforced,
+        "warnings": list(r.warnings),
+    }
+
+
+def render_json(report: dict[str, Any]) -> bytes:
+    """The report as indented JSON with a trailing newline."""
+    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """One sentence saying what pruning does (or would do)."""
+    if not report["enforced"]:
+        return "not enforced: the budget is not positive, the transcript passes unchanged"
+    if report["overflow_at_floor"]:
+        return (
+            f"context truncated: even head + newest turn need "
+            f"{report['estimated_tokens_after']:,} tokens, over the budget of {report['budget']:,}"
+        )
+    if report["fits"]:
+        return "fits: nothing to drop"
+    dropped = report["messages_in"] - report["messages_out"]
+    return (
+        f"needs pruning: drop {report['dropped_turns']:,} of "
+        f"{report['dropped_turns'] + report['kept_turns']:,} turns ({dropped:,} messages) "
+        f"→ {report['estimated_tokens_after']:,} tokens"
+    )
+
+
+def render_summary(report: dict[str, Any], console: Console) -> None:
+    """A short table for people."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    model = report["model"] or "(no model named)"
+    table.add_row("format", Text(report["format"]))
+    table.add_row(
+        "model",
+        Text(f"{model}  window {report['context_length']:,} ({report['context_length_source']})"),
+    )
+    table.add_row(
+        "estimate",
+        Text(
+            f"{report['estimated_tokens']:,} tokens  "
+            f"({report['estimator']}: raw {report['raw_tokens']:,} × {report['calibration']:g})"
+        ),
+    )
+    table.add_row(
+        "budget",
+        Text(
+            f"{report['budget']:,} tokens  = {report['context_length']:,} window "
+            f"− {report['reserve']:,} reserve ({report['reserve_source']}) "
+            f"− {report['safety']:,} safety"
+        ),
+    )
+    table.add_row("messages", Text(f"{report['messages_in']:,}"))
+    style = (
+        "red"
+        if report["overflow_at_floor"]
+        else "green"
+        if report["fits"]
+        else "yellow"
+    )
+    table.add_row("verdict", Text(verdict(report), style=style))
+    console.print(table)
