@@ -161,6 +161,12 @@ def _guard(fn: F) -> F:
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
+        except BrokenPipeError:  # stdout closed by the reader (e.g. `| head`)
+            if _state["debug"]:
+                raise
+            _quiet_stdout()
+            _say("error: output closed before all data was written (broken pipe)")
+            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
         except CtxwinError as exc:
             if _state["debug"]:
                 raise
@@ -185,6 +191,16 @@ def _guard(fn: F) -> F:
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _version(value: bool) -> None:
@@ -247,6 +263,8 @@ def _plan(
         raise UsageError(f"--estimator: {exc}") from None
     spec = _load_spec(model_spec)
     data = read_input(input_, max_input_bytes)
+    if data.startswith(core.BOM) and not quiet:
+        _say("warning: ignoring the UTF-8 byte order mark at the start of the input")
     transcript = core.load(core.parse(data), format_, est)
     plan = core.plan(
         transcript,
@@ -267,7 +285,16 @@ def _plan(
             )
         for note in transcript.view.notes + plan.result.warnings:
             _say(f"warning: {note}")
+        if not plan.result.pruned and not plan.result.overflow_at_floor:
+            # Nothing is dropped, so fit did not check the rules: say what a provider may reject.
+            _warn_problems(transcript.problems())
     return plan, data
+
+
+def _warn_problems(problems: list[Any]) -> None:
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        _say(f"warning: {problems[0]}{more}; passed through unchanged (see `ctxwin lint`)")
 
 
 def _truncated_message(report: dict[str, Any]) -> str:
@@ -363,8 +390,6 @@ def prune(
     same JSON values, and a transcript that fits is written back unchanged.
     Exit 3 (and nothing written to OUT) when even the floor does not fit.
     """
-    import orjson
-
     from ctxwin.report import build_report, render_json
 
     plan, data = _plan(
@@ -388,10 +413,16 @@ def prune(
         _say(_truncated_message(report))
         raise typer.Exit(int(ExitCode.CONTEXT_TRUNCATED))
     if result.pruned:
-        option = orjson.OPT_APPEND_NEWLINE if data.endswith(b"\n") else 0
-        if _looks_indented(data):
-            option |= orjson.OPT_INDENT_2
-        out = orjson.dumps(plan.output(), option=option)
+        from ctxwin.core import dumps, find_big_integer
+        from ctxwin.errors import InputError
+
+        big = find_big_integer(data)
+        if big is not None:
+            raise InputError(
+                f"{big} is beyond 64 bits: it would be written back as a float, "
+                "so this transcript cannot be pruned without changing it"
+            )
+        out = dumps(plan.output(), indent=_looks_indented(data), newline=data.endswith(b"\n"))
     else:
         out = data
     write_output(output, out)
@@ -409,7 +440,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _looks_indented(data: bytes) -> bool:
-    head = data[:256].lstrip()
+    head = data[:259].removeprefix(b"\xef\xbb\xbf").lstrip()
     return head[:1] in (b"{", b"[") and head[1:2] == b"\n"
 
 
@@ -465,6 +496,11 @@ def models(
         cap = f"{r.max_output_tokens:,}" if r.max_output_tokens is not None else "—"
         table.add_row(r.name, r.provider, f"{r.context_length:,}", cap, r.date)
     Console().print(table)
+
+
+from ctxwin.cli_lint import lint as _lint  # noqa: E402
+
+app.command(name="lint")(_guard(_lint))
 
 
 def run() -> None:

@@ -6,6 +6,8 @@ Data flows one way: bytes → :func:`parse` → :func:`load` (adapter → view) 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,19 +19,143 @@ from ctxwin.estimate import SEED_CALIBRATION, Estimator, default_estimator
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
 from ctxwin.prune import FitResult, fit
-from ctxwin.view import View
+from ctxwin.rules import problems as rule_problems
+from ctxwin.view import Problem, View
+
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark: ignored at the start of the input (RFC 8259 §8.1 allows it)."""
+
+MAX_DEPTH = 1024
+"""orjson's nesting limit: deeper input is refused."""
+
+_INT64_MIN = -(1 << 63)
+_UINT64_MAX = (1 << 64) - 1
+_DIGIT_MAP = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
+_LONG_RUN = b"0" * 19
+_NUMBER_OR_STRING = re.compile(
+    rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|(?<![0-9.eE+-])-?[0-9]{19,}(?![0-9.eE])'
+)
+
+
+def _at(data: bytes | str, pos: int) -> str:
+    """``line L column C`` of character ``pos`` (orjson's own positions are characters)."""
+    # orjson counts characters, so count lines in the decoded text.
+    text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return f"line {line} column {column}"
+
+
+def _byte_at(data: bytes, offset: int) -> str:
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"line {line} column {column} (byte {offset:,})"
+
+
+def _explain(data: bytes | str, exc: orjson.JSONDecodeError) -> str:
+    """One line saying what is wrong with ``data`` and where, from orjson's error."""
+    msg = exc.msg
+    pos = exc.pos
+    if "not valid UTF-8" in msg and not isinstance(data, str):
+        try:
+            bytes(data).decode("utf-8")
+        except UnicodeDecodeError as bad:
+            byte = bytes(data)[bad.start]
+            return f"invalid UTF-8: byte 0x{byte:02x} at {_byte_at(bytes(data), bad.start)}"
+        return f"invalid UTF-8 ({msg})"
+    if "not valid UTF-8" in msg:
+        return "a lone surrogate character in the input text (not valid UTF-8)"
+    if "surrogate" in msg:
+        return (
+            f"a lone surrogate in a \\u escape at {_at(data, pos)}: a \\ud800-\\udfff "
+            "escape without its pair is not valid Unicode text"
+        )
+    if "depth limit" in msg:
+        return f"JSON nested deeper than {MAX_DEPTH} levels at {_at(data, pos)}"
+    if "infinity when parsed" in msg:
+        return f"number too large for a 64-bit float at {_at(data, pos)}"
+    window = data[max(0, pos - 1) : pos + 9]
+    token = window if isinstance(window, str) else bytes(window).decode("utf-8", "replace")
+    if any(word in token for word in ("NaN", "Infinity")):
+        return f"NaN and Infinity are not valid JSON (at {_at(data, pos)})"
+    if "end of data" in msg:
+        return f"truncated JSON: unexpected end of data at {_at(data, pos)}"
+    return f"invalid JSON: {msg} at {_at(data, pos)}"
 
 
 def parse(data: bytes | bytearray | memoryview | str) -> Any:
-    """Parse JSON; :class:`InputError` says what is wrong and where."""
+    """Parse JSON; :class:`InputError` says what is wrong and where (line and column).
+
+    A leading UTF-8 byte order mark is skipped. NaN, Infinity, nesting deeper
+    than :data:`MAX_DEPTH`, invalid UTF-8 and lone surrogates are refused.
+    """
+    if isinstance(data, str):
+        if data.startswith("\ufeff"):
+            data = data[1:]
+    elif bytes(data[:3]) == BOM:
+        data = memoryview(data)[3:]
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         head = data[:4096]
         text = head if isinstance(head, str) else bytes(head)
         if len(data) <= 4096 and not text.strip():
-            raise InputError("empty input (expected a JSON request body or messages array)") from None
-        raise InputError(f"invalid JSON: {exc}") from None
+            raise InputError(
+                "empty input (expected a JSON request body or messages array)"
+            ) from None
+        raise InputError(_explain(data if isinstance(data, str) else bytes(data), exc)) from None
+
+
+def find_big_integer(data: bytes | bytearray | memoryview) -> str | None:
+    """Where ``data`` has an integer beyond 64 bits, or ``None``.
+
+    orjson reads such an integer as a float, so writing the body back would
+    change it; a pruned output must never silently rewrite a value. A fast
+    scan for 19-digit runs comes first; only when one exists is the JSON
+    tokenized (skipping strings) to see whether it is a number.
+    """
+    raw = bytes(data)
+    if raw.translate(_DIGIT_MAP).find(_LONG_RUN) < 0:
+        return None
+    for match in _NUMBER_OR_STRING.finditer(raw):
+        token = match.group()
+        if token[:1] == b'"':
+            continue
+        value = int(token)
+        if value < _INT64_MIN or value > _UINT64_MAX:
+            shown = token.decode() if len(token) <= 30 else f"{token[:27].decode()}..."
+            return f"integer {shown} at {_byte_at(raw, match.start())}"
+    return None
+
+
+def dumps(body: Any, *, indent: bool = False, newline: bool = False) -> bytes:
+    """Serialize ``body`` as compact (or 2-space indented) UTF-8 JSON.
+
+    orjson refuses nesting deeper than 254 levels when writing although it
+    reads up to 1024; such a body is written by the standard library instead.
+    """
+    option = (orjson.OPT_INDENT_2 if indent else 0) | (orjson.OPT_APPEND_NEWLINE if newline else 0)
+    try:
+        return orjson.dumps(body, option=option)
+    except TypeError as exc:
+        if "Recursion limit" not in str(exc):
+            raise
+    import json
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 1000))
+    try:
+        text = json.dumps(
+            body,
+            ensure_ascii=False,
+            allow_nan=False,
+            indent=2 if indent else None,
+            separators=(",", ": ") if indent else (",", ":"),
+        )
+    finally:
+        sys.setrecursionlimit(limit)
+    return (text + "\n" if newline else text).encode("utf-8")
 
 
 @dataclass(slots=True)
@@ -50,6 +176,10 @@ class Transcript:
         if len(keep) == len(self.view.items):
             return self.body
         return self.adapter.write(self.body, keep)
+
+    def problems(self, keep: Sequence[int] | None = None) -> list[Problem]:
+        """Structural problems of the items at ``keep`` (all when ``None``): ``ctxwin.rules``."""
+        return rule_problems(self.view, self.adapter, keep)
 
 
 def load(body: Any, fmt: str = AUTO, estimator: Estimator | None = None) -> Transcript:
@@ -91,7 +221,13 @@ def plan(
         spec=spec,
     )
     budget = compute_budget(model_spec, max_tokens=max_tokens, body_max_tokens=view.max_tokens)
-    result = fit(view, budget.budget, transcript.estimator, calibration)
+    result = fit(
+        view,
+        budget.budget,
+        transcript.estimator,
+        calibration,
+        lambda v, keep: rule_problems(v, transcript.adapter, keep),
+    )
     return Plan(transcript, budget, result)
 
 

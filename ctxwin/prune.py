@@ -14,7 +14,8 @@ Promises, each guarded by a property test:
 
 1. the output is an ordered subsequence of the input;
 2. the head and the unit holding the newest turn are always kept;
-3. a call and its results are never split, since only whole units go;
+3. a call and its results are never split, since only whole units go, and the
+   output breaks no structural rule (``ctxwin.rules``; checked after the fit);
 4. the kept estimate is within the budget, or ``overflow_at_floor`` is set;
 5. pruning the output again drops nothing.
 
@@ -24,12 +25,17 @@ subtracts its items' vectors, so fitting is linear in the number of items.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ctxwin.errors import PairingError
 from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated
+from ctxwin.rules import generic_problems
+from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
+
+Checker = Callable[[View, Sequence[int] | None], list[Problem]]
+"""The structural rules fit checks: ``(view, keep) -> problems`` (see ``ctxwin.rules``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,42 +99,6 @@ def segment(items: Sequence[Item]) -> Segments:
     return Segments(h, turn_starts, unit_starts)
 
 
-def pairing_problems(view: View, keep: Sequence[int] | None = None) -> list[Problem]:
-    """Tool results that answer no call made earlier, and call ids made twice.
-
-    Checks the items at ``keep`` (all items when ``None``) as one transcript.
-    """
-    items = view.items
-    indices: Sequence[int] = range(len(items)) if keep is None else keep
-    made: dict[str, int] = {}
-    problems: list[Problem] = []
-    for i in indices:
-        item = items[i]
-        for call_id in item.answers:
-            if call_id not in made:
-                problems.append(
-                    Problem(
-                        i,
-                        view.where(i),
-                        "orphan-result",
-                        f"tool result answers call id {call_id!r}, which no earlier message made",
-                    )
-                )
-        for call_id in item.calls:
-            if call_id in made:
-                problems.append(
-                    Problem(
-                        i,
-                        view.where(i),
-                        "duplicate-call-id",
-                        f"call id {call_id!r} was already made by {view.where(made[call_id])}",
-                    )
-                )
-            else:
-                made[call_id] = i
-    return problems
-
-
 @dataclass(frozen=True, slots=True)
 class FitResult:
     """What fitting a transcript to a budget did, or would do."""
@@ -185,13 +155,16 @@ def fit(
     budget: int,
     estimator: Estimator,
     calibration: float = SEED_CALIBRATION,
+    check: Checker = generic_problems,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
 
     Raises :class:`~ctxwin.errors.PairingError` when pruning is needed but the
-    input already breaks tool-call pairing (a transcript that fits is never
-    checked or changed). Never raises for an overflow at the floor: the result
-    says ``overflow_at_floor``.
+    input already breaks a structural rule of ``check`` (by default the
+    generic rules of ``ctxwin.rules``; ``core.plan`` adds the format's), or
+    when the pruned output would. A transcript that fits is never changed.
+    Never raises for an overflow at the floor: the result says
+    ``overflow_at_floor``.
     """
     items = view.items
     n = len(items)
@@ -201,20 +174,43 @@ def fit(
     everything = list(range(n))
     if budget <= 0:
         return FitResult(
-            everything, [], estimate, estimate, budget, calibration, False, False, False,
-            0, segment(items).turn_count(), enforced=False, raw_tokens=raw,
+            everything,
+            [],
+            estimate,
+            estimate,
+            budget,
+            calibration,
+            False,
+            False,
+            False,
+            0,
+            segment(items).turn_count(),
+            enforced=False,
+            raw_tokens=raw,
             warnings=[f"budget is {budget} tokens (not positive): passing the transcript through"],
         )
     if estimate <= budget:
         return FitResult(
-            everything, [], estimate, estimate, budget, calibration, True, False, False,
-            0, segment(items).turn_count(), raw_tokens=raw,
+            everything,
+            [],
+            estimate,
+            estimate,
+            budget,
+            calibration,
+            True,
+            False,
+            False,
+            0,
+            segment(items).turn_count(),
+            raw_tokens=raw,
         )
-    problems = pairing_problems(view)
+    problems = check(view, None)
     if problems:
         first = problems[0]
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise PairingError(
-            f"{first.message}; cannot prune a transcript whose pairing is already broken",
+            f"{first.message} [{first.rule}]{more}; refusing to prune a transcript that "
+            "already breaks the provider's rules (list them with `ctxwin lint`)",
             first.where,
         )
     seg = segment(items)
@@ -239,10 +235,20 @@ def fit(
     keep = list(range(seg.head_end)) + list(range(cut, n))
     dropped = list(range(seg.head_end, cut))
     if dropped:
-        guard = pairing_problems(view, keep)
+        guard = check(view, keep)
         if guard:
             raise PairingError(f"pruned transcript would break pairing: {guard[0]}", guard[0].where)
     return FitResult(
-        keep, dropped, estimate, after, budget, calibration, False, bool(dropped),
-        after > budget, dropped_turns, len(turns) - dropped_turns, raw_tokens=raw,
+        keep,
+        dropped,
+        estimate,
+        after,
+        budget,
+        calibration,
+        False,
+        bool(dropped),
+        after > budget,
+        dropped_turns,
+        len(turns) - dropped_turns,
+        raw_tokens=raw,
     )

@@ -57,7 +57,9 @@ class OpenAIChat:
         else:
             body = expect_dict(body, "(body)")
             if "messages" not in body:
-                raise InputError('missing "messages" (expected a Chat Completions body)', "messages")
+                raise InputError(
+                    'missing "messages" (expected a Chat Completions body)', "messages"
+                )
             messages = expect_list(body["messages"], "messages")
             prefix = "messages"
             model = optional_model(body)
@@ -147,4 +149,24 @@ class OpenAIChat:
         return {k: (kept if k == "messages" else v) for k, v in body.items()}
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
-        return []
+        """``misplaced-result``: a tool message must follow an assistant message with
+        ``tool_calls`` or another tool message (the API rejects it otherwise)."""
+        items = view.items
+        found: list[Problem] = []
+        previous: Item | None = None
+        for i in keep:
+            item = items[i]
+            if item.role is TOOL and not (
+                previous is not None and (previous.role is TOOL or previous.calls)
+            ):
+                after = "the start" if previous is None else f"a {previous.role} message"
+                found.append(
+                    Problem(
+                        i,
+                        view.where(i),
+                        "misplaced-result",
+                        f"tool message follows {after}, not an assistant message with tool_calls",
+                    )
+                )
+            previous = item
+        return found

@@ -1,0 +1,150 @@
+"""Structural rules of a transcript, shared by the pruner's input check and ``ctxwin lint``.
+
+:func:`problems` is the one implementation: the generic tool-call pairing
+rules below (they hold in every wire format, on the neutral view), plus the
+format's own rules from its adapter's ``problems(view, keep)`` hook
+(consecutive roles, where a result must sit, and so on).
+
+Generic rules, by name:
+
+* ``orphan-result``: a tool result answers a call id no earlier item made;
+* ``duplicate-call-id``: a call id is made twice;
+* ``duplicate-result``: a call id is answered twice;
+* ``unanswered-call``: a call gets no result before the next turn (a user,
+  system or new model item). A call left open at the very end of the
+  transcript is the agent's pending step, not a problem.
+
+Every rule reads the items at ``keep`` (all items when ``None``) as one
+transcript, so the same code checks an input and a pruned output. Problems
+are listed in item order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ctxwin.view import TOOL, Problem, View
+
+if TYPE_CHECKING:
+    from ctxwin.formats.base import Adapter
+
+GENERIC_RULES = ("orphan-result", "duplicate-call-id", "duplicate-result", "unanswered-call")
+"""The rules :func:`generic_problems` checks."""
+
+
+def _indices(view: View, keep: Sequence[int] | None) -> Sequence[int]:
+    return range(len(view.items)) if keep is None else keep
+
+
+def pairing_problems(view: View, keep: Sequence[int] | None = None) -> list[Problem]:
+    """Tool results that answer no call made earlier, and call ids made twice.
+
+    The two rules a pruned transcript must never break (the provider rejects
+    both). Checks the items at ``keep`` (all items when ``None``).
+    """
+    items = view.items
+    made: dict[str, int] = {}
+    problems: list[Problem] = []
+    for i in _indices(view, keep):
+        item = items[i]
+        for call_id in item.answers:
+            if call_id not in made:
+                problems.append(
+                    Problem(
+                        i,
+                        view.where(i),
+                        "orphan-result",
+                        f"tool result answers call id {call_id!r}, which no earlier message made",
+                    )
+                )
+        for call_id in item.calls:
+            if call_id in made:
+                problems.append(
+                    Problem(
+                        i,
+                        view.where(i),
+                        "duplicate-call-id",
+                        f"call id {call_id!r} was already made by {view.where(made[call_id])}",
+                    )
+                )
+            else:
+                made[call_id] = i
+    return problems
+
+
+def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Problem]:
+    """Every generic rule (see the module docstring), in item order."""
+    items = view.items
+    made: dict[str, int] = {}
+    answered: dict[str, int] = {}
+    pending: dict[str, int] = {}
+    """Call id → index of the item that made it, for calls still awaiting a result."""
+    problems: list[Problem] = []
+    for i in _indices(view, keep):
+        item = items[i]
+        where = view.where(i)
+        for call_id in item.answers:
+            if call_id not in made:
+                problems.append(
+                    Problem(
+                        i,
+                        where,
+                        "orphan-result",
+                        f"tool result answers call id {call_id!r}, which no earlier message made",
+                    )
+                )
+            elif call_id in answered:
+                problems.append(
+                    Problem(
+                        i,
+                        where,
+                        "duplicate-result",
+                        f"call id {call_id!r} was already answered by "
+                        f"{view.where(answered[call_id])}",
+                    )
+                )
+            else:
+                answered[call_id] = i
+            pending.pop(call_id, None)
+        if pending and item.role != TOOL and not item.joins:
+            # A new turn opens: every call still pending was never answered.
+            for call_id, at in pending.items():
+                problems.append(
+                    Problem(
+                        at,
+                        view.where(at),
+                        "unanswered-call",
+                        f"call id {call_id!r} gets no result before {where}",
+                    )
+                )
+            pending.clear()
+        for call_id in item.calls:
+            if call_id in made:
+                problems.append(
+                    Problem(
+                        i,
+                        where,
+                        "duplicate-call-id",
+                        f"call id {call_id!r} was already made by {view.where(made[call_id])}",
+                    )
+                )
+            else:
+                made[call_id] = i
+                pending[call_id] = i
+    problems.sort(key=lambda p: p.index)  # stable: same-index problems keep their order
+    return problems
+
+
+def problems(
+    view: View, adapter: Adapter | None = None, keep: Sequence[int] | None = None
+) -> list[Problem]:
+    """Every structural problem of the items at ``keep``: generic rules, then the format's."""
+    found = generic_problems(view, keep)
+    if adapter is not None:
+        found.extend(adapter.problems(view, list(_indices(view, keep))))
+        found.sort(key=lambda p: p.index)
+    return found
+
+
+__all__ = ["GENERIC_RULES", "generic_problems", "pairing_problems", "problems"]
