@@ -1,0 +1,484 @@
+"""The catalogue of bad inputs: each gives its documented exit code and one clear line.
+
+Every case runs ``ctxwin prune IN OUT`` with a budget that forces pruning (so
+the structural checks run), in-process; a sample also runs as a real process
+to prove there is no traceback. In every case IN is unchanged and OUT is not
+created.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pty
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ctxwin import core
+from ctxwin._io import read_input
+from ctxwin.errors import InputError, UsageError
+from tests.hostile_util import (
+    assert_one_line_error,
+    call,
+    cli,
+    cli_subprocess,
+    dump,
+    transcript,
+)
+
+PRUNE_HARD = ["-c", "4000", "--max-tokens", "0"]
+"""Flags that make the test transcript need pruning."""
+
+
+def mutated(change: Callable[[dict[str, Any]], Any]) -> bytes:
+    body = copy.deepcopy(transcript())
+    change(body)
+    return dump(body)
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A change that sets ``messages[i].key...`` (dotted, with [n] indices) to ``value``."""
+
+    def change(body: dict[str, Any]) -> None:
+        target: Any = body
+        parts = path.replace("[", ".").replace("]", "").split(".")
+        for part in parts[:-1]:
+            target = target[int(part)] if part.isdigit() else target[part]
+        last = parts[-1]
+        if value is _DELETE:
+            del target[int(last) if last.isdigit() else last]
+        elif last.isdigit():
+            target[int(last)] = value
+        else:
+            target[last] = value
+
+    return change
+
+
+_DELETE = object()
+
+
+def _insert(index: int, message: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def change(body: dict[str, Any]) -> None:
+        body["messages"].insert(index, message)
+
+    return change
+
+
+def _deep(levels: int) -> bytes:
+    nested = b"[" * levels + b"]" * levels
+    return VALID.replace(b'"model"', b'"metadata": ' + nested + b', "model"', 1)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    data: bytes
+    code: int
+    needle: str
+
+
+VALID = dump(transcript())
+
+CATALOGUE = [
+    Case("empty file", b"", 1, "empty input"),
+    Case("only whitespace", b" \n\t\n", 1, "empty input"),
+    Case("not JSON", b"hello, world\n", 1, "invalid JSON: unexpected character"),
+    Case("truncated JSON", VALID[: len(VALID) // 2], 1, "truncated JSON: unexpected end of data"),
+    Case("two documents", VALID + b" []", 1, "unexpected content after document"),
+    Case("a number", b"42", 1, "not a transcript this tool knows"),
+    Case("an object without messages", b'{"model": "gpt-4o"}', 1, "not a transcript"),
+    Case(
+        "messages not a list",
+        mutated(_set("messages", {"role": "user"})),
+        1,
+        "messages: expected a list, got an object",
+    ),
+    Case(
+        "a message not an object",
+        mutated(_set("messages[3]", "tool says hi")),
+        1,
+        "messages[3]: expected a message object, got a string",
+    ),
+    Case(
+        "bare list item not an object",
+        b'[{"role": "user", "content": "x"}, 7]',
+        1,
+        "[1]: expected a message object, got a number",
+    ),
+    Case("role missing", mutated(_set("messages[4].role", _DELETE)), 1, 'messages[4].role: missing "role"'),
+    Case(
+        "role unknown",
+        mutated(_set("messages[4].role", "robot")),
+        1,
+        "messages[4].role: unknown role 'robot'",
+    ),
+    Case("role not a string", mutated(_set("messages[4].role", 3)), 1, "messages[4].role: unknown role 3"),
+    Case(
+        "content a number",
+        mutated(_set("messages[1].content", 12)),
+        1,
+        "messages[1].content: expected a list, got a number",
+    ),
+    Case(
+        "content part not an object",
+        mutated(_set("messages[1].content", ["text"])),
+        1,
+        "messages[1].content[0]: expected an object, got a string",
+    ),
+    Case(
+        "content part without type",
+        mutated(_set("messages[1].content", [{"text": "x"}])),
+        1,
+        'messages[1].content[0].type: content part without a string "type"',
+    ),
+    Case(
+        "tool_calls not a list",
+        mutated(_set("messages[2].tool_calls", call(0))),
+        1,
+        "messages[2].tool_calls: expected a list, got an object",
+    ),
+    Case(
+        "a tool call not an object",
+        mutated(_set("messages[2].tool_calls[0]", "call_0")),
+        1,
+        "messages[2].tool_calls[0]: expected an object, got a string",
+    ),
+    Case(
+        "function missing",
+        mutated(_set("messages[2].tool_calls[0].function", _DELETE)),
+        1,
+        "messages[2].tool_calls[0].function: expected an object, got null",
+    ),
+    Case(
+        "arguments not a string",
+        mutated(_set("messages[2].tool_calls[0].function.arguments", {"path": "a.py"})),
+        1,
+        "messages[2].tool_calls[0].function.arguments: expected a string, got an object",
+    ),
+    Case(
+        "function name not a string",
+        mutated(_set("messages[2].tool_calls[0].function.name", None)),
+        1,
+        "messages[2].tool_calls[0].function.name: expected a string, got null",
+    ),
+    Case(
+        "call id not a string",
+        mutated(_set("messages[12].tool_calls[0].id", 5)),
+        1,
+        "messages[12].tool_calls[0].id: expected a string, got a number",
+    ),
+    Case(
+        "tool_call_id not a string",
+        mutated(_set("messages[3].tool_call_id", ["call_0"])),
+        1,
+        "messages[3].tool_call_id: expected a string, got a list",
+    ),
+    Case(
+        "tool_call_id missing",
+        mutated(_set("messages[3].tool_call_id", _DELETE)),
+        1,
+        'messages[3].tool_call_id: missing "tool_call_id" on a tool message',
+    ),
+    Case("tools not a list", mutated(_set("tools", {})), 1, "tools: expected a list, got an object"),
+    Case(
+        "max_tokens negative",
+        mutated(_set("max_tokens", -1)),
+        1,
+        "max_tokens: expected a non-negative integer",
+    ),
+    Case("model not a string", mutated(_set("model", 4)), 1, "model: expected a string"),
+    Case(
+        "duplicate tool-call ids",
+        mutated(_set("messages[4].tool_calls[0].id", "call_0")),
+        1,
+        "messages[4]: call id 'call_0' was already made by messages[2] [duplicate-call-id]",
+    ),
+    Case(
+        "a tool result with no call",
+        mutated(_insert(6, {"role": "tool", "tool_call_id": "call_404", "content": "?"})),
+        1,
+        "messages[6]: tool result answers call id 'call_404', which no earlier message made "
+        "[orphan-result]",
+    ),
+    Case(
+        "a call with no result in the middle",
+        mutated(_set("messages[5]", {"role": "user", "content": "stop"})),
+        1,
+        "messages[4]: call id 'call_1' gets no result before messages[5] [unanswered-call]",
+    ),
+    Case(
+        "a result answered twice",
+        mutated(_insert(4, {"role": "tool", "tool_call_id": "call_0", "content": "again"})),
+        1,
+        "messages[4]: call id 'call_0' was already answered by messages[3] [duplicate-result]",
+    ),
+    Case("NaN", VALID.replace(b'"model"', b'"temperature": NaN, "model"'), 1, "NaN and Infinity"),
+    Case("Infinity", VALID.replace(b'"model"', b'"top_p": Infinity, "model"'), 1, "NaN and Infinity"),
+    Case("-Infinity", VALID.replace(b'"model"', b'"top_p": -Infinity, "model"'), 1, "NaN and Infinity"),
+    Case(
+        "a float beyond 64 bits",
+        VALID.replace(b'"model"', b'"seed": 1e400, "model"'),
+        1,
+        "number too large for a 64-bit float at line 1 column 10",
+    ),
+    Case(
+        "an integer beyond 64 bits",
+        VALID.replace(b'"model"', b'"seed": 123456789012345678901234567890, "model"'),
+        1,
+        "integer 123456789012345678901234567890 at line 1 column 10 (byte 9) is beyond 64 bits",
+    ),
+    Case("nesting deeper than 1024", _deep(1100), 1, "JSON nested deeper than 1024 levels"),
+    Case(
+        "invalid UTF-8",
+        VALID.replace(b"careful", b"care\xfful"),
+        1,
+        "invalid UTF-8: byte 0xff at line 1 column",
+    ),
+    Case(
+        "a lone high surrogate",
+        VALID.replace(b"careful", b"care\\ud800ful"),
+        1,
+        "a lone surrogate in a \\u escape at line 1 column",
+    ),
+    Case(
+        "a lone low surrogate",
+        VALID.replace(b"careful", b"care\\udc00ful"),
+        1,
+        "a lone surrogate in a \\u escape",
+    ),
+    Case(
+        "an encoded surrogate (CESU-8 bytes)",
+        VALID.replace(b"careful", b"care\xed\xa0\x80ful"),
+        1,
+        "invalid UTF-8: byte 0xed",
+    ),
+    Case("a NUL byte after the document", VALID + b"\x00", 1, "unexpected content after document"),
+]
+
+
+@pytest.mark.parametrize("case", CATALOGUE, ids=[c.name for c in CATALOGUE])
+def test_catalogue(case: Case, tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_bytes(case.data)
+    out = tmp_path / "out.json"
+    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    assert_one_line_error(run, case.code, case.needle)
+    assert run.stdout == b""
+    assert not out.exists()
+    assert src.read_bytes() == case.data
+    assert [p.name for p in tmp_path.iterdir()] == ["in.json"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("case", CATALOGUE, ids=[c.name for c in CATALOGUE])
+def test_catalogue_lint_reports_it(case: Case) -> None:
+    """lint finds every catalogue problem too (exit 1), and names the same rule or place."""
+    run = cli(["lint", "--json", "-"], stdin=case.data)
+    assert run.exit_code == 1, run.stderr
+    report = orjson.loads(run.stdout)
+    assert report["clean"] is False
+    found = report["files"][0]["problems"]
+    assert found
+    if "[" in case.needle and case.needle.endswith("]"):
+        rule = case.needle.rsplit("[", 1)[1].rstrip("]")
+        assert rule in {p["rule"] for p in found}
+
+
+SUBPROCESS_SAMPLE = ("empty file", "truncated JSON", "call id not a string", "NaN", "invalid UTF-8")
+
+
+@pytest.mark.parametrize("name", SUBPROCESS_SAMPLE)
+def test_catalogue_real_process(name: str, tmp_path: Path) -> None:
+    case = next(c for c in CATALOGUE if c.name == name)
+    src = tmp_path / "in.json"
+    src.write_bytes(case.data)
+    run = cli_subprocess(["prune", str(src), str(tmp_path / "out.json"), *PRUNE_HARD])
+    assert_one_line_error(run, case.code, case.needle)
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_debug_shows_a_traceback(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_bytes(b"{")
+    run = cli_subprocess(["--debug", "estimate", str(src)])
+    assert run.exit_code == 1
+    assert "Traceback" in run.stderr
+    assert "InputError: truncated JSON" in run.stderr
+
+
+# --- inputs that are accepted ------------------------------------------------------------
+
+
+def test_pairing_problems_pass_through_when_nothing_is_dropped(tmp_path: Path) -> None:
+    """A transcript that fits is passed through untouched, with a warning naming the problem."""
+    data = mutated(_insert(6, {"role": "tool", "tool_call_id": "call_404", "content": "?"}))
+    src = tmp_path / "in.json"
+    src.write_bytes(data)
+    run = cli(["prune", str(src), str(tmp_path / "out.json"), "-c", "128000"])
+    assert run.exit_code == 0, run.stderr
+    assert (tmp_path / "out.json").read_bytes() == data
+    assert "warning: messages[6]: tool result answers call id 'call_404'" in run.stderr
+    assert "[orphan-result]" in run.stderr
+
+
+def test_big_integer_is_fine_when_nothing_is_rewritten(tmp_path: Path) -> None:
+    data = VALID.replace(b'"model"', b'"seed": 123456789012345678901234567890, "model"')
+    src = tmp_path / "in.json"
+    src.write_bytes(data)
+    assert cli(["estimate", str(src), *PRUNE_HARD]).exit_code == 0
+    run = cli(["prune", str(src), str(tmp_path / "out.json"), "-c", "128000"])
+    assert run.exit_code == 0, run.stderr
+    assert (tmp_path / "out.json").read_bytes() == data
+
+
+def test_integers_within_64_bits_are_pruned(tmp_path: Path) -> None:
+    data = VALID.replace(
+        b'"model"', b'"a": 18446744073709551615, "b": -9223372036854775808, "model"'
+    )
+    src = tmp_path / "in.json"
+    src.write_bytes(data)
+    run = cli(["prune", str(src), "-", *PRUNE_HARD])
+    assert run.exit_code == 0, run.stderr
+    body = orjson.loads(run.stdout)
+    assert body["a"] == 18446744073709551615
+    assert body["b"] == -9223372036854775808
+    assert len(body["messages"]) < len(transcript()["messages"])
+
+
+def test_digits_inside_strings_are_not_big_integers() -> None:
+    assert core.find_big_integer(b'{"a": "123456789012345678901234567890"}') is None
+    assert core.find_big_integer(b'{"a": "x\\"12345678901234567890123"}') is None
+    assert core.find_big_integer(b"[0.123456789012345678901234, 1e-12345678901234567890]") is None
+    assert core.find_big_integer(b'{"a": 1, "b": -12345678901234567890123}') == (
+        "integer -12345678901234567890123 at line 1 column 15 (byte 14)"
+    )
+
+
+def test_utf8_bom_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    """Decision: a leading UTF-8 BOM is ignored (RFC 8259 allows it), with a warning."""
+    src = tmp_path / "in.json"
+    src.write_bytes(b"\xef\xbb\xbf" + VALID)
+    run = cli(["prune", str(src), "-", *PRUNE_HARD])
+    assert run.exit_code == 0, run.stderr
+    assert "warning: ignoring the UTF-8 byte order mark" in run.stderr
+    assert not run.stdout.startswith(b"\xef\xbb\xbf")  # the pruned output has none
+    assert orjson.loads(run.stdout)["messages"][0]["role"] == "system"
+    fits = cli(["prune", str(src), "-", "-c", "128000", "-q"])
+    assert fits.exit_code == 0
+    assert fits.stdout == src.read_bytes()  # passed through untouched, BOM included
+
+
+def test_deep_nesting_within_the_parser_limit_is_pruned(tmp_path: Path) -> None:
+    """orjson reads 1024 levels but writes only 254: the standard library writes the rest."""
+    src = tmp_path / "in.json"
+    src.write_bytes(_deep(1000))
+    run = cli(["prune", str(src), "-", *PRUNE_HARD, "-q"])
+    assert run.exit_code == 0, run.stderr
+    assert b'"metadata":' + b"[" * 1000 + b"]" * 1000 in run.stdout
+    assert len(orjson.loads(run.stdout)["messages"]) < len(transcript()["messages"])
+
+
+def test_parse_positions_count_characters_not_bytes() -> None:
+    with pytest.raises(InputError, match="line 2 column 8"):
+        core.parse('["é€€",\n "ab", x]'.encode())
+
+
+# --- files, folders, sizes, stdin --------------------------------------------------------
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    run = cli(["estimate", str(tmp_path / "nope.json")])
+    assert_one_line_error(run, 1, "nope.json: no such file")
+
+
+def test_a_folder(tmp_path: Path) -> None:
+    run = cli(["estimate", str(tmp_path)])
+    assert_one_line_error(run, 1, "is a folder, expected a JSON file")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_bytes(VALID)
+    src.chmod(0)
+    run = cli(["estimate", str(src)])
+    assert_one_line_error(run, 1, "in.json: permission denied")
+
+
+def test_unreadable_file_any_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same as above where the tests run as root: open() is made to refuse."""
+    src = tmp_path / "in.json"
+    src.write_bytes(VALID)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(src))
+
+    monkeypatch.setattr("builtins.open", refuse)
+    with pytest.raises(InputError, match="in.json: permission denied"):
+        read_input(str(src))
+
+
+def test_two_gigabyte_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    src = tmp_path / "huge.json"
+    with src.open("wb") as fh:
+        fh.truncate(2 * 1024**3)  # sparse: takes no disk space
+    run = cli(["estimate", str(src)])
+    assert_one_line_error(run, 1, "huge.json is 2,147,483,648 bytes, over the 1,073,741,824-byte")
+    assert "--max-input-bytes" in run.stderr
+
+
+def test_max_input_bytes_on_a_file_and_on_stdin(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_bytes(VALID)
+    limit = str(len(VALID) - 1)
+    run = cli(["estimate", str(src), "--max-input-bytes", limit])
+    assert_one_line_error(run, 1, f"over the {len(VALID) - 1:,}-byte input limit")
+    run = cli(["estimate", "-", "--max-input-bytes", limit], stdin=VALID)
+    assert_one_line_error(run, 1, "stdin is")
+    assert cli(["estimate", "-", "--max-input-bytes", str(len(VALID))], stdin=VALID).exit_code == 0
+    assert cli(["estimate", str(src), "--max-input-bytes", "0"]).exit_code == 0
+
+
+def test_stdin_that_is_a_terminal_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal())
+    with pytest.raises(UsageError, match="no input: give a transcript file"):
+        read_input("-")
+
+
+@pytest.mark.parametrize("command", ["estimate", "prune", "lint"])
+def test_stdin_that_is_a_terminal_real_process(command: str) -> None:
+    """No hang: a real pseudo-terminal on stdin gives exit 2 at once."""
+    leader, follower = pty.openpty()
+    try:
+        run = cli_subprocess([command], stdin=follower, timeout=30)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert_one_line_error(run, 2, "no input: give a transcript file, or pipe JSON to stdin")
+
+
+def test_unknown_format_is_a_usage_error() -> None:
+    run = cli(["estimate", "-", "--format", "yaml"], stdin=VALID)
+    assert_one_line_error(run, 2, "--format: unknown format 'yaml'")
+
+
+def test_input_is_never_modified(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_bytes(VALID)
+    before = src.stat()
+    run = cli(["prune", str(src), str(tmp_path / "out.json"), *PRUNE_HARD, "-q"])
+    assert run.exit_code == 0, run.stderr
+    after = src.stat()
+    assert src.read_bytes() == VALID
+    assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)
+    assert stat.S_IMODE(after.st_mode) == stat.S_IMODE(before.st_mode)
