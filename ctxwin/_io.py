@@ -72,13 +72,24 @@ def read_input(path: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> bytes:
 
 
 def write_stdout(data: bytes) -> None:
-    """Write ``data`` to stdout; a closed pipe becomes an :class:`OutputError`."""
+    """Write all of ``data`` to stdout; a closed pipe becomes an :class:`OutputError`.
+
+    A buffered write to a pipe may return after part of the data (when the
+    reader goes away, or a signal interrupts it) without raising: loop until
+    everything is written, so nothing is ever cut short silently.
+    """
+    out = sys.stdout.buffer
+    view = memoryview(data)
     try:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        while view:
+            written = out.write(view)
+            if not written:
+                raise OutputError("stdout: cannot write: the stream accepts no more data")
+            view = view[written:]
+        out.flush()
     except BrokenPipeError:
         # Keep the interpreter from complaining again when it flushes at exit.
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         raise OutputError("output closed before all data was written (broken pipe)") from None

@@ -68,7 +68,9 @@ def lint_file(path: str, fmt: str, max_input_bytes: int) -> dict[str, Any]:
     return record
 
 
-def _render_table(records: list[dict[str, Any]]) -> None:
+def _render_table(records: list[dict[str, Any]]) -> bytes:
+    import io
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -86,7 +88,10 @@ def _render_table(records: list[dict[str, Any]]) -> None:
             if many:
                 cells.insert(0, Text(record["path"]))
             table.add_row(*cells)
-    Console(soft_wrap=False).print(table)
+    # Render to text first, then write it like any data (all of it, or a clear error).
+    buffer = io.StringIO()
+    Console(file=buffer, width=Console().width).print(table)
+    return buffer.getvalue().encode("utf-8")
 
 
 def lint(
@@ -139,7 +144,7 @@ def lint(
         payload = {"clean": total == 0, "problems": total, "files": records}
         write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     elif total:
-        _render_table(records)
+        write_stdout(_render_table(records))
     if not quiet:
         bad = sum(1 for r in records if r["problems"])
         noun = "file" if len(records) == 1 else "files"
