@@ -129,9 +129,9 @@ def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
                         f"call id {call_id!r} was already made by {view.where(made[call_id])}",
                     )
                 )
-            else:
-                made[call_id] = i
-                pending[call_id] = i
+                answered.pop(call_id, None)  # its next result answers this call, not a repeat
+            made[call_id] = i
+            pending[call_id] = i
     problems.sort(key=lambda p: p.index)  # stable: same-index problems keep their order
     return problems
 
