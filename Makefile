@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test lint format clean
+.PHONY: help venv demo test lint format clean fuzz slow
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -33,6 +33,12 @@ demo: venv ## Run ctxwin on the example agent run
 
 test: venv ## Run the test suite
 	$(BIN)/python -m pytest
+
+fuzz: venv ## Fuzz the CLI with 10,000 mutated transcripts (not part of `make test`)
+	CTXWIN_FUZZ_EXAMPLES=$${CTXWIN_FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest tests/test_fuzz.py -s -q
+
+slow: venv ## Slow tests: SIGKILL in the middle of a 200 MB prune (not part of `make test`)
+	CTXWIN_SLOW=1 $(BIN)/python -m pytest tests/test_kill.py -q
 
 lint: venv ## ruff + mypy --strict
 	$(BIN)/ruff check .

@@ -1,0 +1,294 @@
+"""Fuzzing the CLI with mutated transcripts.
+
+Valid transcripts are generated, then mutated: messages dropped, duplicated,
+moved; fields given values of the wrong type; huge strings injected; the
+serialized bytes truncated, corrupted or wrapped. Each case runs ``estimate``,
+``prune`` or ``lint`` in-process and asserts:
+
+* the exit code is one ctxwin documents, and nothing escapes as a traceback
+  or an "internal error";
+* ``prune`` either writes nothing to OUT (any failure), or writes the input
+  unchanged (it fit, or the budget was not positive), or writes a transcript
+  that breaks no structural rule, is an ordered subsequence of the input and
+  is within the budget.
+
+``make test`` runs 500 cases; ``make fuzz`` sets ``CTXWIN_FUZZ_EXAMPLES`` to
+10,000 and prints the count.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxwin import core
+from tests.hostile_util import EXIT_CODES, cli, cli_subprocess
+
+EXAMPLES = int(os.environ.get("CTXWIN_FUZZ_EXAMPLES", "500"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# --- valid transcripts -------------------------------------------------------------------
+
+
+@st.composite
+def transcripts(draw: st.DrawFn) -> dict[str, Any]:
+    """A Chat Completions body that breaks no rule: parallel calls, results, user turns."""
+    messages: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        messages.append({"role": "system", "content": "sys " * draw(st.integers(0, 50))})
+    messages.append({"role": "user", "content": "task " * draw(st.integers(0, 50))})
+    next_id = 0
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(st.sampled_from(["calls", "calls", "calls", "text", "user"]))
+        if kind == "user":
+            messages.append({"role": "user", "content": "more " * draw(st.integers(0, 30))})
+            continue
+        if kind == "text":
+            messages.append({"role": "assistant", "content": "ok " * draw(st.integers(0, 40))})
+            continue
+        ids = [f"call_{next_id + k}" for k in range(draw(st.integers(1, 3)))]
+        next_id += len(ids)
+        calls = [
+            {
+                "id": i,
+                "type": "function",
+                "function": {"name": "run", "arguments": '{"cmd": "ls"}'},
+            }
+            for i in ids
+        ]
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for i in draw(st.permutations(ids)):
+            size = draw(st.integers(0, 3000))
+            messages.append({"role": "tool", "tool_call_id": i, "content": "r" * size})
+    body: dict[str, Any] = {"messages": messages}
+    if draw(st.booleans()):
+        body = {"model": draw(st.sampled_from(["gpt-4o", "mystery-model"])), **body}
+    if draw(st.booleans()):
+        body["tools"] = [{"type": "function", "function": {"name": "run", "parameters": {}}}]
+    return body
+
+
+# --- mutations ---------------------------------------------------------------------------
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+JSON_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    INT64,
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.lists(INT64, max_size=3),
+    st.dictionaries(st.text(max_size=5), INT64, max_size=3),
+)
+FIELDS = ["role", "content", "tool_calls", "tool_call_id", "name"]
+CALL_FIELDS = ["id", "type", "function"]
+FUNCTION_FIELDS = ["name", "arguments"]
+
+
+@st.composite
+def mutate_body(draw: st.DrawFn, body: dict[str, Any]) -> dict[str, Any] | list[Any]:
+    """Structural mutations of the parsed body."""
+    body = copy.deepcopy(body)
+    msgs: list[Any] = body["messages"]
+    for _ in range(draw(st.integers(0, 4))):
+        if not msgs:
+            break
+        i = draw(st.integers(0, len(msgs) - 1))
+        op = draw(
+            st.sampled_from(
+                ["drop", "duplicate", "move", "field", "call", "huge", "replace", "swap-ids"]
+            )
+        )
+        if op == "drop":
+            del msgs[i]
+        elif op == "duplicate":
+            msgs.insert(draw(st.integers(0, len(msgs))), copy.deepcopy(msgs[i]))
+        elif op == "move":
+            msgs.insert(draw(st.integers(0, len(msgs) - 1)), msgs.pop(i))
+        elif op == "replace":
+            msgs[i] = draw(JSON_VALUES)
+        elif op == "field" and isinstance(msgs[i], dict):
+            msgs[i][draw(st.sampled_from(FIELDS))] = draw(JSON_VALUES)
+        elif op == "call" and isinstance(msgs[i], dict) and msgs[i].get("tool_calls"):
+            call = msgs[i]["tool_calls"][0]
+            if draw(st.booleans()):
+                call[draw(st.sampled_from(CALL_FIELDS))] = draw(JSON_VALUES)
+            elif isinstance(call.get("function"), dict):
+                call["function"][draw(st.sampled_from(FUNCTION_FIELDS))] = draw(JSON_VALUES)
+        elif op == "huge" and isinstance(msgs[i], dict):
+            msgs[i]["content"] = "h" * draw(st.sampled_from([10_000, 200_000, 1_000_000]))
+        elif op == "swap-ids":
+            ids = [
+                m.get("tool_call_id")
+                for m in msgs
+                if isinstance(m, dict) and isinstance(m.get("tool_call_id"), str)
+            ]
+            if ids and isinstance(msgs[i], dict):
+                msgs[i]["tool_call_id"] = draw(st.sampled_from(ids))
+    if draw(st.integers(0, 9)) == 0:
+        return msgs  # a bare messages array
+    return body
+
+
+@st.composite
+def mutate_bytes(draw: st.DrawFn, data: bytes) -> bytes:
+    """Byte-level damage: truncation, bad bytes, BOM, NaN, deep nesting, big integers."""
+    op = draw(
+        st.sampled_from(
+            ["none", "none", "none", "truncate", "flip", "insert", "bom", "nan", "deep", "bigint"]
+        )
+    )
+    if op == "truncate":
+        return data[: draw(st.integers(0, len(data)))]
+    if op == "flip" and data:
+        i = draw(st.integers(0, len(data) - 1))
+        return data[:i] + bytes([draw(st.integers(0, 255))]) + data[i + 1 :]
+    if op == "insert":
+        i = draw(st.integers(0, len(data)))
+        return data[:i] + draw(st.binary(min_size=1, max_size=4)) + data[i:]
+    if op == "bom":
+        return b"\xef\xbb\xbf" + data
+    if op == "nan" and data.startswith(b"{"):
+        return b'{"temperature": ' + draw(st.sampled_from([b"NaN", b"-Infinity"])) + b"," + data[1:]
+    if op == "deep" and data.startswith(b"{"):
+        n = draw(st.sampled_from([10, 300, 1024, 1100]))
+        return b'{"meta": ' + b"[" * n + b"]" * n + b"," + data[1:]
+    if op == "bigint" and data.startswith(b"{"):
+        return b'{"seed": 123456789012345678901234567890,' + data[1:]
+    return data
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[bytes, list[str]]:
+    body = draw(mutate_body(draw(transcripts())))
+    data = orjson.dumps(body)
+    if draw(st.booleans()):
+        data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    data = draw(mutate_bytes(data))
+    flags = ["-c", str(draw(st.integers(1, 60_000))), "--max-tokens", str(draw(st.integers(0, 2000)))]
+    return data, flags
+
+
+# --- the checks --------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    cases: int = 0
+    crashes: int = 0
+    invalid: int = 0
+    codes: dict[int, int] = field(default_factory=dict)
+
+
+TALLY = Tally()
+
+
+@pytest.fixture(scope="module")
+def workdir() -> Iterator[Path]:
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    # A memory file system where there is one: every prune fsyncs its OUT.
+    with tempfile.TemporaryDirectory(prefix="ctxwin-fuzz-", dir=shm) as tmp:
+        yield Path(tmp)
+    if EXAMPLES > 500:
+        print(
+            f"\nfuzz: {TALLY.cases:,} cases, {TALLY.crashes} crashes, "
+            f"{TALLY.invalid} invalid outputs; exit codes {dict(sorted(TALLY.codes.items()))}"
+        )
+
+
+def _fits(data: bytes, flags: list[str]) -> bool:
+    """Whether the input as given is within its budget (or the budget is not positive)."""
+    transcript = core.load(core.parse(data))
+    plan = core.plan(transcript, context_length=int(flags[1]), max_tokens=int(flags[3]))
+    return plan.result.fits or not plan.result.enforced
+
+
+def check_output(data: bytes, out: bytes, flags: list[str]) -> None:
+    """A prune output is the input unchanged (it fit), or valid and within the budget."""
+    if out == data:
+        assert _fits(data, flags), "input returned unchanged although it needed pruning"
+        return
+    src = core.parse(data)
+    body = core.parse(out)
+    transcript = core.load(body)
+    assert transcript.problems() == [], transcript.problems()
+    plan = core.plan(transcript, context_length=int(flags[1]), max_tokens=int(flags[3]))
+    assert plan.result.estimated_tokens <= plan.result.budget
+    src_msgs = src if isinstance(src, list) else src["messages"]
+    out_msgs = body if isinstance(body, list) else body["messages"]
+    it = iter(src_msgs)
+    assert all(any(m == s for s in it) for m in out_msgs), "output is not a subsequence"
+
+
+@given(case=cases(), command=st.sampled_from(["prune", "prune", "estimate", "lint"]))
+@FUZZ
+def test_fuzz_cli(workdir: Path, case: tuple[bytes, list[str]], command: str) -> None:
+    data, flags = case
+    out = workdir / "out.json"
+    out.unlink(missing_ok=True)
+    if command == "prune":
+        args = ["prune", "-", str(out), *flags]
+    elif command == "estimate":
+        args = ["estimate", "-", "--json", *flags]
+    else:
+        args = ["lint", "--json", "-"]
+    TALLY.cases += 1
+    try:
+        run = cli(args, stdin=data)
+    except BaseException:
+        TALLY.crashes += 1
+        raise
+    TALLY.codes[run.exit_code] = TALLY.codes.get(run.exit_code, 0) + 1
+    try:
+        assert run.exit_code in EXIT_CODES - {4}, run.stderr
+        assert "Traceback" not in run.stderr
+        assert "internal error" not in run.stderr, run.stderr
+        if command == "prune":
+            if run.exit_code == 0:
+                check_output(data, out.read_bytes(), flags)
+            else:
+                assert not out.exists()
+                last = run.stderr.splitlines()[-1]
+                if run.exit_code == 3:
+                    assert last.startswith("ctxwin: context truncated: "), run.stderr
+                else:
+                    assert last.startswith("ctxwin: error: "), run.stderr
+                assert run.stderr.count("error:") == (run.exit_code != 3), run.stderr
+        elif command == "lint" and run.exit_code in (0, 1):
+            orjson.loads(run.stdout)
+        elif command == "estimate" and run.exit_code in (0, 3):
+            assert orjson.loads(run.stdout)["budget"] == int(flags[1]) - int(flags[3]) - -(
+                -int(flags[1]) * 3 // 100
+            )
+    except AssertionError:
+        TALLY.invalid += 1
+        raise
+
+
+@given(case=cases())
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+def test_fuzz_real_process(case: tuple[bytes, list[str]]) -> None:
+    """A few cases as real processes: the exit code and stderr a shell would see."""
+    data, flags = case
+    run = cli_subprocess(["prune", "-", "-", *flags], stdin=data)
+    assert run.exit_code in EXIT_CODES - {4}, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "internal error" not in run.stderr
+    if run.exit_code == 0:
+        check_output(data, run.stdout, flags)
+    else:
+        assert run.stdout == b""
