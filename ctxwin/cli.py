@@ -19,8 +19,8 @@ from ctxwin.errors import CtxwinError, ExitCode, SpecError, UsageError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 bad input (unreadable, invalid JSON, wrong shape, unsafe pairing, "
-    "write failure); 2 usage error; 3 context truncated (even the head plus the newest turn "
-    "exceed the budget); 4 needs pruning (check only)."
+    "write failure; lint: problems found); 2 usage error; 3 context truncated (even the head "
+    "plus the newest turn exceed the budget); 4 needs pruning (check only)."
 )
 
 app = typer.Typer(

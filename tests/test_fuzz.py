@@ -179,7 +179,12 @@ def cases(draw: st.DrawFn) -> tuple[bytes, list[str]]:
     if draw(st.booleans()):
         data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
     data = draw(mutate_bytes(data))
-    flags = ["-c", str(draw(st.integers(1, 60_000))), "--max-tokens", str(draw(st.integers(0, 2000)))]
+    flags = [
+        "-c",
+        str(draw(st.integers(1, 60_000))),
+        "--max-tokens",
+        str(draw(st.integers(0, 2000))),
+    ]
     return data, flags
 
 

@@ -112,14 +112,24 @@ CATALOGUE = [
         1,
         "[1]: expected a message object, got a number",
     ),
-    Case("role missing", mutated(_set("messages[4].role", _DELETE)), 1, 'messages[4].role: missing "role"'),
+    Case(
+        "role missing",
+        mutated(_set("messages[4].role", _DELETE)),
+        1,
+        'messages[4].role: missing "role"',
+    ),
     Case(
         "role unknown",
         mutated(_set("messages[4].role", "robot")),
         1,
         "messages[4].role: unknown role 'robot'",
     ),
-    Case("role not a string", mutated(_set("messages[4].role", 3)), 1, "messages[4].role: unknown role 3"),
+    Case(
+        "role not a string",
+        mutated(_set("messages[4].role", 3)),
+        1,
+        "messages[4].role: unknown role 3",
+    ),
     Case(
         "content a number",
         mutated(_set("messages[1].content", 12)),
@@ -186,7 +196,9 @@ CATALOGUE = [
         1,
         'messages[3].tool_call_id: missing "tool_call_id" on a tool message',
     ),
-    Case("tools not a list", mutated(_set("tools", {})), 1, "tools: expected a list, got an object"),
+    Case(
+        "tools not a list", mutated(_set("tools", {})), 1, "tools: expected a list, got an object"
+    ),
     Case(
         "max_tokens negative",
         mutated(_set("max_tokens", -1)),
@@ -220,8 +232,15 @@ CATALOGUE = [
         "messages[4]: call id 'call_0' was already answered by messages[3] [duplicate-result]",
     ),
     Case("NaN", VALID.replace(b'"model"', b'"temperature": NaN, "model"'), 1, "NaN and Infinity"),
-    Case("Infinity", VALID.replace(b'"model"', b'"top_p": Infinity, "model"'), 1, "NaN and Infinity"),
-    Case("-Infinity", VALID.replace(b'"model"', b'"top_p": -Infinity, "model"'), 1, "NaN and Infinity"),
+    Case(
+        "Infinity", VALID.replace(b'"model"', b'"top_p": Infinity, "model"'), 1, "NaN and Infinity"
+    ),
+    Case(
+        "-Infinity",
+        VALID.replace(b'"model"', b'"top_p": -Infinity, "model"'),
+        1,
+        "NaN and Infinity",
+    ),
     Case(
         "a float beyond 64 bits",
         VALID.replace(b'"model"', b'"seed": 1e400, "model"'),
@@ -420,7 +439,7 @@ def test_unreadable_file_any_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         raise PermissionError(13, "Permission denied", str(src))
 
     monkeypatch.setattr("builtins.open", refuse)
-    with pytest.raises(InputError, match="in.json: permission denied"):
+    with pytest.raises(InputError, match=r"in\.json: permission denied"):
         read_input(str(src))
 
 

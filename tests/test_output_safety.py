@@ -277,7 +277,9 @@ def test_closed_pipe_on_prune(tmp_path: Path) -> None:
 
 def test_closed_pipe_on_a_rich_table(tmp_path: Path) -> None:
     body: dict[str, Any] = transcript(turns=2)
-    body["messages"] += [{"role": "tool", "tool_call_id": f"x{i}", "content": ""} for i in range(3000)]
+    body["messages"] += [
+        {"role": "tool", "tool_call_id": f"x{i}", "content": ""} for i in range(3000)
+    ]
     src = tmp_path / "many.json"
     src.write_bytes(dump(body))
     code, err = _closed_pipe(["lint", str(src)])

@@ -148,7 +148,9 @@ def test_fit_refuses_when_a_rule_is_broken_and_pruning_is_needed() -> None:
     def strict(v: View, keep: Sequence[int] | None) -> list[Problem]:
         return rules.problems(v, FlagsEveryUser(), keep)  # type: ignore[arg-type]
 
-    with pytest.raises(PairingError, match=r"messages\[4\]: second user message \[no-second-user\]"):
+    with pytest.raises(
+        PairingError, match=r"messages\[4\]: second user message \[no-second-user\]"
+    ):
         fit(v, 40, est, 1.0, strict)
     assert fit(v, 10_000, est, 1.0, strict).fits  # a transcript that fits is never checked
 
