@@ -303,7 +303,9 @@ def _hex_lines(rng: random.Random, n: int) -> list[str]:
 
 def _b64_lines(rng: random.Random, n: int) -> list[str]:
     raw = rng.randbytes(57 * n)
-    return [base64.b64encode(raw[i : i + 57]).decode("ascii") + "\n" for i in range(0, len(raw), 57)]
+    return [
+        base64.b64encode(raw[i : i + 57]).decode("ascii") + "\n" for i in range(0, len(raw), 57)
+    ]
 
 
 def _json_records(rng: random.Random, n: int) -> list[str]:
@@ -380,7 +382,11 @@ class Generator:
         start = self.rng.randint(1, 2000)
         if self.rng.random() < 0.5:
             return {"path": self.path()}
-        return {"path": self.path(), "start_line": start, "end_line": start + self.rng.randint(20, 400)}
+        return {
+            "path": self.path(),
+            "start_line": start,
+            "end_line": start + self.rng.randint(20, 400),
+        }
 
     def _args_run_command(self) -> dict[str, Any]:
         rng = self.rng
@@ -482,10 +488,14 @@ class Generator:
         calls = []
         results = []
         for _ in range(k):
-            tool = self.tool_names[bisect.bisect_right(self.tool_cum, rng.random() * self.tool_cum[-1])]
+            tool = self.tool_names[
+                bisect.bisect_right(self.tool_cum, rng.random() * self.tool_cum[-1])
+            ]
             cid = self.call_id()
             args = orjson.dumps(self.args_builders[tool]()).decode("utf-8")
-            calls.append({"id": cid, "type": "function", "function": {"name": tool, "arguments": args}})
+            calls.append(
+                {"id": cid, "type": "function", "function": {"name": tool, "arguments": args}}
+            )
             results.append({"role": "tool", "tool_call_id": cid, "content": self.tool_output(tool)})
         content = rng.choice(ASSISTANT_LINES) if rng.random() < ASSISTANT_TEXT else None
         return [{"role": "assistant", "content": content, "tool_calls": calls}, *results]
