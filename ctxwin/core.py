@@ -6,7 +6,6 @@ Data flows one way: bytes → :func:`parse` → :func:`load` (adapter → view) 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +31,6 @@ _INT64_MIN = -(1 << 63)
 _UINT64_MAX = (1 << 64) - 1
 _DIGIT_MAP = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
 _LONG_RUN = b"0" * 19
-_NUMBER_OR_STRING = re.compile(
-    rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|(?<![0-9.eE+-])-?[0-9]{19,}(?![0-9.eE])'
-)
 
 
 def _at(data: bytes | str, pos: int) -> str:
@@ -106,25 +102,60 @@ def parse(data: bytes | bytearray | memoryview | str) -> Any:
         raise InputError(_explain(data if isinstance(data, str) else bytes(data), exc)) from None
 
 
+def _unescaped_quotes(raw: bytes, start: int, end: int) -> int:
+    """The number of ``"`` in ``raw[start:end]`` that are not escaped by a backslash.
+
+    A quote is escaped when an odd number of backslashes precede it; with
+    ``c(k)`` the quotes preceded by at least ``k`` backslashes, the escaped
+    ones are ``c(1) - c(2) + c(3) - ...``. Every count runs at C speed.
+    """
+    total = raw.count(b'"', start, end)
+    escaped = 0
+    k = 1
+    sign = 1
+    while True:
+        c = raw.count(b"\\" * k + b'"', start, end)
+        if not c:
+            break
+        escaped += sign * c
+        sign = -sign
+        k += 1
+    return total - escaped
+
+
 def find_big_integer(data: bytes | bytearray | memoryview) -> str | None:
-    """Where ``data`` has an integer beyond 64 bits, or ``None``.
+    """Where valid JSON ``data`` has an integer beyond 64 bits, or ``None``.
 
     orjson reads such an integer as a float, so writing the body back would
-    change it; a pruned output must never silently rewrite a value. A fast
-    scan for 19-digit runs comes first; only when one exists is the JSON
-    tokenized (skipping strings) to see whether it is a number.
+    change it; a pruned output must never silently rewrite a value. Runs of
+    19 or more digits are found at C speed; each is a number token when an
+    even number of unescaped quotes precede it (outside every string).
     """
     raw = bytes(data)
-    if raw.translate(_DIGIT_MAP).find(_LONG_RUN) < 0:
-        return None
-    for match in _NUMBER_OR_STRING.finditer(raw):
-        token = match.group()
-        if token[:1] == b'"':
-            continue
-        value = int(token)
-        if value < _INT64_MIN or value > _UINT64_MAX:
-            shown = token.decode() if len(token) <= 30 else f"{token[:27].decode()}..."
-            return f"integer {shown} at {_byte_at(raw, match.start())}"
+    digits = raw.translate(_DIGIT_MAP)
+    pos = digits.find(_LONG_RUN)
+    quotes = 0
+    counted = 0
+    size = len(raw)
+    while pos >= 0:
+        end = digits.find(b"x", pos)
+        if end < 0:
+            end = size
+        quotes += _unescaped_quotes(raw, counted, pos)
+        counted = pos
+        if quotes % 2 == 0:  # outside strings: part of a number
+            before = raw[pos - 1 : pos]
+            sign = before == b"-" and raw[pos - 2 : pos - 1] not in (b"e", b"E")
+            in_fraction = before in (b".", b"e", b"E", b"+") or (before == b"-" and not sign)
+            after = raw[end : end + 1]
+            if not in_fraction and after not in (b".", b"e", b"E"):
+                begin = pos - 1 if sign else pos
+                value = int(raw[begin:end])
+                if value < _INT64_MIN or value > _UINT64_MAX:
+                    token = raw[begin:end].decode()
+                    shown = token if len(token) <= 30 else f"{token[:27]}..."
+                    return f"integer {shown} at {_byte_at(raw, begin)}"
+        pos = digits.find(_LONG_RUN, end)
     return None
 
 

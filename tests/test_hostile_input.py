@@ -9,8 +9,10 @@ created.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import pty
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxwin import core
 from ctxwin._io import read_input
@@ -501,3 +505,45 @@ def test_input_is_never_modified(tmp_path: Path) -> None:
     assert src.read_bytes() == VALID
     assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)
     assert stat.S_IMODE(after.st_mode) == stat.S_IMODE(before.st_mode)
+
+
+_REFERENCE_TOKENS = re.compile(
+    rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|(?<![0-9.eE+-])-?[0-9]{19,}(?![0-9.eE])'
+)
+
+
+def _reference_big_integer(data: bytes) -> int | None:
+    """Byte offset of the first integer beyond 64 bits, by a slow full tokenization."""
+    for match in _REFERENCE_TOKENS.finditer(data):
+        token = match.group()
+        if token[:1] != b'"' and not -(2**63) <= int(token) <= 2**64 - 1:
+            return match.start()
+    return None
+
+
+_TRICKY_TEXT = st.text(
+    alphabet=st.sampled_from(['"', "\\", "1", "9", "-", "e", ".", " ", ":", ",", "x"]),
+    max_size=60,
+)
+_JSON = st.recursive(
+    st.one_of(
+        st.integers(-(10**25), 10**25),
+        st.floats(allow_nan=False, allow_infinity=False),
+        _TRICKY_TEXT,
+        st.just("12345678901234567890123"),
+    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TRICKY_TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(value=_JSON)
+@settings(max_examples=300, deadline=None)
+def test_find_big_integer_agrees_with_a_full_tokenizer(value: Any) -> None:
+    data = json.dumps(value).encode()
+    expected = _reference_big_integer(data)
+    found = core.find_big_integer(data)
+    if expected is None:
+        assert found is None, data
+    else:
+        assert found is not None and f"(byte {expected:,})" in found, (data, found)
