@@ -33,6 +33,19 @@ _DIGIT_MAP = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
 _LONG_RUN = b"0" * 19
 
 
+_NOT_UTF8 = (
+    (b"\xff\xfe\x00\x00", "UTF-32 (it starts with a UTF-32 byte order mark); save it as UTF-8"),
+    (b"\x00\x00\xfe\xff", "UTF-32 (it starts with a UTF-32 byte order mark); save it as UTF-8"),
+    (b"\xff\xfe", "UTF-16 (it starts with a UTF-16 byte order mark); save it as UTF-8"),
+    (b"\xfe\xff", "UTF-16 (it starts with a UTF-16 byte order mark); save it as UTF-8"),
+    (
+        b"\x1f\x8b",
+        "gzip-compressed; decompress it first (e.g. `gunzip -c run.json.gz | ctxwin ...`)",
+    ),
+)
+"""Leading bytes of inputs that are JSON in another encoding, or compressed."""
+
+
 def _at(data: bytes | str, pos: int) -> str:
     """``line L column C`` of character ``pos`` (orjson's own positions are characters)."""
     # orjson counts characters, so count lines in the decoded text.
@@ -52,6 +65,10 @@ def _explain(data: bytes | str, exc: orjson.JSONDecodeError) -> str:
     """One line saying what is wrong with ``data`` and where, from orjson's error."""
     msg = exc.msg
     pos = exc.pos
+    if isinstance(data, bytes):
+        for magic, what in _NOT_UTF8:
+            if data.startswith(magic):
+                return f"the input is {what}, not UTF-8 JSON"
     if "not valid UTF-8" in msg and not isinstance(data, str):
         try:
             bytes(data).decode("utf-8")

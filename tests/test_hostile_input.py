@@ -9,6 +9,7 @@ created.
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import os
 import pty
@@ -283,6 +284,13 @@ CATALOGUE = [
         "invalid UTF-8: byte 0xed",
     ),
     Case("a NUL byte after the document", VALID + b"\x00", 1, "unexpected content after document"),
+    Case(
+        "UTF-16 (as PowerShell writes it)",
+        VALID.decode().encode("utf-16"),
+        1,
+        "the input is UTF-16 (it starts with a UTF-16 byte order mark); save it as UTF-8",
+    ),
+    Case("gzip-compressed", gzip.compress(VALID), 1, "the input is gzip-compressed"),
 ]
 
 
