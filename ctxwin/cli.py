@@ -407,12 +407,8 @@ def prune(
     )
     result = plan.result
     report = build_report(plan)
-    if report_path is not None:
-        write_output(str(report_path), render_json(report))
-    if result.overflow_at_floor:
-        _say(_truncated_message(report))
-        raise typer.Exit(int(ExitCode.CONTEXT_TRUNCATED))
-    if result.pruned:
+    out = data
+    if result.pruned and not result.overflow_at_floor:
         from ctxwin.core import dumps, find_big_integer
         from ctxwin.errors import InputError
 
@@ -423,8 +419,11 @@ def prune(
                 "so this transcript cannot be pruned without changing it"
             )
         out = dumps(plan.output(), indent=_looks_indented(data), newline=data.endswith(b"\n"))
-    else:
-        out = data
+    if report_path is not None:
+        write_output(str(report_path), render_json(report))
+    if result.overflow_at_floor:
+        _say(_truncated_message(report))
+        raise typer.Exit(int(ExitCode.CONTEXT_TRUNCATED))
     write_output(output, out)
     if result.pruned and not quiet:
         _say(

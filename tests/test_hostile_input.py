@@ -555,3 +555,12 @@ def test_find_big_integer_agrees_with_a_full_tokenizer(value: Any) -> None:
         assert found is None, data
     else:
         assert found is not None and f"(byte {expected:,})" in found, (data, found)
+
+
+def test_a_refused_prune_writes_no_report_either(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_bytes(VALID.replace(b'"model"', b'"seed": 123456789012345678901234567890, "model"'))
+    report = tmp_path / "report.json"
+    run = cli(["prune", str(src), str(tmp_path / "out.json"), "--report", str(report), *PRUNE_HARD])
+    assert_one_line_error(run, 1, "is beyond 64 bits")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.json"]
