@@ -196,6 +196,10 @@ class Tally:
     cases: int = 0
     crashes: int = 0
     invalid: int = 0
+    pruned_checked: int = 0
+    """prune outputs that differ from the input, checked against the rules and the budget."""
+    unchanged: int = 0
+    """prune outputs equal to the input, checked to have fit."""
     codes: dict[int, int] = field(default_factory=dict)
 
 
@@ -211,7 +215,9 @@ def workdir() -> Iterator[Path]:
     if EXAMPLES > 500:
         print(
             f"\nfuzz: {TALLY.cases:,} cases, {TALLY.crashes} crashes, "
-            f"{TALLY.invalid} invalid outputs; exit codes {dict(sorted(TALLY.codes.items()))}"
+            f"{TALLY.invalid} invalid outputs; exit codes {dict(sorted(TALLY.codes.items()))}; "
+            f"prune outputs checked: {TALLY.pruned_checked:,} pruned, "
+            f"{TALLY.unchanged:,} unchanged"
         )
 
 
@@ -226,6 +232,7 @@ def check_output(data: bytes, out: bytes, flags: list[str]) -> None:
     """A prune output is the input unchanged (it fit), or valid and within the budget."""
     if out == data:
         assert _fits(data, flags), "input returned unchanged although it needed pruning"
+        TALLY.unchanged += 1
         return
     src = core.parse(data)
     body = core.parse(out)
@@ -237,6 +244,7 @@ def check_output(data: bytes, out: bytes, flags: list[str]) -> None:
     out_msgs = body if isinstance(body, list) else body["messages"]
     it = iter(src_msgs)
     assert all(any(m == s for s in it) for m in out_msgs), "output is not a subsequence"
+    TALLY.pruned_checked += 1
 
 
 @given(case=cases(), command=st.sampled_from(["prune", "prune", "estimate", "lint"]))
