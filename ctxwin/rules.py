@@ -74,64 +74,73 @@ def pairing_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
 
 
 def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Problem]:
-    """Every generic rule (see the module docstring), in item order."""
+    """Every generic rule (see the module docstring), in item order.
+
+    One pass; an item without calls or results costs two attribute reads.
+    """
     items = view.items
+    where = view.where
     made: dict[str, int] = {}
     answered: dict[str, int] = {}
     pending: dict[str, int] = {}
     """Call id → index of the item that made it, for calls still awaiting a result."""
     problems: list[Problem] = []
+    add = problems.append
     for i in _indices(view, keep):
         item = items[i]
-        where = view.where(i)
-        for call_id in item.answers:
-            if call_id not in made:
-                problems.append(
-                    Problem(
-                        i,
-                        where,
-                        "orphan-result",
-                        f"tool result answers call id {call_id!r}, which no earlier message made",
+        answers = item.answers
+        if answers:
+            for call_id in answers:
+                if call_id not in made:
+                    add(
+                        Problem(
+                            i,
+                            where(i),
+                            "orphan-result",
+                            f"tool result answers call id {call_id!r}, "
+                            "which no earlier message made",
+                        )
                     )
-                )
-            elif call_id in answered:
-                problems.append(
-                    Problem(
-                        i,
-                        where,
-                        "duplicate-result",
-                        f"call id {call_id!r} was already answered by "
-                        f"{view.where(answered[call_id])}",
+                elif call_id in answered:
+                    add(
+                        Problem(
+                            i,
+                            where(i),
+                            "duplicate-result",
+                            f"call id {call_id!r} was already answered by "
+                            f"{where(answered[call_id])}",
+                        )
                     )
-                )
-            else:
-                answered[call_id] = i
-            pending.pop(call_id, None)
+                else:
+                    answered[call_id] = i
+                pending.pop(call_id, None)
         if pending and item.role != TOOL and not item.joins:
             # A new turn opens: every call still pending was never answered.
             for call_id, at in pending.items():
-                problems.append(
+                add(
                     Problem(
                         at,
-                        view.where(at),
+                        where(at),
                         "unanswered-call",
-                        f"call id {call_id!r} gets no result before {where}",
+                        f"call id {call_id!r} gets no result before {where(i)}",
                     )
                 )
             pending.clear()
-        for call_id in item.calls:
-            if call_id in made:
-                problems.append(
-                    Problem(
-                        i,
-                        where,
-                        "duplicate-call-id",
-                        f"call id {call_id!r} was already made by {view.where(made[call_id])}",
+        calls = item.calls
+        if calls:
+            for call_id in calls:
+                if call_id in made:
+                    add(
+                        Problem(
+                            i,
+                            where(i),
+                            "duplicate-call-id",
+                            f"call id {call_id!r} was already made by {where(made[call_id])}",
+                        )
                     )
-                )
-                answered.pop(call_id, None)  # its next result answers this call, not a repeat
-            made[call_id] = i
-            pending[call_id] = i
+                    answered.pop(call_id, None)  # its next result answers this call
+                made[call_id] = i
+                pending[call_id] = i
     problems.sort(key=lambda p: p.index)  # stable: same-index problems keep their order
     return problems
 

@@ -156,8 +156,8 @@ class OpenAIChat:
         previous: Item | None = None
         for i in keep:
             item = items[i]
-            if item.role is TOOL and not (
-                previous is not None and (previous.role is TOOL or previous.calls)
+            if item.role is TOOL and (
+                previous is None or (previous.role is not TOOL and not previous.calls)
             ):
                 after = "the start" if previous is None else f"a {previous.role} message"
                 found.append(
