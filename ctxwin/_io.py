@@ -39,7 +39,8 @@ def read_input(path: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> bytes:
         stdin = sys.stdin
         if stdin is None or stdin.isatty():
             raise UsageError(
-                "no input: give a transcript file, or pipe JSON to stdin (e.g. `ctxwin estimate - < run.json`)"
+                "no input: give a transcript file, or pipe JSON to stdin "
+                "(e.g. `ctxwin estimate - < run.json`)"
             )
         stream = stdin.buffer
         data = stream.read() if max_bytes <= 0 else stream.read(max_bytes + 1)

@@ -147,7 +147,7 @@ def _say(message: str) -> None:
 
 
 def _fail(exc: CtxwinError) -> NoReturn:
-    _say(f"error: {exc}")
+    _say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {exc}")
     raise typer.Exit(int(exc.exit_code))
 
 
@@ -194,7 +194,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main(
+def _root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show a traceback instead of a one-line error.")
     ] = False,
@@ -467,6 +467,27 @@ def models(
     Console().print(table)
 
 
+def main_exit_code(argv: list[str] | None = None) -> int:
+    """Run the command line and return its exit code (usage errors are one line)."""
+    try:
+        code = app(args=argv, prog_name="ctxwin", standalone_mode=False)
+    except typer.Abort:
+        _say("aborted")
+        return int(ExitCode.BAD_INPUT)
+    except Exception as exc:
+        message = getattr(exc, "format_message", None)
+        exit_code = getattr(exc, "exit_code", None)
+        if message is None or not isinstance(exit_code, int):
+            raise
+        text = message()
+        if text:  # an empty message follows help shown for a bare command
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            _say(f"usage error: {text}{hint}")
+        return exit_code
+    return code if isinstance(code, int) else 0
+
+
 def run() -> None:
     """Console-script entry point."""
-    app()
+    sys.exit(main_exit_code())

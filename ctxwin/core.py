@@ -28,7 +28,9 @@ def parse(data: bytes | bytearray | memoryview | str) -> Any:
         head = data[:4096]
         text = head if isinstance(head, str) else bytes(head)
         if len(data) <= 4096 and not text.strip():
-            raise InputError("empty input (expected a JSON request body or messages array)") from None
+            raise InputError(
+                "empty input (expected a JSON request body or messages array)"
+            ) from None
         raise InputError(f"invalid JSON: {exc}") from None
 
 

@@ -3,7 +3,8 @@
 Vocabulary, on the items of a :class:`~ctxwin.view.View`:
 
 * **head**: the leading run of system messages plus everything up to and
-  including the first user message. Never dropped.
+  including the first user message — extended through the results of any
+  call made in it, since a call never loses its results. Never dropped.
 * **turn**: after the head, each model item that does not ``join`` the one
   before it opens a turn; every other item joins the open turn (items after
   the head and before any model item form a turn of their own).
@@ -48,15 +49,26 @@ class Segments:
 
 
 def head_end(items: Sequence[Item]) -> int:
-    """End of the head: leading system items plus everything through the first user item."""
+    """End of the head: leading system items plus everything through the first user item,
+    extended through the results of any call the head makes (a call keeps its results)."""
     n = len(items)
-    i = 0
-    while i < n and items[i].role == SYSTEM:
-        i += 1
-    for j in range(i, n):
+    h = 0
+    while h < n and items[h].role == SYSTEM:
+        h += 1
+    for j in range(h, n):
         if items[j].role == USER:
-            return j + 1
-    return i
+            h = j + 1
+            break
+    calls = {c for item in items[:h] for c in item.calls}
+    if not calls:
+        return h
+    end = h
+    for j in range(h, n):
+        if any(c in calls for c in items[j].answers):
+            for item in items[end : j + 1]:
+                calls.update(item.calls)
+            end = j + 1
+    return end
 
 
 def segment(items: Sequence[Item]) -> Segments:
@@ -201,14 +213,35 @@ def fit(
     everything = list(range(n))
     if budget <= 0:
         return FitResult(
-            everything, [], estimate, estimate, budget, calibration, False, False, False,
-            0, segment(items).turn_count(), enforced=False, raw_tokens=raw,
+            everything,
+            [],
+            estimate,
+            estimate,
+            budget,
+            calibration,
+            False,
+            False,
+            False,
+            0,
+            segment(items).turn_count(),
+            enforced=False,
+            raw_tokens=raw,
             warnings=[f"budget is {budget} tokens (not positive): passing the transcript through"],
         )
     if estimate <= budget:
         return FitResult(
-            everything, [], estimate, estimate, budget, calibration, True, False, False,
-            0, segment(items).turn_count(), raw_tokens=raw,
+            everything,
+            [],
+            estimate,
+            estimate,
+            budget,
+            calibration,
+            True,
+            False,
+            False,
+            0,
+            segment(items).turn_count(),
+            raw_tokens=raw,
         )
     problems = pairing_problems(view)
     if problems:
@@ -243,6 +276,16 @@ def fit(
         if guard:
             raise PairingError(f"pruned transcript would break pairing: {guard[0]}", guard[0].where)
     return FitResult(
-        keep, dropped, estimate, after, budget, calibration, False, bool(dropped),
-        after > budget, dropped_turns, len(turns) - dropped_turns, raw_tokens=raw,
+        keep,
+        dropped,
+        estimate,
+        after,
+        budget,
+        calibration,
+        False,
+        bool(dropped),
+        after > budget,
+        dropped_turns,
+        len(turns) - dropped_turns,
+        raw_tokens=raw,
     )

@@ -128,12 +128,6 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
         ),
     )
     table.add_row("messages", Text(f"{report['messages_in']:,}"))
-    style = (
-        "red"
-        if report["overflow_at_floor"]
-        else "green"
-        if report["fits"]
-        else "yellow"
-    )
+    style = "red" if report["overflow_at_floor"] else "green" if report["fits"] else "yellow"
     table.add_row("verdict", Text(verdict(report), style=style))
     console.print(table)

@@ -31,6 +31,12 @@ def get_adapter(body: Any, fmt: str = AUTO) -> Adapter:
     for adapter in ADAPTERS.values():
         if adapter.detect(body):
             return adapter
+    if isinstance(body, dict):
+        # Not a clean match, but the body names a format's message list: let that
+        # adapter read it, so the error names the bad field.
+        for adapter in ADAPTERS.values():
+            if adapter.items_key in body:
+                return adapter
     expected = "; ".join(a.description for a in ADAPTERS.values())
     raise InputError(f"not a transcript this tool knows: expected {expected}")
 

@@ -39,6 +39,7 @@ MEDIA_PART_TOKENS = 1105
 
 class OpenAIChat:
     name = "openai-chat"
+    items_key = "messages"
     description = 'OpenAI Chat Completions body {"messages": [...]} or a bare messages array'
 
     def detect(self, body: Any) -> bool:
@@ -50,14 +51,16 @@ class OpenAIChat:
         base = [0] * estimator.width
         if isinstance(body, list):
             messages: list[Any] = body
-            prefix = ""
+            prefix = "messages"  # a bare array reads as the body's messages
             model = None
             max_tokens = None
             has_tools = False
         else:
             body = expect_dict(body, "(body)")
             if "messages" not in body:
-                raise InputError('missing "messages" (expected a Chat Completions body)', "messages")
+                raise InputError(
+                    'missing "messages" (expected a Chat Completions body)', "messages"
+                )
             messages = expect_list(body["messages"], "messages")
             prefix = "messages"
             model = optional_model(body)
