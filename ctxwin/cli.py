@@ -6,6 +6,7 @@ Only this module (and ``__main__``) knows about processes: it maps every
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -247,7 +248,11 @@ def _plan(
         raise UsageError(f"--estimator: {exc}") from None
     spec = _load_spec(model_spec)
     data = read_input(input_, max_input_bytes)
-    transcript = core.load(core.parse(data), format_, est)
+    body = core.parse(data)
+    # The parsed body lives until exit and holds no cycles: keep the collector from
+    # re-scanning it on every allocation burst (a large share of the run time otherwise).
+    gc.freeze()
+    transcript = core.load(body, format_, est)
     plan = core.plan(
         transcript,
         model=model,

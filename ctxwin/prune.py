@@ -170,26 +170,16 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def total_cost(view: View) -> list[int]:
+def cost_columns(view: View) -> list[list[int]]:
+    """The items' cost vectors as columns: ``columns[k][i]`` is slot ``k`` of item ``i``."""
+    items = view.items
+    return [[item.cost[k] for item in items] for k in range(len(view.base))]
+
+
+def total_cost(view: View, columns: list[list[int]] | None = None) -> list[int]:
     """The summed cost vector of the whole request."""
-    total = list(view.base)
-    width = len(total)
-    if width == 3:
-        a = b = c = 0
-        for item in view.items:
-            cost = item.cost
-            a += cost[0]
-            b += cost[1]
-            c += cost[2]
-        total[0] += a
-        total[1] += b
-        total[2] += c
-        return total
-    for item in view.items:
-        cost = item.cost
-        for k in range(width):
-            total[k] += cost[k]
-    return total
+    cols = cost_columns(view) if columns is None else columns
+    return [b + sum(col) for b, col in zip(view.base, cols, strict=True)]
 
 
 def fit(
@@ -204,44 +194,37 @@ def fit(
     input already breaks tool-call pairing (a transcript that fits is never
     checked or changed). Never raises for an overflow at the floor: the result
     says ``overflow_at_floor``.
+
+    The estimate after dropping the ``k`` oldest units is non-increasing in
+    ``k`` (an estimator's ``raw`` is monotone in every slot), so the fewest
+    units that fit are found by binary search over prefix sums of the units'
+    cost vectors: one pass over the items, then O(log units) estimates.
     """
     items = view.items
     n = len(items)
-    total = total_cost(view)
+    columns = cost_columns(view)
+    total = total_cost(view, columns)
     raw = estimator.raw(total)
     estimate = calibrated(raw, calibration)
-    everything = list(range(n))
-    if budget <= 0:
+    if budget <= 0 or estimate <= budget:
+        enforced = budget > 0
         return FitResult(
-            everything,
-            [],
-            estimate,
-            estimate,
-            budget,
-            calibration,
-            False,
-            False,
-            False,
-            0,
-            segment(items).turn_count(),
-            enforced=False,
+            keep=list(range(n)),
+            dropped=[],
+            estimated_tokens=estimate,
+            estimated_tokens_after=estimate,
+            budget=budget,
+            calibration=calibration,
+            fits=enforced,
+            pruned=False,
+            overflow_at_floor=False,
+            dropped_turns=0,
+            kept_turns=segment(items).turn_count(),
+            enforced=enforced,
             raw_tokens=raw,
-            warnings=[f"budget is {budget} tokens (not positive): passing the transcript through"],
-        )
-    if estimate <= budget:
-        return FitResult(
-            everything,
-            [],
-            estimate,
-            estimate,
-            budget,
-            calibration,
-            True,
-            False,
-            False,
-            0,
-            segment(items).turn_count(),
-            raw_tokens=raw,
+            warnings=[]
+            if enforced
+            else [f"budget is {budget} tokens (not positive): passing the transcript through"],
         )
     problems = pairing_problems(view)
     if problems:
@@ -252,40 +235,50 @@ def fit(
         )
     seg = segment(items)
     turns = seg.turn_starts
-    units = seg.unit_starts
-    width = len(total)
-    after = estimate
-    dropped_units = 0
-    cut = seg.head_end  # first kept item after the head
-    for u in range(len(units) - 1):  # the newest unit is never dropped
-        if after <= budget:
-            break
-        end = turns[units[u + 1]]
-        for i in range(cut, end):
-            cost = items[i].cost
-            for k in range(width):
-                total[k] -= cost[k]
-        cut = end
-        dropped_units += 1
-        after = calibrated(estimator.raw(total), calibration)
-    dropped_turns = units[dropped_units] if dropped_units else 0
-    keep = list(range(seg.head_end)) + list(range(cut, n))
+    # cuts[k]: first kept item after the head when the k oldest units are dropped
+    cuts = [seg.head_end] + [turns[u] for u in seg.unit_starts[1:]]
+    # removed[k][slot]: cost of items [head_end, cuts[k])
+    removed: list[list[int]] = [[0] * len(total)]
+    for k in range(1, len(cuts)):
+        a, b = cuts[k - 1], cuts[k]
+        prev = removed[-1]
+        removed.append([prev[j] + sum(col[a:b]) for j, col in enumerate(columns)])
+
+    def after(k: int) -> int:
+        kept = [t - r for t, r in zip(total, removed[k], strict=True)]
+        return calibrated(estimator.raw(kept), calibration)
+
+    lo, hi = 0, len(cuts) - 1  # the newest unit is never dropped
+    if after(hi) > budget:
+        lo = hi
+    else:
+        while lo < hi:  # smallest k with after(k) <= budget; after(0) > budget
+            mid = (lo + hi) // 2
+            if after(mid) <= budget:
+                hi = mid
+            else:
+                lo = mid + 1
+    k = lo
+    cut = cuts[k]
+    estimate_after = after(k)
+    dropped_turns = seg.unit_starts[k] if k < len(seg.unit_starts) else len(turns)
+    keep = [*range(seg.head_end), *range(cut, n)]
     dropped = list(range(seg.head_end, cut))
     if dropped:
         guard = pairing_problems(view, keep)
         if guard:
             raise PairingError(f"pruned transcript would break pairing: {guard[0]}", guard[0].where)
     return FitResult(
-        keep,
-        dropped,
-        estimate,
-        after,
-        budget,
-        calibration,
-        False,
-        bool(dropped),
-        after > budget,
-        dropped_turns,
-        len(turns) - dropped_turns,
+        keep=keep,
+        dropped=dropped,
+        estimated_tokens=estimate,
+        estimated_tokens_after=estimate_after,
+        budget=budget,
+        calibration=calibration,
+        fits=False,
+        pruned=bool(dropped),
+        overflow_at_floor=estimate_after > budget,
+        dropped_turns=dropped_turns,
+        kept_turns=len(turns) - dropped_turns,
         raw_tokens=raw,
     )
