@@ -275,6 +275,7 @@ def audio_seconds(head: bytes, nbytes: int) -> float:
     rate = 0
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE" and len(head) >= 32:
         rate = int.from_bytes(head[28:32], "little")
+        nbytes = max(0, nbytes - 44)  # the canonical header
     else:
         i = 0
         if head[:3] == b"ID3" and len(head) >= 10:
