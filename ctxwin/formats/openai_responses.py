@@ -17,10 +17,11 @@ assistant, tool calls): the first of them opens a turn and the rest join it,
 and the tool outputs and user messages after them join the turn too. So a
 ``reasoning`` item is always in the same turn as the item that follows it.
 
-Provider rule the output keeps (checked by :meth:`OpenAIResponses.problems`):
+Provider rules the output keeps (checked by :meth:`OpenAIResponses.problems`):
 a ``reasoning`` item is immediately followed by the model item that followed
 it in the input (the API rejects a reasoning item "provided without its
-required following item").
+required following item"), and that item keeps its reasoning item (the API
+also rejects a call "provided without its required reasoning item").
 """
 
 from __future__ import annotations
@@ -273,6 +274,16 @@ class OpenAIResponses:
         items = view.items
         problems: list[Problem] = []
         for pos, i in enumerate(keep):
+            if i - 1 in reasoning and (pos == 0 or keep[pos - 1] != i - 1):
+                problems.append(
+                    Problem(
+                        i,
+                        view.where(i),
+                        "reasoning-kept",
+                        "an item produced with a reasoning item must keep that reasoning "
+                        "item right before it",
+                    )
+                )
             if i not in reasoning:
                 continue
             ok = pos + 1 < len(keep) and keep[pos + 1] == i + 1 and items[i + 1].role == ASSISTANT
