@@ -16,7 +16,9 @@ from ctxwin.prune import segment
 from ctxwin.report import REPORT_KEYS
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CASSETTES = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "pydantic_ai_cassettes"
+CASSETTES = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "pydantic_ai_cassettes"
+)
 
 
 def fixture(name: str) -> Any:

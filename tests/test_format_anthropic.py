@@ -65,7 +65,7 @@ def test_corpus_bodies_detect_estimate_and_prune() -> None:
         assert t.format == "anthropic", label
         assert len(t.view.items) == len(body["messages"])
         if len(t.view.items) >= 3:
-            out, p = squeeze(body)
+            out, _ = squeeze(body)
             kept = out["messages"]
             assert ADAPTER.problems(core.load(out).view, range(len(kept))) == [], label
             assert all(any(m is n for n in body["messages"]) for m in kept)
@@ -74,10 +74,8 @@ def test_corpus_bodies_detect_estimate_and_prune() -> None:
     assert seen >= 10
 
 
-def _long_body() -> dict[str, Any]:
-    body = copy.deepcopy(fixture("anthropic_agent.json"))
-    for m in body["messages"][1:]:
-        m["content"] = copy.deepcopy(m["content"])
+def _copy() -> dict[str, Any]:
+    body: dict[str, Any] = copy.deepcopy(fixture("anthropic_agent.json"))
     return body
 
 
@@ -132,20 +130,30 @@ def test_detection_signals() -> None:
 @pytest.mark.parametrize(
     ("mutate", "where"),
     [
-        (lambda b: b["messages"][2]["content"][1].pop("tool_use_id"), "messages[2].content[1].tool_use_id"),
+        (
+            lambda b: b["messages"][2]["content"][1].pop("tool_use_id"),
+            "messages[2].content[1].tool_use_id",
+        ),
         (lambda b: b["messages"][1]["content"][1].pop("id"), "messages[1].content[1].id"),
         (lambda b: b["messages"][1]["content"][2].pop("input"), "messages[1].content[2].input"),
         (lambda b: b["messages"][3].__setitem__("role", "tool"), "messages[3].role"),
-        (lambda b: b["messages"][0]["content"][1]["source"].__setitem__("type", "x"),
-         "messages[0].content[1].source.type"),
-        (lambda b: b["messages"][2]["content"][0].__setitem__("is_error", "no"),
-         "messages[2].content[0].is_error"),
-        (lambda b: b["messages"][4]["content"].append({"text": "?"}), "messages[4].content[2].type"),
+        (
+            lambda b: b["messages"][0]["content"][1]["source"].__setitem__("type", "x"),
+            "messages[0].content[1].source.type",
+        ),
+        (
+            lambda b: b["messages"][2]["content"][0].__setitem__("is_error", "no"),
+            "messages[2].content[0].is_error",
+        ),
+        (
+            lambda b: b["messages"][4]["content"].append({"text": "?"}),
+            "messages[4].content[2].type",
+        ),
         (lambda b: b.__setitem__("system", 3), "system"),
     ],
 )
 def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> None:
-    body = _long_body()
+    body = _copy()
     mutate(body)
     with pytest.raises(InputError) as info:
         core.load(body, "anthropic")
@@ -159,7 +167,7 @@ def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> 
 
 
 def test_result_not_right_after_its_call_is_refused() -> None:
-    body = _long_body()
+    body = _copy()
     msgs = body["messages"]
     # move the text-only tail so a user message separates tool_use and its result
     msgs.insert(2, {"role": "user", "content": "wait"})
@@ -184,7 +192,10 @@ def test_five_megabyte_image_is_priced_as_an_image() -> None:
             {
                 "role": "user",
                 "content": [
-                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(image)}},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": b64(image)},
+                    },
                     {"type": "text", "text": "What is this?"},
                 ],
             }
@@ -199,6 +210,9 @@ def test_five_megabyte_image_is_priced_as_an_image() -> None:
 
 def test_pdf_pages_counted() -> None:
     for pages in (1, 4):
-        doc = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": b64(pdf(pages))}}
+        doc = {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": b64(pdf(pages))},
+        }
         body = {"system": "s", "messages": [{"role": "user", "content": [doc]}]}
         assert core.load(body).view.items[0].cost[0] >= pages * 4600

@@ -85,16 +85,24 @@ def test_corpus_bodies() -> None:
 @pytest.mark.parametrize(
     ("mutate", "where"),
     [
-        (lambda b: b["contents"][2]["parts"][0]["functionResponse"].pop("name"),
-         "contents[2].parts[0].functionResponse.name"),
+        (
+            lambda b: b["contents"][2]["parts"][0]["functionResponse"].pop("name"),
+            "contents[2].parts[0].functionResponse.name",
+        ),
         (lambda b: b["contents"][1].__setitem__("role", "assistant"), "contents[1].role"),
-        (lambda b: b["contents"][0]["parts"][1]["inlineData"].pop("data"),
-         "contents[0].parts[1].inlineData.data"),
+        (
+            lambda b: b["contents"][0]["parts"][1]["inlineData"].pop("data"),
+            "contents[0].parts[1].inlineData.data",
+        ),
         (lambda b: b["contents"][3].pop("parts"), "contents[3].parts"),
-        (lambda b: b["generationConfig"].__setitem__("maxOutputTokens", "many"),
-         "generationConfig.maxOutputTokens"),
-        (lambda b: b["contents"][0]["parts"].append({"functionCall": {"name": "x"}}),
-         "contents[0].parts[2].functionCall"),
+        (
+            lambda b: b["generationConfig"].__setitem__("maxOutputTokens", "many"),
+            "generationConfig.maxOutputTokens",
+        ),
+        (
+            lambda b: b["contents"][0]["parts"].append({"functionCall": {"name": "x"}}),
+            "contents[0].parts[2].functionCall",
+        ),
     ],
 )
 def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> None:
@@ -111,7 +119,14 @@ def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> 
 
 def test_five_megabyte_image() -> None:
     image = jpeg(4032, 3024, app_segments=2, pad=5 * 1024 * 1024)
-    body = {"contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": "image/jpeg", "data": b64(image)}}]}]}
+    body = {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [{"inlineData": {"mimeType": "image/jpeg", "data": b64(image)}}],
+            }
+        ]
+    }
     p = core.plan(core.load(body), context_length=1_000_000)
     cost = media.gemini_image_tokens((4032, 3024))
     assert cost == 6 * 4 * 258

@@ -21,7 +21,16 @@ def test_legacy_functions_pair_by_order_and_name() -> None:
     view = core.load(fixture("chat_legacy_functions.json")).view
     assert view.format == NAME
     assert [i.role for i in view.items] == [
-        SYSTEM, USER, ASSISTANT, TOOL, ASSISTANT, TOOL, ASSISTANT, USER, ASSISTANT, TOOL,
+        SYSTEM,
+        USER,
+        ASSISTANT,
+        TOOL,
+        ASSISTANT,
+        TOOL,
+        ASSISTANT,
+        USER,
+        ASSISTANT,
+        TOOL,
     ]
     assert view.items[2].calls == ("#2",) and view.items[3].answers == ("#2",)
     assert view.items[4].calls == ("#4",) and view.items[5].answers == ("#4",)
@@ -47,8 +56,12 @@ def test_media_parts_priced_not_by_bytes() -> None:
 
 @pytest.mark.parametrize(
     ("data", "size"),
-    [(png(640, 480), (640, 480)), (jpeg(300, 200, app_segments=1), (300, 200)),
-     (gif(20, 10), (20, 10)), (webp(1000, 700), (1000, 700))],
+    [
+        (png(640, 480), (640, 480)),
+        (jpeg(300, 200, app_segments=1), (300, 200)),
+        (gif(20, 10), (20, 10)),
+        (webp(1000, 700), (1000, 700)),
+    ],
 )
 def test_image_size_read_from_data_uri(data: bytes, size: tuple[int, int]) -> None:
     part = {"type": "image_url", "image_url": {"url": data_uri("image/x", data)}}
@@ -96,7 +109,7 @@ def test_corpus_bodies() -> None:
         t = core.load(body)
         assert t.format == NAME, label
         if len(t.view.items) >= 3:
-            out, p = squeeze(body)
+            out, _ = squeeze(body)
             assert all(any(m is n for n in body["messages"]) for m in out["messages"]), label
         seen += 1
     assert seen >= 10
@@ -107,11 +120,18 @@ def test_corpus_bodies() -> None:
     [
         (lambda b: b["messages"][3].pop("name"), "messages[3].name"),
         (lambda b: b["messages"][2]["function_call"].pop("name"), "messages[2].function_call.name"),
-        (lambda b: b["messages"][1]["content"][1]["image_url"].pop("url"),
-         "messages[1].content[1].image_url.url"),
-        (lambda b: b["messages"][1]["content"][2]["input_audio"].__setitem__("data", 5),
-         "messages[1].content[2].input_audio.data"),
-        (lambda b: b["messages"][7]["content"][1].__setitem__("file", "x"), "messages[7].content[1].file"),
+        (
+            lambda b: b["messages"][1]["content"][1]["image_url"].pop("url"),
+            "messages[1].content[1].image_url.url",
+        ),
+        (
+            lambda b: b["messages"][1]["content"][2]["input_audio"].__setitem__("data", 5),
+            "messages[1].content[2].input_audio.data",
+        ),
+        (
+            lambda b: b["messages"][7]["content"][1].__setitem__("file", "x"),
+            "messages[7].content[1].file",
+        ),
         (lambda b: b.__setitem__("functions", {}), "functions"),
     ],
 )
@@ -142,10 +162,13 @@ def test_five_megabyte_image_and_pdf() -> None:
     doc = data_uri("application/pdf", pdf(5, compressed=True) + b"\0" * (1024 * 1024))
     body = {
         "messages": [
-            {"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": image}},
-                {"type": "file", "file": {"filename": "r.pdf", "file_data": doc}},
-            ]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": image}},
+                    {"type": "file", "file": {"filename": "r.pdf", "file_data": doc}},
+                ],
+            },
         ]
     }
     p = core.plan(core.load(body), context_length=1_000_000)

@@ -82,7 +82,10 @@ PROPERTY = settings(max_examples=500, deadline=None)
 
 
 def anthropic(s: Shape) -> dict[str, Any]:
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(IMAGE)}}
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": b64(IMAGE)},
+    }
     body: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 1000}
     if s.system is not None:
         body["system"] = txt(s.system)
@@ -109,7 +112,9 @@ def anthropic(s: Shape) -> dict[str, Any]:
         if user:
             msgs.append({"role": "user", "content": user})
     body["messages"] = msgs
-    body["tools"] = [{"name": n, "input_schema": {"type": "object"}} for n in ("search", "read", "run")]
+    body["tools"] = [
+        {"name": n, "input_schema": {"type": "object"}} for n in ("search", "read", "run")
+    ]
     return body
 
 
@@ -123,14 +128,40 @@ def responses(s: Shape) -> dict[str, Any]:
     items: list[Any] = [{"role": "user", "content": first}]
     for t, turn in enumerate(s.turns):
         if turn.thinking:
-            items.append({"type": "reasoning", "id": f"rs_{t}", "summary": [{"type": "summary_text", "text": txt(50)}]})
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{t}",
+                    "summary": [{"type": "summary_text", "text": txt(50)}],
+                }
+            )
         if turn.text is not None or not turn.calls:
-            items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": txt(turn.text or 5)}]})
+            items.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": txt(turn.text or 5)}],
+                }
+            )
         for k, (name, _) in enumerate(turn.calls):
             if name == "run":
-                items.append({"type": "custom_tool_call", "call_id": f"c{t}_{k}", "name": name, "input": txt(12)})
+                items.append(
+                    {
+                        "type": "custom_tool_call",
+                        "call_id": f"c{t}_{k}",
+                        "name": name,
+                        "input": txt(12),
+                    }
+                )
             else:
-                items.append({"type": "function_call", "call_id": f"c{t}_{k}", "name": name, "arguments": "{}"})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": f"c{t}_{k}",
+                        "name": name,
+                        "arguments": "{}",
+                    }
+                )
         for k, (name, size) in enumerate(turn.calls):
             kind = "custom_tool_call_output" if name == "run" else "function_call_output"
             items.append({"type": kind, "call_id": f"c{t}_{k}", "output": txt(size)})
@@ -193,13 +224,23 @@ def chat(s: Shape) -> dict[str, Any]:
         text = txt(turn.text or 5) if turn.text is not None or not turn.calls else None
         if s.flag and len(turn.calls) == 1:
             name, size = turn.calls[0]
-            msgs.append({"role": "assistant", "content": text, "function_call": {"name": name, "arguments": "{}"}})
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": text,
+                    "function_call": {"name": name, "arguments": "{}"},
+                }
+            )
             msgs.append({"role": "function", "name": name, "content": txt(size)})
         else:
             m: dict[str, Any] = {"role": "assistant", "content": text}
             if turn.calls:
                 m["tool_calls"] = [
-                    {"id": f"call_{t}_{k}", "type": "function", "function": {"name": n, "arguments": "{}"}}
+                    {
+                        "id": f"call_{t}_{k}",
+                        "type": "function",
+                        "function": {"name": n, "arguments": "{}"},
+                    }
                     for k, (n, _) in enumerate(turn.calls)
                 ]
             msgs.append(m)
@@ -208,7 +249,9 @@ def chat(s: Shape) -> dict[str, Any]:
         if turn.user is not None or t < len(s.turns) - 1:
             content: list[Any] = [{"type": "text", "text": txt(turn.user or 3)}]
             if turn.media:
-                content.append({"type": "image_url", "image_url": {"url": data_uri("image/png", IMAGE)}})
+                content.append(
+                    {"type": "image_url", "image_url": {"url": data_uri("image/png", IMAGE)}}
+                )
             msgs.append({"role": "user", "content": content})
     tools = [{"type": "function", "function": {"name": n}} for n in ("search", "read", "run")]
     return {"model": "gpt-4o", "messages": msgs, "tools": tools, "max_tokens": 1000}
@@ -360,7 +403,10 @@ SAMPLE = Shape(
     system=10,
     first=10,
     first_media=True,
-    turns=[Turn(True, 5, [("read", 20), ("run", 30)], 5, True), Turn(True, 5, [("search", 9)], None, False)],
+    turns=[
+        Turn(True, 5, [("read", 20), ("run", 30)], 5, True),
+        Turn(True, 5, [("search", 9)], None, False),
+    ],
     flag=False,
 )
 
@@ -376,7 +422,9 @@ def _raises(check_: Callable[[], None]) -> bool:
 def test_rule_checkers_reject_broken_outputs() -> None:
     a = anthropic(SAMPLE)
     anthropic_rules(a)
-    assert _raises(lambda: anthropic_rules({**a, "messages": [a["messages"][0], *a["messages"][2:]]}))
+    assert _raises(
+        lambda: anthropic_rules({**a, "messages": [a["messages"][0], *a["messages"][2:]]})
+    )
     r = responses(SAMPLE)
     responses_rules(r, r)
     assert _raises(lambda: responses_rules({**r, "input": [r["input"][0], *r["input"][2:]]}, r))

@@ -37,7 +37,7 @@ def test_string_input_is_one_user_message() -> None:
     body = {"model": "gpt-5", "input": "hello", "instructions": "be brief"}
     t = core.load(body)
     assert t.format == NAME and [i.role for i in t.view.items] == [USER]
-    out, p = core.prune(body, context_length=100_000)
+    out, _ = core.prune(body, context_length=100_000)
     assert out is body
 
 
@@ -76,7 +76,12 @@ def test_cli_report() -> None:
 
 def test_detection() -> None:
     assert get_adapter({"input": "hi"}).name == NAME
-    assert get_adapter([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]).name == NAME
+    assert (
+        get_adapter(
+            [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]
+        ).name
+        == NAME
+    )
     assert get_adapter([{"role": "user", "content": "hi"}]).name == "openai-chat"
 
 
