@@ -216,3 +216,11 @@ def test_pdf_pages_counted() -> None:
         }
         body = {"system": "s", "messages": [{"role": "user", "content": [doc]}]}
         assert core.load(body).view.items[0].cost[0] >= pages * 4600
+
+
+def test_document_by_url_is_flagged_and_counted_conservatively() -> None:
+    doc = {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
+    body = {"system": "s", "messages": [{"role": "user", "content": [doc]}]}
+    view = core.load(body).view
+    assert view.items[0].cost[0] >= media.UNKNOWN_DOC_PAGES * 4600
+    assert view.notes and "messages[0].content[0]" in view.notes[0]

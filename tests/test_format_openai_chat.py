@@ -183,3 +183,19 @@ def test_audio_duration_from_wav_header() -> None:
     part = {"type": "input_audio", "input_audio": audio}
     view = core.load({"messages": [{"role": "user", "content": [part]}]}).view
     assert view.items[0].cost[0] == 8 + 30 * media.AUDIO_PER_SECOND
+
+
+def test_documents_known_only_by_reference_are_flagged(tmp_path: Any) -> None:
+    parts = [{"type": "text", "text": "read these"}] + [
+        {"type": "file", "file": {"file_id": f"file-{k}"}} for k in range(4)
+    ]
+    body = {"messages": [{"role": "user", "content": parts}]}
+    notes = core.load(body).view.notes
+    assert len(notes) == 1
+    assert "4 document(s)" in notes[0] and "messages[0].content[1]" in notes[0]
+    assert "and 1 more" in notes[0]
+    path = tmp_path / "refs.json"
+    path.write_bytes(orjson.dumps(body))
+    result = run("estimate", str(path), "-c", "1000000")
+    assert result.exit_code == 0
+    assert "known only by URL or file id" in result.stderr

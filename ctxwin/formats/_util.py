@@ -124,3 +124,12 @@ def adjacency_problems(view: View, keep: Sequence[int]) -> list[Problem]:
                     )
         prev = item
     return problems
+
+
+def unknown_documents_note(paths: list[str], each: int) -> str:
+    """A warning for documents known only by URL or file id (their size is a guess)."""
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3:,} more" if len(paths) > 3 else "")
+    return (
+        f"{len(paths):,} document(s) known only by URL or file id ({shown}): size unknown, "
+        f"counted as {each:,} tokens each"
+    )

@@ -44,6 +44,7 @@ from ctxwin.formats._util import (
     optional_int,
     optional_model,
     replace_key,
+    unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
@@ -113,6 +114,7 @@ class Anthropic:
         messages = expect_list(body["messages"], "messages")
         width = estimator.width
         base = [0] * width
+        refs: list[str] = []
         system = body.get("system")
         if system is not None:
             base[0] += estimator.per_message
@@ -120,7 +122,9 @@ class Anthropic:
                 estimator.add_text(base, system, Kind.PROSE)
             else:
                 for k, block in enumerate(expect_list(system, "system")):
-                    self._block(block, f"system[{k}]", base, estimator, None, [], [], Kind.PROSE)
+                    self._block(
+                        block, f"system[{k}]", base, estimator, None, [], [], Kind.PROSE, refs
+                    )
         tools = body.get("tools")
         if tools is not None:
             add_json(base, expect_list(tools, "tools"), estimator)
@@ -161,9 +165,17 @@ class Anthropic:
                         calls,
                         answers,
                         Kind.PROSE,
+                        refs,
                     )
             view.items.append(Item(role, cost, tuple(calls), tuple(answers)))
+        view.notes.extend(self._notes(refs))
         return view
+
+    @staticmethod
+    def _notes(refs: list[str]) -> list[str]:
+        if not refs:
+            return []
+        return [unknown_documents_note(refs, media.anthropic_cost(media.unknown("pdf")))]
 
     def _block(
         self,
@@ -175,6 +187,7 @@ class Anthropic:
         calls: list[str],
         answers: list[str],
         kind: Kind,
+        refs: list[str],
     ) -> None:
         block = expect_dict(block, at)
         t = block.get("type")
@@ -185,7 +198,7 @@ class Anthropic:
         elif t == "image":
             cost[0] += media.anthropic_cost(_source(block.get("source"), f"{at}.source", "image"))
         elif t == "document":
-            self._document(block, at, cost, est)
+            self._document(block, at, cost, est, refs)
         elif t == "tool_use":
             if role is not ASSISTANT:
                 raise InputError("a tool_use block belongs in an assistant message", f"{at}.type")
@@ -210,7 +223,9 @@ class Anthropic:
                 est.add_text(cost, content, Kind.DENSE)
             elif content is not None:
                 for j, inner in enumerate(expect_list(content, f"{at}.content")):
-                    self._block(inner, f"{at}.content[{j}]", cost, est, None, [], [], Kind.DENSE)
+                    self._block(
+                        inner, f"{at}.content[{j}]", cost, est, None, [], [], Kind.DENSE, refs
+                    )
             answers.append(call_id)
         elif t == "thinking":
             est.add_text(cost, expect_str(block.get("thinking"), f"{at}.thinking"), Kind.PROSE)
@@ -227,7 +242,9 @@ class Anthropic:
         else:
             add_json(cost, block, est)
 
-    def _document(self, block: dict[str, Any], at: str, cost: list[int], est: Estimator) -> None:
+    def _document(
+        self, block: dict[str, Any], at: str, cost: list[int], est: Estimator, refs: list[str]
+    ) -> None:
         for key in ("title", "context"):
             value = block.get(key)
             if isinstance(value, str):
@@ -243,9 +260,14 @@ class Anthropic:
                 est.add_text(cost, content, Kind.PROSE)
             else:
                 for j, inner in enumerate(expect_list(content, f"{where}.content")):
-                    self._block(inner, f"{where}.content[{j}]", cost, est, None, [], [], Kind.PROSE)
+                    self._block(
+                        inner, f"{where}.content[{j}]", cost, est, None, [], [], Kind.PROSE, refs
+                    )
         else:
-            cost[0] += media.anthropic_cost(_source(source, where, "pdf"))
+            found = _source(source, where, "pdf")
+            if found.nbytes is None:
+                refs.append(at)
+            cost[0] += media.anthropic_cost(found)
 
     def write(self, body: Any, keep: Sequence[int]) -> Any:
         messages = body["messages"]

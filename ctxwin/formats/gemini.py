@@ -39,6 +39,7 @@ from ctxwin.formats._util import (
     kind_of,
     optional_model,
     replace_key,
+    unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
@@ -68,6 +69,7 @@ class Gemini:
         contents = expect_list(body["contents"], "contents")
         width = estimator.width
         base = [0] * width
+        refs: list[str] = []
         key, system = _get(body, "systemInstruction", "system_instruction")
         if system is not None:
             base[0] += estimator.per_message
@@ -78,7 +80,9 @@ class Gemini:
                 parts = system.get("parts")
                 if parts is not None:
                     for k, part in enumerate(expect_list(parts, f"{key}.parts")):
-                        self._part(part, f"{key}.parts[{k}]", base, estimator, None, {}, [], [], "")
+                        self._part(
+                            part, f"{key}.parts[{k}]", base, estimator, None, {}, [], [], "", refs
+                        )
         tools = body.get("tools")
         if tools is not None:
             add_json(base, tools, estimator)
@@ -123,8 +127,12 @@ class Gemini:
                     calls,
                     answers,
                     f"#{i}.{k}",
+                    refs,
                 )
             view.items.append(Item(role, cost, tuple(calls), tuple(answers)))
+        if refs:
+            each = media.gemini_cost(media.unknown("pdf"))
+            view.notes.append(unknown_documents_note(refs, each))
         return view
 
     def _part(
@@ -138,6 +146,7 @@ class Gemini:
         calls: list[str],
         answers: list[str],
         synthetic: str,
+        refs: list[str],
     ) -> None:
         part = expect_dict(part, at)
         if "text" in part:
@@ -185,7 +194,7 @@ class Gemini:
             inner = response.get("parts")
             if inner is not None:
                 for j, p in enumerate(expect_list(inner, f"{where}.parts")):
-                    self._part(p, f"{where}.parts[{j}]", cost, est, None, {}, [], [], "")
+                    self._part(p, f"{where}.parts[{j}]", cost, est, None, {}, [], [], "", refs)
             answers.append(answered)
             return
         key, inline = _get(part, "inlineData", "inline_data")
@@ -203,7 +212,10 @@ class Gemini:
             ref = expect_dict(ref, where)
             mkey, mime = _get(ref, "mimeType", "mime_type")
             kind = media.sniff("", mime if isinstance(mime, str) else None).kind
-            cost[0] += media.gemini_cost(media.unknown("pdf" if kind == "other" else kind))
+            if kind in ("pdf", "other"):
+                kind = "pdf"
+                refs.append(where)
+            cost[0] += media.gemini_cost(media.unknown(kind))
             return
         # executableCode, codeExecutionResult, thoughtSignature-only parts, unknown parts
         for name, value in part.items():

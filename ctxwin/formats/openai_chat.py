@@ -36,6 +36,7 @@ from ctxwin.formats._util import (
     kind_of,
     optional_int,
     optional_model,
+    unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
@@ -97,6 +98,7 @@ class OpenAIChat:
         width = estimator.width
         per_message = estimator.per_message
         pending: dict[str, list[str]] = {}
+        refs: list[str] = []
         for i, m in enumerate(messages):
             if not isinstance(m, dict):
                 raise InputError(f"expected a message object, got {kind_of(m)}", view.where(i))
@@ -116,7 +118,7 @@ class OpenAIChat:
             if isinstance(content, str):
                 add_text(cost, content, kind)
             elif content is not None:
-                self._parts(content, kind, cost, estimator, f"{view.where(i)}.content")
+                self._parts(content, kind, cost, estimator, f"{view.where(i)}.content", refs)
             item = Item(role, cost)
             if role is ASSISTANT:
                 calls = m.get("tool_calls")
@@ -150,6 +152,9 @@ class OpenAIChat:
                 add_text(cost, expect_str(call_id, where), Kind.DENSE)
                 item.answers = (call_id,)
             items.append(item)
+        if refs:
+            each = media.openai_cost(media.unknown("pdf"))
+            view.notes.append(unknown_documents_note(refs, each))
         return view
 
     @staticmethod
@@ -169,7 +174,9 @@ class OpenAIChat:
         return tuple(ids)
 
     @staticmethod
-    def _parts(content: Any, kind: Kind, cost: list[int], estimator: Estimator, where: str) -> None:
+    def _parts(
+        content: Any, kind: Kind, cost: list[int], estimator: Estimator, where: str, refs: list[str]
+    ) -> None:
         for k, part in enumerate(expect_list(content, where)):
             at = f"{where}[{k}]"
             part = expect_dict(part, at)
@@ -187,7 +194,10 @@ class OpenAIChat:
                 found = media.sniff(data, None, fmt if isinstance(fmt, str) else "audio")
                 cost[0] += media.openai_cost(found)
             elif ptype == "file":
-                cost[0] += media.openai_cost(_file_media(part, at))
+                found = _file_media(part, at)
+                if found.nbytes is None:
+                    refs.append(at)
+                cost[0] += media.openai_cost(found)
             elif isinstance(ptype, str):
                 cost[0] += MEDIA_PART_TOKENS
             else:

@@ -42,6 +42,7 @@ from ctxwin.formats._util import (
     optional_int,
     optional_model,
     replace_key,
+    unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
@@ -77,6 +78,8 @@ class ResponsesView(View):
     """A view that also knows which items are ``reasoning`` items."""
 
     reasoning: set[int] = field(default_factory=set)
+    refs: list[str] = field(default_factory=list)
+    """Paths of documents known only by URL or file id."""
 
 
 class OpenAIResponses:
@@ -147,6 +150,9 @@ class OpenAIResponses:
             item.joins = is_model and prev_model
             prev_model = is_model
             view.items.append(item)
+        if view.refs:
+            each = media.openai_cost(media.unknown("pdf"))
+            view.notes.append(unknown_documents_note(view.refs, each))
         return view
 
     def _item(self, it: Any, where: str, est: Estimator, view: ResponsesView, i: int) -> Item:
@@ -169,7 +175,7 @@ class OpenAIResponses:
             if isinstance(content, str):
                 est.add_text(cost, content, Kind.PROSE)
             elif content is not None:
-                self._parts(content, f"{where}.content", cost, est, Kind.PROSE)
+                self._parts(content, f"{where}.content", cost, est, Kind.PROSE, view.refs)
             else:
                 raise InputError('missing "content"', f"{where}.content")
             return Item(role, cost)
@@ -192,7 +198,7 @@ class OpenAIResponses:
             if isinstance(output, str):
                 est.add_text(cost, output, Kind.DENSE)
             elif isinstance(output, list):
-                self._parts(output, f"{where}.output", cost, est, Kind.DENSE)
+                self._parts(output, f"{where}.output", cost, est, Kind.DENSE, view.refs)
             else:
                 add_json(cost, output, est)
             return Item(TOOL, cost, answers=(call_id,))
@@ -224,7 +230,9 @@ class OpenAIResponses:
             return Item(ASSISTANT, cost, calls=calls)
         return Item(TOOL, cost)
 
-    def _parts(self, parts: Any, where: str, cost: list[int], est: Estimator, kind: Kind) -> None:
+    def _parts(
+        self, parts: Any, where: str, cost: list[int], est: Estimator, kind: Kind, refs: list[str]
+    ) -> None:
         for k, part in enumerate(expect_list(parts, where)):
             at = f"{where}[{k}]"
             part = expect_dict(part, at)
@@ -246,7 +254,10 @@ class OpenAIResponses:
                     detail if isinstance(detail, str) else None,
                 )
             elif t == "input_file":
-                cost[0] += media.openai_cost(_file_media(part, at))
+                found = _file_media(part, at)
+                if found.nbytes is None:
+                    refs.append(at)
+                cost[0] += media.openai_cost(found)
             elif t == "input_audio":
                 audio = expect_dict(part.get("input_audio"), f"{at}.input_audio")
                 data = expect_str(audio.get("data"), f"{at}.input_audio.data")
