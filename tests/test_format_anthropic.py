@@ -224,3 +224,11 @@ def test_document_by_url_is_flagged_and_counted_conservatively() -> None:
     view = core.load(body).view
     assert view.items[0].cost[0] >= media.UNKNOWN_DOC_PAGES * 4600
     assert view.notes and "messages[0].content[0]" in view.notes[0]
+
+
+def test_chat_body_with_shared_keys_stays_chat() -> None:
+    body = {
+        "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}],
+        "top_k": 20,
+    }
+    assert get_adapter(body).name == "openai-chat"

@@ -2,13 +2,13 @@
 
 Detection order (the first adapter whose ``detect`` accepts the body wins):
 
-1. ``anthropic``: ``messages`` plus a top-level ``system`` (Chat keeps its
+1. ``anthropic``: ``messages`` with only ``user``/``assistant`` roles and no
+   ``tool_calls``/``function_call``, plus a top-level ``system`` (Chat keeps its
    system prompt in ``messages``), ``stop_sequences``, ``top_k`` or
    ``thinking``; tools with an ``input_schema`` (Chat tools are
    ``{"type": "function", "function": ...}``); an Anthropic ``tool_choice``
    object (``auto``/``any``/``tool``); or an Anthropic-only content block
-   (``tool_use``, ``tool_result``, ``image``, ``document``, ``thinking``, ...)
-   with only ``user``/``assistant`` roles and no ``tool_calls``;
+   (``tool_use``, ``tool_result``, ``image``, ``document``, ``thinking``, ...);
 2. ``openai-responses``: ``input`` and no ``messages``/``contents``, or a bare
    list of typed items (``function_call``, ``reasoning``, ...);
 3. ``gemini``: ``contents``;

@@ -87,6 +87,12 @@ class Anthropic:
     def detect(self, body: Any) -> bool:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return False
+        messages = body["messages"]
+        for m in messages:
+            if isinstance(m, dict) and (
+                m.get("role") not in ROLES or "tool_calls" in m or "function_call" in m
+            ):
+                return False  # system/developer/tool/function roles or tool_calls: Chat
         if any(key in body for key in _ANTHROPIC_KEYS):
             return True
         tools = body.get("tools")
@@ -97,12 +103,8 @@ class Anthropic:
         choice = body.get("tool_choice")
         if isinstance(choice, dict) and choice.get("type") in ("auto", "any", "tool", "none"):
             return True
-        for m in body["messages"]:
-            if not isinstance(m, dict):
-                continue
-            if m.get("role") not in ROLES or "tool_calls" in m or "function_call" in m:
-                return False
-            content = m.get("content")
+        for m in messages:
+            content = m.get("content") if isinstance(m, dict) else None
             if isinstance(content, list) and any(_is_anthropic_block(b) for b in content):
                 return True
         return False
