@@ -22,8 +22,8 @@ def test_fixture_pairs_by_name_order_and_by_id() -> None:
     view = core.load(fixture("gemini_agent.json")).view
     assert view.format == "gemini"
     assert [i.role for i in view.items] == [USER, ASSISTANT, USER, ASSISTANT, USER, ASSISTANT, USER]
-    assert view.items[1].calls == ("#1.1", "#1.2")
-    assert view.items[2].answers == ("#1.1", "#1.2")
+    assert view.items[1].calls == ("get_weather#1.1", "get_transit_hours#1.2")
+    assert view.items[2].answers == ("get_weather#1.1", "get_transit_hours#1.2")
     assert view.items[5].calls == ("fc-7",) and view.items[6].answers == ("fc-7",)
     assert view.max_tokens == 2048
     assert ADAPTER.problems(view, range(7)) == []
@@ -40,7 +40,7 @@ def test_same_name_calls_pair_in_order() -> None:
         ]
     }
     view = core.load(body).view
-    assert view.items[2].answers == view.items[1].calls == ("#1.0", "#1.1")
+    assert view.items[2].answers == view.items[1].calls == ("f#1.0", "f#1.1")
 
 
 def test_inline_image_priced_by_tiles() -> None:

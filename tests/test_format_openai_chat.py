@@ -32,8 +32,10 @@ def test_legacy_functions_pair_by_order_and_name() -> None:
         ASSISTANT,
         TOOL,
     ]
-    assert view.items[2].calls == ("#2",) and view.items[3].answers == ("#2",)
-    assert view.items[4].calls == ("#4",) and view.items[5].answers == ("#4",)
+    assert view.items[2].calls == ("describe_image#2",) and view.items[3].answers == (
+        "describe_image#2",
+    )
+    assert view.items[4].calls == ("transcribe#4",) and view.items[5].answers == ("transcribe#4",)
 
 
 def test_function_message_without_a_call_is_an_orphan() -> None:

@@ -70,6 +70,11 @@ _ANTHROPIC_KEYS = ("system", "anthropic_version", "stop_sequences", "top_k", "th
 """Top-level keys of a Messages body that a Chat Completions body never has."""
 
 
+def _role(message: dict[str, Any]) -> str | None:
+    role = message.get("role")
+    return ROLES.get(role) if isinstance(role, str) else None
+
+
 def _is_anthropic_block(block: Any) -> bool:
     if not isinstance(block, dict):
         return False
@@ -90,7 +95,7 @@ class Anthropic:
         messages = body["messages"]
         for m in messages:
             if isinstance(m, dict) and (
-                m.get("role") not in ROLES or "tool_calls" in m or "function_call" in m
+                _role(m) is None or "tool_calls" in m or "function_call" in m
             ):
                 return False  # system/developer/tool/function roles or tool_calls: Chat
         if any(key in body for key in _ANTHROPIC_KEYS):

@@ -12,7 +12,7 @@ The model name is in the request URL, not the body.
 
 Pairing: a ``functionResponse`` answers the call with its ``id`` when it
 has one, else the oldest unanswered call of the same ``name`` (by order).
-Calls without an id get a synthetic one (``#<content>.<part>``).
+Calls without an id get a synthetic one (``<name>#<content>.<part>``).
 
 Head, turns and drop units: the head is the first user content. Each model
 content opens a turn; the user contents after it (its function responses,
@@ -161,7 +161,7 @@ class Gemini:
             name = _required_str(call, "name", where)
             call_id = call.get("id")
             if call_id is None:
-                call_id = synthetic
+                call_id = f"{name}{synthetic}"
             else:
                 call_id = expect_str(call_id, f"{where}.id")
                 est.add_text(cost, call_id, Kind.DENSE)
@@ -188,7 +188,7 @@ class Gemini:
             elif queue:
                 answered = queue.pop(0)
             else:
-                answered = f"{synthetic}:{name}"
+                answered = f"{name} (by name)"
             est.add_text(cost, name, Kind.PROSE)
             add_json(cost, response.get("response"), est)
             inner = response.get("parts")

@@ -14,7 +14,7 @@ The legacy function-calling shape is read too: top-level ``functions``, an
 assistant ``function_call`` {name, arguments} and a ``function`` message
 {name, content} holding its result. Those carry no ids: a ``function``
 message answers the oldest unanswered call of the same name, and each call
-gets a synthetic id (``#<message index>``) so pairing works as for
+gets a synthetic id (``<name>#<message index>``) so pairing works as for
 ``tool_calls``.
 """
 
@@ -133,7 +133,7 @@ class OpenAIChat:
                     args = legacy.get("arguments", "")
                     add_text(cost, expect_str(args, f"{at}.arguments"), Kind.DENSE)
                     cost[0] += estimator.per_tool_call
-                    synthetic = f"#{i}"
+                    synthetic = f"{name}#{i}"
                     pending.setdefault(name, []).append(synthetic)
                     item.calls = (*item.calls, synthetic)
             elif role_name == "function":
@@ -143,7 +143,7 @@ class OpenAIChat:
                 name = expect_str(m["name"], at)
                 add_text(cost, name, Kind.PROSE)
                 queue = pending.get(name)
-                item.answers = (queue.pop(0) if queue else f"#?{i}:{name}",)
+                item.answers = (queue.pop(0) if queue else f"{name} (by name)",)
             elif role is TOOL:
                 call_id = m.get("tool_call_id")
                 where = f"{view.where(i)}.tool_call_id"
