@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxwin import media
 from tests.samples import b64, gif, jpeg, pdf, png, wav, webp
@@ -79,3 +81,31 @@ def test_base64_bytes_never_count_as_text() -> None:
     assert big.nbytes is not None and big.nbytes > 4 * 1024 * 1024
     assert media.openai_cost(big) == media.openai_image_tokens((1000, 1000))
     assert media.anthropic_cost(big) == 1334
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=300),
+    st.sampled_from(
+        [
+            b"",
+            b"\x89PNG\r\n\x1a\n",
+            b"\xff\xd8",
+            b"GIF89a",
+            b"RIFF\0\0\0\0WEBPVP8L",
+            b"%PDF",
+            b"ID3",
+        ]
+    ),
+    st.sampled_from(
+        [None, "image/png", "application/pdf", "audio/mpeg", "video/mp4", "text/plain"]
+    ),
+    st.booleans(),
+)
+def test_sniff_never_fails(tail: bytes, magic: bytes, media_type: str | None, garble: bool) -> None:
+    text = b64(magic + tail)
+    if garble:
+        text = text[: len(text) // 2] + "!*" + text[len(text) // 2 :]
+    found = media.sniff(text, media_type)
+    for cost in (media.openai_cost(found), media.anthropic_cost(found), media.gemini_cost(found)):
+        assert cost >= 0
