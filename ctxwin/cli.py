@@ -116,7 +116,8 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        help="Wire format of the input; 'auto' detects it by shape.",
+        help="Wire format of the input: auto (detect by shape), anthropic, openai-responses, "
+        "gemini or openai-chat.",
         rich_help_panel=EST_PANEL,
     ),
 ]

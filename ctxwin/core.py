@@ -93,7 +93,9 @@ def plan(
         spec=spec,
     )
     budget = compute_budget(model_spec, max_tokens=max_tokens, body_max_tokens=view.max_tokens)
-    result = fit(view, budget.budget, transcript.estimator, calibration)
+    result = fit(
+        view, budget.budget, transcript.estimator, calibration, transcript.adapter.problems
+    )
     return Plan(transcript, budget, result)
 
 

@@ -25,7 +25,7 @@ subtracts its items' vectors, so fitting is linear in the number of items.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ctxwin.errors import PairingError
@@ -141,6 +141,10 @@ def pairing_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
     return problems
 
 
+Rules = Callable[[View, Sequence[int]], list[Problem]]
+"""A format's own structural rules: the problems among the items at the given indices."""
+
+
 @dataclass(frozen=True, slots=True)
 class FitResult:
     """What fitting a transcript to a budget did, or would do."""
@@ -187,12 +191,14 @@ def fit(
     budget: int,
     estimator: Estimator,
     calibration: float = SEED_CALIBRATION,
+    rules: Rules | None = None,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
 
     Raises :class:`~ctxwin.errors.PairingError` when pruning is needed but the
-    input already breaks tool-call pairing (a transcript that fits is never
-    checked or changed). Never raises for an overflow at the floor: the result
+    input already breaks tool-call pairing or the format's ``rules`` (a
+    transcript that fits is never checked or changed), and when the output
+    would break either. Never raises for an overflow at the floor: the result
     says ``overflow_at_floor``.
 
     The estimate after dropping the ``k`` oldest units is non-increasing in
@@ -233,6 +239,14 @@ def fit(
             f"{first.message}; cannot prune a transcript whose pairing is already broken",
             first.where,
         )
+    problems = rules(view, range(n)) if rules is not None else []
+    if problems:
+        first = problems[0]
+        raise PairingError(
+            f"{first.message}; cannot prune a transcript that already breaks "
+            f"this {view.format} rule [{first.rule}]",
+            first.where,
+        )
     seg = segment(items)
     turns = seg.turn_starts
     # cuts[k]: first kept item after the head when the k oldest units are dropped
@@ -266,6 +280,8 @@ def fit(
     dropped = list(range(seg.head_end, cut))
     if dropped:
         guard = pairing_problems(view, keep)
+        if not guard and rules is not None:
+            guard = rules(view, keep)
         if guard:
             raise PairingError(f"pruned transcript would break pairing: {guard[0]}", guard[0].where)
     return FitResult(

@@ -1,14 +1,37 @@
-"""Wire-format adapters: detection by shape, or by name with ``--format``."""
+"""Wire-format adapters: detection by shape, or by name with ``--format``.
+
+Detection order (the first adapter whose ``detect`` accepts the body wins):
+
+1. ``anthropic``: ``messages`` with only ``user``/``assistant`` roles and no
+   ``tool_calls``/``function_call``, plus a top-level ``system`` (Chat keeps its
+   system prompt in ``messages``), ``stop_sequences``, ``top_k`` or
+   ``thinking``; tools with an ``input_schema`` (Chat tools are
+   ``{"type": "function", "function": ...}``); an Anthropic ``tool_choice``
+   object (``auto``/``any``/``tool``); or an Anthropic-only content block
+   (``tool_use``, ``tool_result``, ``image``, ``document``, ``thinking``, ...);
+2. ``openai-responses``: ``input`` and no ``messages``/``contents``, or a bare
+   list of typed items (``function_call``, ``reasoning``, ...);
+3. ``gemini``: ``contents``;
+4. ``openai-chat``: ``messages``, or a bare list of ``role`` messages.
+
+A body of only plain-text user/assistant messages reads the same either way
+and is taken as ``openai-chat``; ``--format`` forces any adapter.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ctxwin.errors import InputError
+from ctxwin.formats.anthropic import Anthropic
 from ctxwin.formats.base import Adapter
+from ctxwin.formats.gemini import Gemini
 from ctxwin.formats.openai_chat import OpenAIChat
+from ctxwin.formats.openai_responses import OpenAIResponses
 
-ADAPTERS: dict[str, Adapter] = {a.name: a for a in (OpenAIChat(),)}
+ADAPTERS: dict[str, Adapter] = {
+    a.name: a for a in (Anthropic(), OpenAIResponses(), Gemini(), OpenAIChat())
+}
 """Every adapter by name, in detection order."""
 
 AUTO = "auto"
