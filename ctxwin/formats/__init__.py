@@ -57,7 +57,7 @@ def get_adapter(body: Any, fmt: str = AUTO) -> Adapter:
     if isinstance(body, dict):
         # Not a clean match, but the body names a format's message list: let that
         # adapter read it, so the error names the bad field.
-        for adapter in ADAPTERS.values():
+        for adapter in reversed(ADAPTERS.values()):  # the most general reader first
             if adapter.items_key in body:
                 return adapter
     expected = "; ".join(a.description for a in ADAPTERS.values())

@@ -84,6 +84,7 @@ def _is_anthropic_block(block: Any) -> bool:
 
 class Anthropic:
     name = "anthropic"
+    items_key = "messages"
     description = (
         'Anthropic Messages body {"messages": [...]} with a top-level "system" or '
         "content blocks (tool_use, tool_result, image, thinking, ...)"

@@ -55,6 +55,7 @@ def _get(obj: dict[str, Any], camel: str, snake: str) -> tuple[str, Any]:
 
 class Gemini:
     name = "gemini"
+    items_key = "contents"
     description = 'Google Gemini generateContent body {"contents": [{"role", "parts"}, ...]}'
 
     def detect(self, body: Any) -> bool:

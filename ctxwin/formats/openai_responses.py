@@ -84,6 +84,7 @@ class ResponsesView(View):
 
 class OpenAIResponses:
     name = "openai-responses"
+    items_key = "input"
     description = 'OpenAI Responses body {"input": "..." | [...], "instructions": ...}'
 
     def detect(self, body: Any) -> bool:
