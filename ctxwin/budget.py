@@ -164,6 +164,8 @@ def spec_fields(data: Any, model: str | None = None) -> tuple[int | None, int | 
     out = _positive_int(data.get("max_output_tokens"), "max_output_tokens")
     if out is None:
         out = _positive_int(data.get("max_tokens"), "max_tokens")
+    if ctx is None and out is None:
+        raise SpecError(f"model spec: the entry for {model!r} has no context length or output cap")
     return ctx, out
 
 

@@ -125,9 +125,8 @@ def lint(
 
     Rules: orphan-result, duplicate-call-id, duplicate-result, unanswered-call
     (a call with no result before the next turn), the format's own rules
-    (e.g. misplaced-result for a Chat Completions tool message that does not
-    follow a tool call), bad-input and big-integer. Exit 0 when clean, 1 when
-    any problem is found.
+    (e.g. Anthropic's call-answered-next), bad-input and big-integer. Exit 0
+    when clean, 1 when any problem is found.
     """
     import orjson
 

@@ -84,15 +84,15 @@ def _explain(data: bytes | str, exc: orjson.JSONDecodeError) -> str:
             "escape without its pair is not valid Unicode text"
         )
     if "depth limit" in msg:
-        return f"JSON nested deeper than {MAX_DEPTH} levels at {_at(data, pos)}"
+        return f"invalid JSON: nested deeper than {MAX_DEPTH} levels at {_at(data, pos)}"
     if "infinity when parsed" in msg:
-        return f"number too large for a 64-bit float at {_at(data, pos)}"
+        return f"invalid JSON: number too large for a 64-bit float at {_at(data, pos)}"
     window = data[max(0, pos - 1) : pos + 9]
     token = window if isinstance(window, str) else bytes(window).decode("utf-8", "replace")
     if any(word in token for word in ("NaN", "Infinity")):
-        return f"NaN and Infinity are not valid JSON (at {_at(data, pos)})"
+        return f"invalid JSON: NaN and Infinity are not JSON values (at {_at(data, pos)})"
     if "end of data" in msg:
-        return f"truncated JSON: unexpected end of data at {_at(data, pos)}"
+        return f"invalid JSON: truncated (unexpected end of data at {_at(data, pos)})"
     return f"invalid JSON: {msg} at {_at(data, pos)}"
 
 
@@ -270,11 +270,7 @@ def plan(
     )
     budget = compute_budget(model_spec, max_tokens=max_tokens, body_max_tokens=view.max_tokens)
     result = fit(
-        view,
-        budget.budget,
-        transcript.estimator,
-        calibration,
-        lambda v, keep: rule_problems(v, transcript.adapter, keep),
+        view, budget.budget, transcript.estimator, calibration, transcript.adapter.problems
     )
     return Plan(transcript, budget, result)
 

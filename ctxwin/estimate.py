@@ -105,7 +105,16 @@ class SeedEstimator:
         return totals[0] + _ceil_div(totals[1], self._prose) + _ceil_div(totals[2], self._dense)
 
     def framing(self, fmt: str, *, has_tools: bool) -> int:
-        return 0
+        return TOOL_PROMPT_TOKENS.get(fmt, 0) if has_tools else 0
+
+
+TOOL_PROMPT_TOKENS = {"anthropic": 346}
+"""Tokens a provider adds to the prompt when the request has tools.
+
+Anthropic documents a tool-use system prompt of 346 tokens (``tool_choice``
+auto or none; 313 for any or tool) for its current models ("Tool use
+pricing" in the tool-use overview); the larger figure is used.
+"""
 
 
 def calibrated(raw: int, calibration: float) -> int:

@@ -3,7 +3,8 @@
 Vocabulary, on the items of a :class:`~ctxwin.view.View`:
 
 * **head**: the leading run of system messages plus everything up to and
-  including the first user message. Never dropped.
+  including the first user message — extended through the results of any
+  call made in it, since a call never loses its results. Never dropped.
 * **turn**: after the head, each model item that does not ``join`` the one
   before it opens a turn; every other item joins the open turn (items after
   the head and before any model item form a turn of their own).
@@ -30,12 +31,9 @@ from dataclasses import dataclass, field
 
 from ctxwin.errors import PairingError
 from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated
-from ctxwin.rules import generic_problems
+from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
 from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
-
-Checker = Callable[[View, Sequence[int] | None], list[Problem]]
-"""The structural rules fit checks: ``(view, keep) -> problems`` (see ``ctxwin.rules``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +52,26 @@ class Segments:
 
 
 def head_end(items: Sequence[Item]) -> int:
-    """End of the head: leading system items plus everything through the first user item."""
+    """End of the head: leading system items plus everything through the first user item,
+    extended through the results of any call the head makes (a call keeps its results)."""
     n = len(items)
-    i = 0
-    while i < n and items[i].role == SYSTEM:
-        i += 1
-    for j in range(i, n):
+    h = 0
+    while h < n and items[h].role == SYSTEM:
+        h += 1
+    for j in range(h, n):
         if items[j].role == USER:
-            return j + 1
-    return i
+            h = j + 1
+            break
+    calls = {c for item in items[:h] for c in item.calls}
+    if not calls:
+        return h
+    end = h
+    for j in range(h, n):
+        if any(c in calls for c in items[j].answers):
+            for item in items[end : j + 1]:
+                calls.update(item.calls)
+            end = j + 1
+    return end
 
 
 def segment(items: Sequence[Item]) -> Segments:
@@ -99,6 +108,10 @@ def segment(items: Sequence[Item]) -> Segments:
     return Segments(h, turn_starts, unit_starts)
 
 
+Rules = Callable[[View, Sequence[int]], list[Problem]]
+"""A format's own structural rules: the problems among the items at the given indices."""
+
+
 @dataclass(frozen=True, slots=True)
 class FitResult:
     """What fitting a transcript to a budget did, or would do."""
@@ -128,26 +141,16 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def total_cost(view: View) -> list[int]:
+def cost_columns(view: View) -> list[list[int]]:
+    """The items' cost vectors as columns: ``columns[k][i]`` is slot ``k`` of item ``i``."""
+    items = view.items
+    return [[item.cost[k] for item in items] for k in range(len(view.base))]
+
+
+def total_cost(view: View, columns: list[list[int]] | None = None) -> list[int]:
     """The summed cost vector of the whole request."""
-    total = list(view.base)
-    width = len(total)
-    if width == 3:
-        a = b = c = 0
-        for item in view.items:
-            cost = item.cost
-            a += cost[0]
-            b += cost[1]
-            c += cost[2]
-        total[0] += a
-        total[1] += b
-        total[2] += c
-        return total
-    for item in view.items:
-        cost = item.cost
-        for k in range(width):
-            total[k] += cost[k]
-    return total
+    cols = cost_columns(view) if columns is None else columns
+    return [b + sum(col) for b, col in zip(view.base, cols, strict=True)]
 
 
 def fit(
@@ -155,59 +158,52 @@ def fit(
     budget: int,
     estimator: Estimator,
     calibration: float = SEED_CALIBRATION,
-    check: Checker = generic_problems,
+    rules: Rules | None = None,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
 
     Raises :class:`~ctxwin.errors.PairingError` when pruning is needed but the
-    input already breaks a structural rule of ``check`` (by default the
-    generic rules of ``ctxwin.rules``; ``core.plan`` adds the format's), or
-    when the pruned output would. A transcript that fits is never changed.
-    Never raises for an overflow at the floor: the result says
-    ``overflow_at_floor``.
+    input already breaks a structural rule (the generic ones of
+    ``ctxwin.rules`` plus the format's ``rules``; a transcript that fits is
+    never checked or changed), and when the output would break one. Never
+    raises for an overflow at the floor: the result says ``overflow_at_floor``.
+
+    The estimate after dropping the ``k`` oldest units is non-increasing in
+    ``k`` (an estimator's ``raw`` is monotone in every slot), so the fewest
+    units that fit are found by binary search over prefix sums of the units'
+    cost vectors: one pass over the items, then O(log units) estimates.
     """
     items = view.items
     n = len(items)
-    total = total_cost(view)
+    columns = cost_columns(view)
+    total = total_cost(view, columns)
     raw = estimator.raw(total)
     estimate = calibrated(raw, calibration)
-    everything = list(range(n))
-    if budget <= 0:
+    if budget <= 0 or estimate <= budget:
+        enforced = budget > 0
         return FitResult(
-            everything,
-            [],
-            estimate,
-            estimate,
-            budget,
-            calibration,
-            False,
-            False,
-            False,
-            0,
-            segment(items).turn_count(),
-            enforced=False,
+            keep=list(range(n)),
+            dropped=[],
+            estimated_tokens=estimate,
+            estimated_tokens_after=estimate,
+            budget=budget,
+            calibration=calibration,
+            fits=enforced,
+            pruned=False,
+            overflow_at_floor=False,
+            dropped_turns=0,
+            kept_turns=segment(items).turn_count(),
+            enforced=enforced,
             raw_tokens=raw,
-            warnings=[f"budget is {budget} tokens (not positive): passing the transcript through"],
+            warnings=[]
+            if enforced
+            else [f"budget is {budget} tokens (not positive): passing the transcript through"],
         )
-    if estimate <= budget:
-        return FitResult(
-            everything,
-            [],
-            estimate,
-            estimate,
-            budget,
-            calibration,
-            True,
-            False,
-            False,
-            0,
-            segment(items).turn_count(),
-            raw_tokens=raw,
-        )
-    problems = check(view, None)
-    if problems:
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    problems = check(view, rules)
+    broken = blocking(problems)
+    if broken:
+        first = most_telling(broken)
+        more = f" (and {len(broken) - 1} more problems)" if len(broken) > 1 else ""
         raise PairingError(
             f"{first.message} [{first.rule}]{more}; refusing to prune a transcript that "
             "already breaks the provider's rules (list them with `ctxwin lint`)",
@@ -215,40 +211,57 @@ def fit(
         )
     seg = segment(items)
     turns = seg.turn_starts
-    units = seg.unit_starts
-    width = len(total)
-    after = estimate
-    dropped_units = 0
-    cut = seg.head_end  # first kept item after the head
-    for u in range(len(units) - 1):  # the newest unit is never dropped
-        if after <= budget:
-            break
-        end = turns[units[u + 1]]
-        for i in range(cut, end):
-            cost = items[i].cost
-            for k in range(width):
-                total[k] -= cost[k]
-        cut = end
-        dropped_units += 1
-        after = calibrated(estimator.raw(total), calibration)
-    dropped_turns = units[dropped_units] if dropped_units else 0
-    keep = list(range(seg.head_end)) + list(range(cut, n))
+    # cuts[k]: first kept item after the head when the k oldest units are dropped
+    cuts = [seg.head_end] + [turns[u] for u in seg.unit_starts[1:]]
+    # removed[k][slot]: cost of items [head_end, cuts[k])
+    removed: list[list[int]] = [[0] * len(total)]
+    for k in range(1, len(cuts)):
+        a, b = cuts[k - 1], cuts[k]
+        prev = removed[-1]
+        removed.append([prev[j] + sum(col[a:b]) for j, col in enumerate(columns)])
+
+    def after(k: int) -> int:
+        kept = [t - r for t, r in zip(total, removed[k], strict=True)]
+        return calibrated(estimator.raw(kept), calibration)
+
+    lo, hi = 0, len(cuts) - 1  # the newest unit is never dropped
+    if after(hi) > budget:
+        lo = hi
+    else:
+        while lo < hi:  # smallest k with after(k) <= budget; after(0) > budget
+            mid = (lo + hi) // 2
+            if after(mid) <= budget:
+                hi = mid
+            else:
+                lo = mid + 1
+    k = lo
+    cut = cuts[k]
+    estimate_after = after(k)
+    dropped_turns = seg.unit_starts[k] if k < len(seg.unit_starts) else len(turns)
+    keep = [*range(seg.head_end), *range(cut, n)]
     dropped = list(range(seg.head_end, cut))
     if dropped:
-        guard = check(view, keep)
+        known = {(p.index, p.rule) for p in problems}  # advisory ones, kept as they were
+        guard = [
+            p
+            for p in check(view, rules, keep)
+            if p.rule not in ADVISORY_RULES or (p.index, p.rule) not in known
+        ]
         if guard:
-            raise PairingError(f"pruned transcript would break pairing: {guard[0]}", guard[0].where)
+            first = most_telling(guard)
+            raise PairingError(f"pruned transcript would break a rule: {first}", first.where)
     return FitResult(
-        keep,
-        dropped,
-        estimate,
-        after,
-        budget,
-        calibration,
-        False,
-        bool(dropped),
-        after > budget,
-        dropped_turns,
-        len(turns) - dropped_turns,
+        keep=keep,
+        dropped=dropped,
+        estimated_tokens=estimate,
+        estimated_tokens_after=estimate_after,
+        budget=budget,
+        calibration=calibration,
+        fits=False,
+        pruned=bool(dropped),
+        overflow_at_floor=estimate_after > budget,
+        dropped_turns=dropped_turns,
+        kept_turns=len(turns) - dropped_turns,
         raw_tokens=raw,
+        warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
     )

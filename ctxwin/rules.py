@@ -14,6 +14,14 @@ Generic rules, by name:
   system or new model item). A call left open at the very end of the
   transcript is the agent's pending step, not a problem.
 
+The first two break tool-call pairing: the pruner refuses an input that
+breaks them (or a format's rule) when it must drop something. The last two
+are *advisory* (:data:`ADVISORY_RULES`): ``lint`` reports them and the CLI
+warns, but the pruner goes on, because a drop unit keeps a call and all its
+results together (however late they come), so pruning never makes them
+worse; the pruner's guard refuses any problem its output has that the input
+did not.
+
 Every rule reads the items at ``keep`` (all items when ``None``) as one
 transcript, so the same code checks an input and a pruned output. Problems
 are listed in item order.
@@ -21,7 +29,7 @@ are listed in item order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ctxwin.view import TOOL, Problem, View
@@ -31,6 +39,9 @@ if TYPE_CHECKING:
 
 GENERIC_RULES = ("orphan-result", "duplicate-call-id", "duplicate-result", "unanswered-call")
 """The rules :func:`generic_problems` checks."""
+
+ADVISORY_RULES = frozenset({"duplicate-result", "unanswered-call"})
+"""Rules reported and warned about, which do not stop the pruner (see above)."""
 
 
 def _indices(view: View, keep: Sequence[int] | None) -> Sequence[int]:
@@ -145,15 +156,58 @@ def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
     return problems
 
 
-def problems(
-    view: View, adapter: Adapter | None = None, keep: Sequence[int] | None = None
+FormatRules = Callable[[View, Sequence[int]], list[Problem]]
+"""A format's own rules: an adapter's ``problems(view, keep)``."""
+
+
+def check(
+    view: View, format_rules: FormatRules | None = None, keep: Sequence[int] | None = None
 ) -> list[Problem]:
-    """Every structural problem of the items at ``keep``: generic rules, then the format's."""
+    """The generic rules plus ``format_rules`` on the items at ``keep``, in item order."""
     found = generic_problems(view, keep)
-    if adapter is not None:
-        found.extend(adapter.problems(view, list(_indices(view, keep))))
+    if format_rules is not None:
+        # At one index, the format's (more specific) problem comes first.
+        found = format_rules(view, _indices(view, keep)) + found
         found.sort(key=lambda p: p.index)
     return found
 
 
-__all__ = ["GENERIC_RULES", "generic_problems", "pairing_problems", "problems"]
+_RANK = {"orphan-result": 0, "duplicate-call-id": 0, "duplicate-result": 2, "unanswered-call": 2}
+
+
+def most_telling(found: Sequence[Problem]) -> Problem:
+    """The problem to name when refusing: broken pairing first, then the format's rules,
+    then the other generic rules; the earliest within each."""
+    return min(found, key=lambda p: (_RANK.get(p.rule, 1), p.index))
+
+
+def blocking(found: Sequence[Problem]) -> list[Problem]:
+    """The problems that stop the pruner: all but the :data:`ADVISORY_RULES`."""
+    return [p for p in found if p.rule not in ADVISORY_RULES]
+
+
+def summary(found: Sequence[Problem]) -> str:
+    """One line naming the first problem and how many more there are."""
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"{found[0]}{more}"
+
+
+def problems(
+    view: View, adapter: Adapter | None = None, keep: Sequence[int] | None = None
+) -> list[Problem]:
+    """Every structural problem of the items at ``keep``: generic rules, then the format's."""
+    return check(view, adapter.problems if adapter is not None else None, keep)
+
+
+__all__ = [
+    "ADVISORY_RULES",
+    "GENERIC_RULES",
+    "FormatRules",
+    "blocking",
+    "check",
+    "generic_problems",
+    "most_telling",
+    "pairing_problems",
+    "problems",
+    "summary",
+]

@@ -88,5 +88,6 @@ def assert_one_line_error(run: Run, code: int, needle: str) -> None:
     assert "Traceback" not in run.stderr, run.stderr
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, run.stderr
-    assert lines[0].startswith("ctxwin: error: "), run.stderr
+    prefix = "ctxwin: usage error: " if code == 2 else "ctxwin: error: "
+    assert lines[0].startswith(prefix), run.stderr
     assert needle in lines[0], run.stderr

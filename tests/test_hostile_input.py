@@ -95,7 +95,12 @@ CATALOGUE = [
     Case("empty file", b"", 1, "empty input"),
     Case("only whitespace", b" \n\t\n", 1, "empty input"),
     Case("not JSON", b"hello, world\n", 1, "invalid JSON: unexpected character"),
-    Case("truncated JSON", VALID[: len(VALID) // 2], 1, "truncated JSON: unexpected end of data"),
+    Case(
+        "truncated JSON",
+        VALID[: len(VALID) // 2],
+        1,
+        "invalid JSON: truncated (unexpected end of data at line 1 column",
+    ),
     Case("two documents", VALID + b" []", 1, "unexpected content after document"),
     Case("a number", b"42", 1, "not a transcript this tool knows"),
     Case("an object without messages", b'{"model": "gpt-4o"}', 1, "not a transcript"),
@@ -225,32 +230,28 @@ CATALOGUE = [
         "[orphan-result]",
     ),
     Case(
-        "a call with no result in the middle",
-        mutated(_set("messages[5]", {"role": "user", "content": "stop"})),
+        "NaN",
+        VALID.replace(b'"model"', b'"temperature": NaN, "model"'),
         1,
-        "messages[4]: call id 'call_1' gets no result before messages[5] [unanswered-call]",
+        "invalid JSON: NaN and Infinity are not JSON values",
     ),
     Case(
-        "a result answered twice",
-        mutated(_insert(4, {"role": "tool", "tool_call_id": "call_0", "content": "again"})),
+        "Infinity",
+        VALID.replace(b'"model"', b'"top_p": Infinity, "model"'),
         1,
-        "messages[4]: call id 'call_0' was already answered by messages[3] [duplicate-result]",
-    ),
-    Case("NaN", VALID.replace(b'"model"', b'"temperature": NaN, "model"'), 1, "NaN and Infinity"),
-    Case(
-        "Infinity", VALID.replace(b'"model"', b'"top_p": Infinity, "model"'), 1, "NaN and Infinity"
+        "invalid JSON: NaN and Infinity are not JSON values",
     ),
     Case(
         "-Infinity",
         VALID.replace(b'"model"', b'"top_p": -Infinity, "model"'),
         1,
-        "NaN and Infinity",
+        "invalid JSON: NaN and Infinity are not JSON values",
     ),
     Case(
         "a float beyond 64 bits",
         VALID.replace(b'"model"', b'"seed": 1e400, "model"'),
         1,
-        "number too large for a 64-bit float at line 1 column 10",
+        "invalid JSON: number too large for a 64-bit float at line 1 column 10",
     ),
     Case(
         "an integer beyond 64 bits",
@@ -258,7 +259,12 @@ CATALOGUE = [
         1,
         "integer 123456789012345678901234567890 at line 1 column 10 (byte 9) is beyond 64 bits",
     ),
-    Case("nesting deeper than 1024", _deep(1100), 1, "JSON nested deeper than 1024 levels"),
+    Case(
+        "nesting deeper than 1024",
+        _deep(1100),
+        1,
+        "invalid JSON: nested deeper than 1024 levels at line 1 column",
+    ),
     Case(
         "invalid UTF-8",
         VALID.replace(b"careful", b"care\xfful"),
@@ -340,7 +346,7 @@ def test_debug_shows_a_traceback(tmp_path: Path) -> None:
     run = cli_subprocess(["--debug", "estimate", str(src)])
     assert run.exit_code == 1
     assert "Traceback" in run.stderr
-    assert "InputError: truncated JSON" in run.stderr
+    assert "InputError: invalid JSON: truncated" in run.stderr
 
 
 # --- inputs that are accepted ------------------------------------------------------------
@@ -356,6 +362,44 @@ def test_pairing_problems_pass_through_when_nothing_is_dropped(tmp_path: Path) -
     assert (tmp_path / "out.json").read_bytes() == data
     assert "warning: messages[6]: tool result answers call id 'call_404'" in run.stderr
     assert "[orphan-result]" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "rule"),
+    [
+        (
+            _set("messages[5]", {"role": "user", "content": "stop"}),
+            "messages[4]",
+            "unanswered-call",
+        ),
+        (
+            _insert(4, {"role": "tool", "tool_call_id": "call_0", "content": "again"}),
+            "messages[4]",
+            "duplicate-result",
+        ),
+    ],
+    ids=["a call with no result in the middle", "a result answered twice"],
+)
+def test_advisory_problems_are_pruned_with_a_warning(
+    change: Callable[[dict[str, Any]], Any], where: str, rule: str, tmp_path: Path
+) -> None:
+    """Decision: prune goes on (a drop unit keeps a call with all its results, so pruning
+    never makes these worse) and warns; lint reports them and exits 1."""
+    data = mutated(change)
+    src = tmp_path / "in.json"
+    src.write_bytes(data)
+    run = cli(["prune", str(src), "-", *PRUNE_HARD])
+    assert run.exit_code == 0, run.stderr
+    assert f"warning: {where}: " in run.stderr
+    assert f"[{rule}]" in run.stderr
+    assert "kept as it was (see `ctxwin lint`)" in run.stderr
+    out = orjson.loads(run.stdout)
+    assert len(out["messages"]) < len(orjson.loads(data)["messages"])
+    lint = cli(["lint", "--json", str(src)])
+    assert lint.exit_code == 1
+    assert (where, rule) in {
+        (p["where"], p["rule"]) for p in orjson.loads(lint.stdout)["files"][0]["problems"]
+    }
 
 
 def test_big_integer_is_fine_when_nothing_is_rewritten(tmp_path: Path) -> None:

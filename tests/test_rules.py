@@ -145,9 +145,7 @@ def test_fit_refuses_when_a_rule_is_broken_and_pruning_is_needed() -> None:
     assert clean.pruned
     assert rules.generic_problems(v, clean.keep) == []
 
-    def strict(v: View, keep: Sequence[int] | None) -> list[Problem]:
-        return rules.problems(v, FlagsEveryUser(), keep)  # type: ignore[arg-type]
-
+    strict = FlagsEveryUser().problems
     with pytest.raises(
         PairingError, match=r"messages\[4\]: second user message \[no-second-user\]"
     ):
@@ -155,31 +153,25 @@ def test_fit_refuses_when_a_rule_is_broken_and_pruning_is_needed() -> None:
     assert fit(v, 10_000, est, 1.0, strict).fits  # a transcript that fits is never checked
 
 
-def test_plan_checks_the_format_rules_too() -> None:
-    """core.plan passes the adapter's rules to fit: misplaced-result (Chat Completions)."""
+def test_plan_refuses_broken_pairing_and_goes_on_with_advisory_problems() -> None:
     body = transcript()
-    body["messages"].insert(3, {"role": "user", "content": "wait"})
-    t_ = core.load(body)
-    assert [(p.index, p.rule) for p in t_.problems()] == [
-        (2, "unanswered-call"),
-        (4, "misplaced-result"),
+    body["messages"].insert(6, {"role": "tool", "tool_call_id": "call_404", "content": "?"})
+    with pytest.raises(PairingError, match=r"messages\[6\]: .* \[orphan-result\]"):
+        core.plan(core.load(body), context_length=4000, max_tokens=0)
+    body = transcript()
+    body["messages"][5] = {"role": "user", "content": "stop"}  # call_1 never answered
+    plan = core.plan(core.load(body), context_length=4000, max_tokens=0)
+    assert plan.result.pruned
+    assert plan.result.warnings == [
+        "messages[4]: call id 'call_1' gets no result before messages[5] [unanswered-call]; "
+        "kept as it was (see `ctxwin lint`)"
     ]
-    with pytest.raises(PairingError, match="unanswered-call"):
-        core.plan(t_, context_length=4000, max_tokens=0)
 
 
-def test_misplaced_result_in_chat_completions() -> None:
-    body = {
-        "messages": [
-            {"role": "user", "content": "hi"},
-            {"role": "tool", "tool_call_id": "c0", "content": "?"},
-        ]
-    }
-    problems = core.load(body).problems()
-    assert [(p.where, p.rule) for p in problems] == [
-        ("messages[1]", "orphan-result"),
-        ("messages[1]", "misplaced-result"),
-    ]
-    assert problems[1].message == (
-        "tool message follows a user message, not an assistant message with tool_calls"
-    )
+def test_advisory_and_blocking_rules() -> None:
+    assert sorted(rules.ADVISORY_RULES) == ["duplicate-result", "unanswered-call"]
+    v = view(S, U, a("c1", "c2"), t("c1"), t("c1"), U, t("c9"))
+    found = rules.generic_problems(v)
+    assert [p.rule for p in rules.blocking(found)] == ["orphan-result"]
+    assert rules.most_telling(found).rule == "orphan-result"
+    assert rules.summary(found).endswith("(and 2 more)")

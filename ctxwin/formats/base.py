@@ -19,6 +19,8 @@ class Adapter(Protocol):
 
     name: str
     description: str
+    items_key: str
+    """Top-level key of the body's message list (``messages``, ``input``, ``contents``)."""
 
     def detect(self, body: Any) -> bool:
         """Whether ``body`` has this format's shape."""

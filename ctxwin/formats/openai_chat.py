@@ -4,6 +4,18 @@ Also accepts a bare ``messages`` array. Roles: ``system``/``developer`` (head),
 ``user``, ``assistant`` (with ``tool_calls``), ``tool`` (answers one
 ``tool_call_id``). The provider rejects a ``tool`` message whose id no earlier
 assistant call made.
+
+Content is a string or a list of parts: ``text``, ``refusal``, ``image_url``
+(a URL or a ``data:`` URI, with ``detail``), ``input_audio`` {data, format},
+``file`` {file_data | file_id, filename}. Media are priced by
+:mod:`ctxwin.media`, never by their base64 bytes.
+
+The legacy function-calling shape is read too: top-level ``functions``, an
+assistant ``function_call`` {name, arguments} and a ``function`` message
+{name, content} holding its result. Those carry no ids: a ``function``
+message answers the oldest unanswered call of the same name, and each call
+gets a synthetic id (``<name>#<message index>``) so pairing works as for
+``tool_calls``.
 """
 
 from __future__ import annotations
@@ -13,15 +25,18 @@ from typing import Any
 
 import orjson
 
+from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
+    add_json,
     expect_dict,
     expect_list,
     expect_str,
     kind_of,
     optional_int,
     optional_model,
+    unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
@@ -31,6 +46,7 @@ ROLES = {
     "user": USER,
     "assistant": ASSISTANT,
     "tool": TOOL,
+    "function": TOOL,
 }
 
 MEDIA_PART_TOKENS = 1105
@@ -39,6 +55,7 @@ MEDIA_PART_TOKENS = 1105
 
 class OpenAIChat:
     name = "openai-chat"
+    items_key = "messages"
     description = 'OpenAI Chat Completions body {"messages": [...]} or a bare messages array'
 
     def detect(self, body: Any) -> bool:
@@ -50,7 +67,7 @@ class OpenAIChat:
         base = [0] * estimator.width
         if isinstance(body, list):
             messages: list[Any] = body
-            prefix = ""
+            prefix = "messages"  # a bare array reads as the body's messages
             model = None
             max_tokens = None
             has_tools = False
@@ -71,12 +88,18 @@ class OpenAIChat:
             if has_tools:
                 expect_list(tools, "tools")
                 estimator.add_bytes(base, orjson.dumps(tools), Kind.DENSE)
+            functions = body.get("functions")
+            if functions is not None:
+                add_json(base, expect_list(functions, "functions"), estimator)
+                has_tools = True
         base[0] += estimator.framing(self.name, has_tools=has_tools)
         view = View(self.name, [], base, model, max_tokens, prefix)
         items = view.items
         add_text = estimator.add_text
         width = estimator.width
         per_message = estimator.per_message
+        pending: dict[str, list[str]] = {}
+        refs: list[str] = []
         for i, m in enumerate(messages):
             if not isinstance(m, dict):
                 raise InputError(f"expected a message object, got {kind_of(m)}", view.where(i))
@@ -96,12 +119,32 @@ class OpenAIChat:
             if isinstance(content, str):
                 add_text(cost, content, kind)
             elif content is not None:
-                self._parts(content, kind, cost, estimator, f"{view.where(i)}.content")
+                self._parts(content, kind, cost, estimator, f"{view.where(i)}.content", refs)
             item = Item(role, cost)
             if role is ASSISTANT:
                 calls = m.get("tool_calls")
                 if calls is not None:
                     item.calls = self._calls(calls, cost, estimator, f"{view.where(i)}.tool_calls")
+                legacy = m.get("function_call")
+                if legacy is not None:
+                    at = f"{view.where(i)}.function_call"
+                    legacy = expect_dict(legacy, at)
+                    name = expect_str(legacy.get("name"), f"{at}.name")
+                    add_text(cost, name, Kind.PROSE)
+                    args = legacy.get("arguments", "")
+                    add_text(cost, expect_str(args, f"{at}.arguments"), Kind.DENSE)
+                    cost[0] += estimator.per_tool_call
+                    synthetic = f"{name}#{i}"
+                    pending.setdefault(name, []).append(synthetic)
+                    item.calls = (*item.calls, synthetic)
+            elif role_name == "function":
+                at = f"{view.where(i)}.name"
+                if "name" not in m:
+                    raise InputError('missing "name" on a function message', at)
+                name = expect_str(m["name"], at)
+                add_text(cost, name, Kind.PROSE)
+                queue = pending.get(name)
+                item.answers = (queue.pop(0) if queue else f"{name} (by name)",)
             elif role is TOOL:
                 call_id = m.get("tool_call_id")
                 where = f"{view.where(i)}.tool_call_id"
@@ -110,6 +153,9 @@ class OpenAIChat:
                 add_text(cost, expect_str(call_id, where), Kind.DENSE)
                 item.answers = (call_id,)
             items.append(item)
+        if refs:
+            each = media.openai_cost(media.unknown("pdf"))
+            view.notes.append(unknown_documents_note(refs, each))
         return view
 
     @staticmethod
@@ -129,13 +175,30 @@ class OpenAIChat:
         return tuple(ids)
 
     @staticmethod
-    def _parts(content: Any, kind: Kind, cost: list[int], estimator: Estimator, where: str) -> None:
+    def _parts(
+        content: Any, kind: Kind, cost: list[int], estimator: Estimator, where: str, refs: list[str]
+    ) -> None:
         for k, part in enumerate(expect_list(content, where)):
             at = f"{where}[{k}]"
             part = expect_dict(part, at)
             ptype = part.get("type")
             if ptype == "text":
                 estimator.add_text(cost, expect_str(part.get("text"), f"{at}.text"), kind)
+            elif ptype == "refusal":
+                estimator.add_text(cost, expect_str(part.get("refusal"), f"{at}.refusal"), kind)
+            elif ptype == "image_url":
+                cost[0] += _image_cost(part, at)
+            elif ptype == "input_audio":
+                audio = expect_dict(part.get("input_audio"), f"{at}.input_audio")
+                data = expect_str(audio.get("data"), f"{at}.input_audio.data")
+                fmt = audio.get("format")
+                found = media.sniff(data, None, fmt if isinstance(fmt, str) else "audio")
+                cost[0] += media.openai_cost(found)
+            elif ptype == "file":
+                found = _file_media(part, at)
+                if found.nbytes is None:
+                    refs.append(at)
+                cost[0] += media.openai_cost(found)
             elif isinstance(ptype, str):
                 cost[0] += MEDIA_PART_TOKENS
             else:
@@ -149,24 +212,34 @@ class OpenAIChat:
         return {k: (kept if k == "messages" else v) for k, v in body.items()}
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
-        """``misplaced-result``: a tool message must follow an assistant message with
-        ``tool_calls`` or another tool message (the API rejects it otherwise)."""
-        items = view.items
-        found: list[Problem] = []
-        previous: Item | None = None
-        for i in keep:
-            item = items[i]
-            if item.role is TOOL and (
-                previous is None or (previous.role is not TOOL and not previous.calls)
-            ):
-                after = "the start" if previous is None else f"a {previous.role} message"
-                found.append(
-                    Problem(
-                        i,
-                        view.where(i),
-                        "misplaced-result",
-                        f"tool message follows {after}, not an assistant message with tool_calls",
-                    )
-                )
-            previous = item
-        return found
+        return []
+
+
+def _image_cost(part: dict[str, Any], at: str) -> int:
+    image = part.get("image_url")
+    if isinstance(image, str):  # some clients send the URL directly
+        url: Any = image
+        detail: Any = None
+    else:
+        image = expect_dict(image, f"{at}.image_url")
+        url = expect_str(image.get("url"), f"{at}.image_url.url")
+        detail = image.get("detail")
+    found = media.unknown("image")
+    parsed = media.parse_data_uri(url)
+    if parsed is not None:
+        sniffed = media.sniff(parsed[1], parsed[0])
+        if sniffed.kind == "image":
+            found = sniffed
+    return media.openai_image_tokens(found.size, detail if isinstance(detail, str) else None)
+
+
+def _file_media(part: dict[str, Any], at: str) -> media.Media:
+    file = expect_dict(part.get("file"), f"{at}.file")
+    data = file.get("file_data")
+    if data is None:
+        return media.unknown("pdf")
+    data = expect_str(data, f"{at}.file.file_data")
+    parsed = media.parse_data_uri(data)
+    if parsed is not None:
+        return media.sniff(parsed[1], parsed[0])
+    return media.sniff(data, None)

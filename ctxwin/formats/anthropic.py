@@ -1,0 +1,310 @@
+"""Anthropic Messages: ``{"model", "system", "messages", "tools", "max_tokens", ...}``.
+
+``system`` (a string or text blocks) is outside the message list: it is
+counted in the view's base and always kept. ``messages`` alternate ``user``
+and ``assistant``; content is a string or blocks: ``text``, ``image``,
+``document``, ``tool_use`` (assistant), ``tool_result`` (user),
+``thinking`` / ``redacted_thinking``, ``server_tool_use`` and its
+``*_tool_result`` blocks (both in the same assistant message, so they pair
+inside it and never across messages).
+
+Provider rules the output keeps (checked by :meth:`Anthropic.problems`):
+
+* the first message is a user message;
+* every ``tool_result`` sits in the user message right after the assistant
+  message holding its ``tool_use``, and an assistant message with
+  ``tool_use`` blocks is followed by a message answering all of them (unless
+  it is the last);
+* thinking blocks stay in their assistant message (messages are never split).
+
+Head, turns and drop units: the head is the first user message. Each
+assistant message opens a turn and the user messages after it (its tool
+results, possibly with new user text) join that turn. So every turn starts
+with an assistant message and ends before the next one: dropping the oldest
+whole units leaves ``head (user) + assistant …``, which keeps the first
+message a user message, keeps user/assistant alternation wherever the input
+had it, and keeps each ``tool_result`` right after its ``tool_use``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ctxwin import media
+from ctxwin.errors import InputError
+from ctxwin.estimate import Estimator, Kind
+from ctxwin.formats._util import (
+    add_json,
+    adjacency_problems,
+    expect_dict,
+    expect_list,
+    expect_str,
+    kind_of,
+    optional_int,
+    optional_model,
+    replace_key,
+    unknown_documents_note,
+)
+from ctxwin.view import ASSISTANT, USER, Item, Problem, View
+
+ROLES = {"user": USER, "assistant": ASSISTANT}
+
+_ANTHROPIC_BLOCKS = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "image",
+        "document",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "mcp_tool_use",
+        "search_result",
+        "container_upload",
+    }
+)
+
+
+_ANTHROPIC_KEYS = ("system", "anthropic_version", "stop_sequences", "top_k", "thinking")
+"""Top-level keys of a Messages body that a Chat Completions body never has."""
+
+
+def _role(message: dict[str, Any]) -> str | None:
+    role = message.get("role")
+    return ROLES.get(role) if isinstance(role, str) else None
+
+
+def _is_anthropic_block(block: Any) -> bool:
+    if not isinstance(block, dict):
+        return False
+    t = block.get("type")
+    return isinstance(t, str) and (t in _ANTHROPIC_BLOCKS or t.endswith("_tool_result"))
+
+
+class Anthropic:
+    name = "anthropic"
+    items_key = "messages"
+    description = (
+        'Anthropic Messages body {"messages": [...]} with a top-level "system" or '
+        "content blocks (tool_use, tool_result, image, thinking, ...)"
+    )
+
+    def detect(self, body: Any) -> bool:
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return False
+        messages = body["messages"]
+        for m in messages:
+            if isinstance(m, dict) and (
+                _role(m) is None or "tool_calls" in m or "function_call" in m
+            ):
+                return False  # system/developer/tool/function roles or tool_calls: Chat
+        if any(key in body for key in _ANTHROPIC_KEYS):
+            return True
+        tools = body.get("tools")
+        if isinstance(tools, list) and any(
+            isinstance(t, dict) and ("input_schema" in t or "function" not in t) for t in tools
+        ):
+            return True
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict) and choice.get("type") in ("auto", "any", "tool", "none"):
+            return True
+        for m in messages:
+            content = m.get("content") if isinstance(m, dict) else None
+            if isinstance(content, list) and any(_is_anthropic_block(b) for b in content):
+                return True
+        return False
+
+    def read(self, body: Any, estimator: Estimator) -> View:
+        body = expect_dict(body, "(body)")
+        if "messages" not in body:
+            raise InputError('missing "messages" (expected an Anthropic Messages body)', "messages")
+        messages = expect_list(body["messages"], "messages")
+        width = estimator.width
+        base = [0] * width
+        refs: list[str] = []
+        system = body.get("system")
+        if system is not None:
+            base[0] += estimator.per_message
+            if isinstance(system, str):
+                estimator.add_text(base, system, Kind.PROSE)
+            else:
+                for k, block in enumerate(expect_list(system, "system")):
+                    self._block(
+                        block, f"system[{k}]", base, estimator, None, [], [], Kind.PROSE, refs
+                    )
+        tools = body.get("tools")
+        if tools is not None:
+            add_json(base, expect_list(tools, "tools"), estimator)
+        base[0] += estimator.framing(self.name, has_tools=tools is not None)
+        max_tokens = optional_int(body, "max_tokens", "max_tokens")
+        view = View(self.name, [], base, optional_model(body), max_tokens, "messages")
+        for i, m in enumerate(messages):
+            where = view.where(i)
+            if not isinstance(m, dict):
+                raise InputError(f"expected a message object, got {kind_of(m)}", where)
+            role_name = m.get("role")
+            role = ROLES.get(role_name) if isinstance(role_name, str) else None
+            if role is None:
+                if role_name is None:
+                    raise InputError('missing "role"', f"{where}.role")
+                raise InputError(
+                    f"unknown role {role_name!r} (expected user or assistant; the system "
+                    'prompt goes in the top-level "system")',
+                    f"{where}.role",
+                )
+            cost = [0] * width
+            cost[0] = estimator.per_message
+            if "content" not in m:
+                raise InputError('missing "content"', f"{where}.content")
+            content = m["content"]
+            calls: list[str] = []
+            answers: list[str] = []
+            if isinstance(content, str):
+                estimator.add_text(cost, content, Kind.PROSE)
+            else:
+                for k, block in enumerate(expect_list(content, f"{where}.content")):
+                    self._block(
+                        block,
+                        f"{where}.content[{k}]",
+                        cost,
+                        estimator,
+                        role,
+                        calls,
+                        answers,
+                        Kind.PROSE,
+                        refs,
+                    )
+            view.items.append(Item(role, cost, tuple(calls), tuple(answers)))
+        view.notes.extend(self._notes(refs))
+        return view
+
+    @staticmethod
+    def _notes(refs: list[str]) -> list[str]:
+        if not refs:
+            return []
+        return [unknown_documents_note(refs, media.anthropic_cost(media.unknown("pdf")))]
+
+    def _block(
+        self,
+        block: Any,
+        at: str,
+        cost: list[int],
+        est: Estimator,
+        role: str | None,
+        calls: list[str],
+        answers: list[str],
+        kind: Kind,
+        refs: list[str],
+    ) -> None:
+        block = expect_dict(block, at)
+        t = block.get("type")
+        if not isinstance(t, str):
+            raise InputError('content block without a string "type"', f"{at}.type")
+        if t == "text":
+            est.add_text(cost, expect_str(block.get("text"), f"{at}.text"), kind)
+        elif t == "image":
+            cost[0] += media.anthropic_cost(_source(block.get("source"), f"{at}.source", "image"))
+        elif t == "document":
+            self._document(block, at, cost, est, refs)
+        elif t == "tool_use":
+            if role is not ASSISTANT:
+                raise InputError("a tool_use block belongs in an assistant message", f"{at}.type")
+            call_id = _required_str(block, "id", at)
+            est.add_text(cost, _required_str(block, "name", at), Kind.PROSE)
+            if "input" not in block:
+                raise InputError('missing "input"', f"{at}.input")
+            add_json(cost, block["input"], est)
+            est.add_text(cost, call_id, Kind.DENSE)
+            cost[0] += est.per_tool_call
+            calls.append(call_id)
+        elif t == "tool_result":
+            if role is not USER:
+                raise InputError("a tool_result block belongs in a user message", f"{at}.type")
+            call_id = _required_str(block, "tool_use_id", at)
+            est.add_text(cost, call_id, Kind.DENSE)
+            is_error = block.get("is_error")
+            if is_error is not None and not isinstance(is_error, bool):
+                raise InputError(f"expected a boolean, got {kind_of(is_error)}", f"{at}.is_error")
+            content = block.get("content")
+            if isinstance(content, str):
+                est.add_text(cost, content, Kind.DENSE)
+            elif content is not None:
+                for j, inner in enumerate(expect_list(content, f"{at}.content")):
+                    self._block(
+                        inner, f"{at}.content[{j}]", cost, est, None, [], [], Kind.DENSE, refs
+                    )
+            answers.append(call_id)
+        elif t == "thinking":
+            est.add_text(cost, expect_str(block.get("thinking"), f"{at}.thinking"), Kind.PROSE)
+        elif t == "redacted_thinking":
+            est.add_text(cost, expect_str(block.get("data"), f"{at}.data"), Kind.DENSE)
+        elif t in ("server_tool_use", "mcp_tool_use"):
+            est.add_text(cost, _required_str(block, "id", at), Kind.DENSE)
+            est.add_text(cost, _required_str(block, "name", at), Kind.PROSE)
+            add_json(cost, block.get("input"), est)
+            cost[0] += est.per_tool_call
+        elif t.endswith("_tool_result"):
+            est.add_text(cost, _required_str(block, "tool_use_id", at), Kind.DENSE)
+            add_json(cost, block.get("content"), est)
+        else:
+            add_json(cost, block, est)
+
+    def _document(
+        self, block: dict[str, Any], at: str, cost: list[int], est: Estimator, refs: list[str]
+    ) -> None:
+        for key in ("title", "context"):
+            value = block.get(key)
+            if isinstance(value, str):
+                est.add_text(cost, value, Kind.PROSE)
+        where = f"{at}.source"
+        source = expect_dict(block.get("source"), where)
+        st = source.get("type")
+        if st == "text":
+            est.add_text(cost, expect_str(source.get("data"), f"{where}.data"), Kind.PROSE)
+        elif st == "content":
+            content = source.get("content")
+            if isinstance(content, str):
+                est.add_text(cost, content, Kind.PROSE)
+            else:
+                for j, inner in enumerate(expect_list(content, f"{where}.content")):
+                    self._block(
+                        inner, f"{where}.content[{j}]", cost, est, None, [], [], Kind.PROSE, refs
+                    )
+        else:
+            found = _source(source, where, "pdf")
+            if found.nbytes is None:
+                refs.append(at)
+            cost[0] += media.anthropic_cost(found)
+
+    def write(self, body: Any, keep: Sequence[int]) -> Any:
+        messages = body["messages"]
+        return replace_key(body, "messages", [messages[i] for i in keep])
+
+    def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
+        return adjacency_problems(view, keep)
+
+
+def _required_str(block: dict[str, Any], key: str, at: str) -> str:
+    if key not in block:
+        raise InputError(f'missing "{key}"', f"{at}.{key}")
+    return expect_str(block[key], f"{at}.{key}")
+
+
+def _source(source: Any, where: str, kind: str) -> media.Media:
+    """The media behind an image or document ``source``."""
+    source = expect_dict(source, where)
+    st = source.get("type")
+    if st == "base64":
+        data = expect_str(source.get("data"), f"{where}.data")
+        mt = source.get("media_type")
+        found = media.sniff(data, mt if isinstance(mt, str) else None)
+        if found.kind != kind and kind == "image":
+            return media.Media("image", nbytes=found.nbytes)
+        return found
+    if st in ("url", "file"):
+        return media.unknown(kind)
+    raise InputError(
+        f"unknown source type {st!r} (expected base64, url, file, text or content)",
+        f"{where}.type",
+    )

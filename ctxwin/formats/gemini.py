@@ -1,0 +1,238 @@
+"""Google Gemini ``generateContent``: ``{"systemInstruction", "contents", "tools", ...}``.
+
+``systemInstruction`` is outside the content list: counted in the view's
+base and always kept. ``contents`` is a list of ``{"role": "user" | "model",
+"parts": [...]}``; parts hold ``text`` (``thought: true`` marks thinking),
+``functionCall`` {name, args, id?}, ``functionResponse`` {name, response,
+id?}, ``inlineData`` {mimeType, data}, ``fileData`` {mimeType, fileUri},
+``executableCode``, ``codeExecutionResult``. The REST API also takes the
+snake_case spellings (``system_instruction``, ``function_call``,
+``inline_data``, ``generation_config.max_output_tokens``, ...); both are read.
+The model name is in the request URL, not the body.
+
+Pairing: a ``functionResponse`` answers the call with its ``id`` when it
+has one, else the oldest unanswered call of the same ``name`` (by order).
+Calls without an id get a synthetic one (``<name>#<content>.<part>``).
+
+Head, turns and drop units: the head is the first user content. Each model
+content opens a turn; the user contents after it (its function responses,
+new user text) join it. Provider rules the output keeps (checked by
+:meth:`Gemini.problems`): the first content is a user content, and function
+responses sit in the content right after the model content that made the
+calls, answering all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ctxwin import media
+from ctxwin.errors import InputError
+from ctxwin.estimate import Estimator, Kind
+from ctxwin.formats._util import (
+    add_json,
+    adjacency_problems,
+    expect_dict,
+    expect_list,
+    expect_str,
+    kind_of,
+    optional_model,
+    replace_key,
+    unknown_documents_note,
+)
+from ctxwin.view import ASSISTANT, USER, Item, Problem, View
+
+ROLES = {"user": USER, "model": ASSISTANT, "function": USER}
+
+
+def _get(obj: dict[str, Any], camel: str, snake: str) -> tuple[str, Any]:
+    """The value under the camelCase or the snake_case key, and the key used."""
+    if camel in obj:
+        return camel, obj[camel]
+    return snake, obj.get(snake)
+
+
+class Gemini:
+    name = "gemini"
+    items_key = "contents"
+    description = 'Google Gemini generateContent body {"contents": [{"role", "parts"}, ...]}'
+
+    def detect(self, body: Any) -> bool:
+        return isinstance(body, dict) and isinstance(body.get("contents"), list)
+
+    def read(self, body: Any, estimator: Estimator) -> View:
+        body = expect_dict(body, "(body)")
+        if "contents" not in body:
+            raise InputError(
+                'missing "contents" (expected a Gemini generateContent body)', "contents"
+            )
+        contents = expect_list(body["contents"], "contents")
+        width = estimator.width
+        base = [0] * width
+        refs: list[str] = []
+        key, system = _get(body, "systemInstruction", "system_instruction")
+        if system is not None:
+            base[0] += estimator.per_message
+            if isinstance(system, str):
+                estimator.add_text(base, system, Kind.PROSE)
+            else:
+                system = expect_dict(system, key)
+                parts = system.get("parts")
+                if parts is not None:
+                    for k, part in enumerate(expect_list(parts, f"{key}.parts")):
+                        self._part(
+                            part, f"{key}.parts[{k}]", base, estimator, None, {}, [], [], "", refs
+                        )
+        tools = body.get("tools")
+        if tools is not None:
+            add_json(base, tools, estimator)
+        base[0] += estimator.framing(self.name, has_tools=tools is not None)
+        max_tokens = None
+        gkey, config = _get(body, "generationConfig", "generation_config")
+        if config is not None:
+            config = expect_dict(config, gkey)
+            mkey, value = _get(config, "maxOutputTokens", "max_output_tokens")
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InputError(
+                        f"expected a non-negative integer, got {kind_of(value)}", f"{gkey}.{mkey}"
+                    )
+                max_tokens = value
+        view = View(self.name, [], base, optional_model(body), max_tokens, "contents")
+        pending: dict[str, list[str]] = {}
+        for i, content in enumerate(contents):
+            where = view.where(i)
+            if not isinstance(content, dict):
+                raise InputError(f"expected a content object, got {kind_of(content)}", where)
+            role_name = content.get("role", "user")
+            role = ROLES.get(role_name) if isinstance(role_name, str) else None
+            if role is None:
+                raise InputError(
+                    f"unknown role {role_name!r} (expected user or model)", f"{where}.role"
+                )
+            cost = [0] * width
+            cost[0] = estimator.per_message
+            if "parts" not in content:
+                raise InputError('missing "parts"', f"{where}.parts")
+            calls: list[str] = []
+            answers: list[str] = []
+            for k, part in enumerate(expect_list(content["parts"], f"{where}.parts")):
+                self._part(
+                    part,
+                    f"{where}.parts[{k}]",
+                    cost,
+                    estimator,
+                    role,
+                    pending,
+                    calls,
+                    answers,
+                    f"#{i}.{k}",
+                    refs,
+                )
+            view.items.append(Item(role, cost, tuple(calls), tuple(answers)))
+        if refs:
+            each = media.gemini_cost(media.unknown("pdf"))
+            view.notes.append(unknown_documents_note(refs, each))
+        return view
+
+    def _part(
+        self,
+        part: Any,
+        at: str,
+        cost: list[int],
+        est: Estimator,
+        role: str | None,
+        pending: dict[str, list[str]],
+        calls: list[str],
+        answers: list[str],
+        synthetic: str,
+        refs: list[str],
+    ) -> None:
+        part = expect_dict(part, at)
+        if "text" in part:
+            est.add_text(cost, expect_str(part["text"], f"{at}.text"), Kind.PROSE)
+            return
+        key, call = _get(part, "functionCall", "function_call")
+        if call is not None:
+            where = f"{at}.{key}"
+            if role != ASSISTANT:
+                raise InputError("a function call belongs in a model content", where)
+            call = expect_dict(call, where)
+            name = _required_str(call, "name", where)
+            call_id = call.get("id")
+            if call_id is None:
+                call_id = f"{name}{synthetic}"
+            else:
+                call_id = expect_str(call_id, f"{where}.id")
+                est.add_text(cost, call_id, Kind.DENSE)
+            est.add_text(cost, name, Kind.PROSE)
+            add_json(cost, call.get("args"), est)
+            cost[0] += est.per_tool_call
+            pending.setdefault(name, []).append(call_id)
+            calls.append(call_id)
+            return
+        key, response = _get(part, "functionResponse", "function_response")
+        if response is not None:
+            where = f"{at}.{key}"
+            if role != USER:
+                raise InputError("a function response belongs in a user content", where)
+            response = expect_dict(response, where)
+            name = _required_str(response, "name", where)
+            queue = pending.get(name, [])
+            response_id = response.get("id")
+            if response_id is not None:
+                answered = expect_str(response_id, f"{where}.id")
+                est.add_text(cost, answered, Kind.DENSE)
+                if answered in queue:
+                    queue.remove(answered)
+            elif queue:
+                answered = queue.pop(0)
+            else:
+                answered = f"{name} (by name)"
+            est.add_text(cost, name, Kind.PROSE)
+            add_json(cost, response.get("response"), est)
+            inner = response.get("parts")
+            if inner is not None:
+                for j, p in enumerate(expect_list(inner, f"{where}.parts")):
+                    self._part(p, f"{where}.parts[{j}]", cost, est, None, {}, [], [], "", refs)
+            answers.append(answered)
+            return
+        key, inline = _get(part, "inlineData", "inline_data")
+        if inline is not None:
+            where = f"{at}.{key}"
+            inline = expect_dict(inline, where)
+            mkey, mime = _get(inline, "mimeType", "mime_type")
+            mime = expect_str(mime, f"{where}.{mkey}")
+            data = expect_str(inline.get("data"), f"{where}.data")
+            cost[0] += media.gemini_cost(media.sniff(data, mime))
+            return
+        key, ref = _get(part, "fileData", "file_data")
+        if ref is not None:
+            where = f"{at}.{key}"
+            ref = expect_dict(ref, where)
+            mkey, mime = _get(ref, "mimeType", "mime_type")
+            kind = media.sniff("", mime if isinstance(mime, str) else None).kind
+            if kind in ("pdf", "other"):
+                kind = "pdf"
+                refs.append(where)
+            cost[0] += media.gemini_cost(media.unknown(kind))
+            return
+        # executableCode, codeExecutionResult, thoughtSignature-only parts, unknown parts
+        for name, value in part.items():
+            if name in ("thoughtSignature", "thought_signature", "thought", "videoMetadata"):
+                continue
+            add_json(cost, value, est)
+
+    def write(self, body: Any, keep: Sequence[int]) -> Any:
+        contents = body["contents"]
+        return replace_key(body, "contents", [contents[i] for i in keep])
+
+    def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
+        return adjacency_problems(view, keep)
+
+
+def _required_str(obj: dict[str, Any], key: str, where: str) -> str:
+    if key not in obj:
+        raise InputError(f'missing "{key}"', f"{where}.{key}")
+    return expect_str(obj[key], f"{where}.{key}")

@@ -1,0 +1,329 @@
+"""OpenAI Responses: ``{"model", "instructions", "input", "tools", "max_output_tokens", ...}``.
+
+``instructions`` is outside the item list: counted in the view's base and
+always kept. ``input`` is a string (one user message) or a list of items
+(a bare list of items is accepted too): ``message`` items (``role`` user,
+system, developer or assistant; content a string or ``input_text`` /
+``output_text`` / ``input_image`` / ``input_file`` parts), ``function_call``
+{call_id, name, arguments} and ``function_call_output`` {call_id, output},
+``custom_tool_call`` / ``custom_tool_call_output``, ``reasoning``, built-in
+tool call items (``*_call``, answered by ``*_call_output`` when they carry a
+``call_id``), ``mcp_approval_request`` / ``mcp_approval_response``.
+
+Head, turns and drop units: the head is the leading system/developer
+messages plus everything through the first user message. One model response
+spans consecutive model items (``reasoning``, ``message`` from the
+assistant, tool calls): the first of them opens a turn and the rest join it,
+and the tool outputs and user messages after them join the turn too. So a
+``reasoning`` item is always in the same turn as the item that follows it.
+
+Provider rules the output keeps (checked by :meth:`OpenAIResponses.problems`):
+a ``reasoning`` item is immediately followed by the model item that followed
+it in the input (the API rejects a reasoning item "provided without its
+required following item"), and that item keeps its reasoning item (the API
+also rejects a call "provided without its required reasoning item").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwin import media
+from ctxwin.errors import InputError
+from ctxwin.estimate import Estimator, Kind
+from ctxwin.formats._util import (
+    add_json,
+    expect_dict,
+    expect_list,
+    expect_str,
+    kind_of,
+    optional_int,
+    optional_model,
+    replace_key,
+    unknown_documents_note,
+)
+from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
+
+ROLES = {"user": USER, "system": SYSTEM, "developer": SYSTEM, "assistant": ASSISTANT}
+
+ITEM_TYPES = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "reasoning",
+        "item_reference",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "mcp_list_tools",
+        "mcp_call",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "computer_call_output",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+    }
+)
+
+
+@dataclass(slots=True)
+class ResponsesView(View):
+    """A view that also knows which items are ``reasoning`` items."""
+
+    reasoning: set[int] = field(default_factory=set)
+    refs: list[str] = field(default_factory=list)
+    """Paths of documents known only by URL or file id."""
+
+
+class OpenAIResponses:
+    name = "openai-responses"
+    items_key = "input"
+    description = 'OpenAI Responses body {"input": "..." | [...], "instructions": ...}'
+
+    def detect(self, body: Any) -> bool:
+        if isinstance(body, list):
+            return any(
+                isinstance(x, dict) and x.get("type") in ITEM_TYPES for x in body[:50]
+            ) and not any(isinstance(x, dict) and "parts" in x for x in body[:3])
+        return (
+            isinstance(body, dict)
+            and "input" in body
+            and "messages" not in body
+            and "contents" not in body
+        )
+
+    def read(self, body: Any, estimator: Estimator) -> View:
+        width = estimator.width
+        base = [0] * width
+        if isinstance(body, list):
+            items: list[Any] | str = body
+            prefix = ""
+            model = None
+            max_tokens = None
+            has_tools = False
+            notes: list[str] = []
+        else:
+            body = expect_dict(body, "(body)")
+            if "input" not in body:
+                raise InputError('missing "input" (expected an OpenAI Responses body)', "input")
+            raw = body["input"]
+            if not isinstance(raw, str):
+                raw = expect_list(raw, "input")
+            items = raw
+            prefix = "input"
+            model = optional_model(body)
+            max_tokens = optional_int(body, "max_output_tokens", "max_output_tokens")
+            instructions = body.get("instructions")
+            if isinstance(instructions, str):
+                base[0] += estimator.per_message
+                estimator.add_text(base, instructions, Kind.PROSE)
+            elif instructions is not None:
+                add_json(base, expect_list(instructions, "instructions"), estimator)
+            tools = body.get("tools")
+            has_tools = tools is not None
+            if has_tools:
+                add_json(base, expect_list(tools, "tools"), estimator)
+            notes = []
+            if body.get("previous_response_id") is not None:
+                notes.append(
+                    "previous_response_id is set: the stored conversation it continues is "
+                    "not in the body and is not counted"
+                )
+        base[0] += estimator.framing(self.name, has_tools=has_tools)
+        view = ResponsesView(self.name, [], base, model, max_tokens, prefix, notes)
+        if isinstance(items, str):
+            cost = [0] * width
+            cost[0] = estimator.per_message
+            estimator.add_text(cost, items, Kind.PROSE)
+            view.items.append(Item(USER, cost))
+            return view
+        prev_model = False
+        for i, it in enumerate(items):
+            item = self._item(it, view.where(i), estimator, view, i)
+            is_model = item.role == ASSISTANT
+            item.joins = is_model and prev_model
+            prev_model = is_model
+            view.items.append(item)
+        if view.refs:
+            each = media.openai_cost(media.unknown("pdf"))
+            view.notes.append(unknown_documents_note(view.refs, each))
+        return view
+
+    def _item(self, it: Any, where: str, est: Estimator, view: ResponsesView, i: int) -> Item:
+        if not isinstance(it, dict):
+            raise InputError(f"expected an input item object, got {kind_of(it)}", where)
+        cost = [0] * est.width
+        cost[0] = est.per_message
+        t = it.get("type")
+        if t is None or t == "message":
+            role_name = it.get("role")
+            role = ROLES.get(role_name) if isinstance(role_name, str) else None
+            if role is None:
+                if role_name is None:
+                    raise InputError('missing "role" (or "type") on an input item', f"{where}.role")
+                raise InputError(
+                    f"unknown role {role_name!r} (expected one of: {', '.join(ROLES)})",
+                    f"{where}.role",
+                )
+            content = it.get("content")
+            if isinstance(content, str):
+                est.add_text(cost, content, Kind.PROSE)
+            elif content is not None:
+                self._parts(content, f"{where}.content", cost, est, Kind.PROSE, view.refs)
+            else:
+                raise InputError('missing "content"', f"{where}.content")
+            return Item(role, cost)
+        if not isinstance(t, str):
+            raise InputError(f"expected a string, got {kind_of(t)}", f"{where}.type")
+        if t in ("function_call", "custom_tool_call"):
+            call_id = _required_str(it, "call_id", where)
+            est.add_text(cost, _required_str(it, "name", where), Kind.PROSE)
+            key = "arguments" if t == "function_call" else "input"
+            est.add_text(cost, _required_str(it, key, where), Kind.DENSE)
+            est.add_text(cost, call_id, Kind.DENSE)
+            cost[0] += est.per_tool_call
+            return Item(ASSISTANT, cost, calls=(call_id,))
+        if t.endswith("_call_output"):
+            call_id = _required_str(it, "call_id", where)
+            est.add_text(cost, call_id, Kind.DENSE)
+            if "output" not in it:
+                raise InputError('missing "output"', f"{where}.output")
+            output = it["output"]
+            if isinstance(output, str):
+                est.add_text(cost, output, Kind.DENSE)
+            elif isinstance(output, list):
+                self._parts(output, f"{where}.output", cost, est, Kind.DENSE, view.refs)
+            else:
+                add_json(cost, output, est)
+            return Item(TOOL, cost, answers=(call_id,))
+        if t == "reasoning":
+            for key in ("summary", "content"):
+                parts = it.get(key)
+                if parts is None:
+                    continue
+                for k, part in enumerate(expect_list(parts, f"{where}.{key}")):
+                    part = expect_dict(part, f"{where}.{key}[{k}]")
+                    text = part.get("text")
+                    if text is not None:
+                        est.add_text(cost, expect_str(text, f"{where}.{key}[{k}].text"), Kind.PROSE)
+            encrypted = it.get("encrypted_content")
+            if isinstance(encrypted, str):
+                est.add_text(cost, encrypted, Kind.DENSE)
+            view.reasoning.add(i)
+            return Item(ASSISTANT, cost)
+        if t == "mcp_approval_request":
+            add_json(cost, it, est)
+            return Item(ASSISTANT, cost, calls=(_required_str(it, "id", where),))
+        if t == "mcp_approval_response":
+            add_json(cost, it, est)
+            return Item(TOOL, cost, answers=(_required_str(it, "approval_request_id", where),))
+        add_json(cost, it, est)
+        if t.endswith("_call") or t in ("mcp_list_tools",):
+            ref = it.get("call_id")
+            calls = (ref,) if isinstance(ref, str) else ()
+            return Item(ASSISTANT, cost, calls=calls)
+        return Item(TOOL, cost)
+
+    def _parts(
+        self, parts: Any, where: str, cost: list[int], est: Estimator, kind: Kind, refs: list[str]
+    ) -> None:
+        for k, part in enumerate(expect_list(parts, where)):
+            at = f"{where}[{k}]"
+            part = expect_dict(part, at)
+            t = part.get("type")
+            if t in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
+                est.add_text(cost, expect_str(part.get("text"), f"{at}.text"), kind)
+            elif t == "refusal":
+                est.add_text(cost, expect_str(part.get("refusal"), f"{at}.refusal"), kind)
+            elif t == "input_image":
+                detail = part.get("detail")
+                url = part.get("image_url")
+                found = media.unknown("image")
+                if isinstance(url, str):
+                    parsed = media.parse_data_uri(url)
+                    if parsed is not None:
+                        found = media.sniff(parsed[1], parsed[0])
+                cost[0] += media.openai_cost(
+                    found if found.kind == "image" else media.Media("image"),
+                    detail if isinstance(detail, str) else None,
+                )
+            elif t == "input_file":
+                found = _file_media(part, at)
+                if found.nbytes is None:
+                    refs.append(at)
+                cost[0] += media.openai_cost(found)
+            elif t == "input_audio":
+                audio = expect_dict(part.get("input_audio"), f"{at}.input_audio")
+                data = expect_str(audio.get("data"), f"{at}.input_audio.data")
+                fmt = audio.get("format")
+                cost[0] += media.openai_cost(
+                    media.sniff(data, None, fmt if isinstance(fmt, str) else "audio")
+                )
+            elif isinstance(t, str):
+                add_json(cost, part, est)
+            else:
+                raise InputError('content part without a string "type"', f"{at}.type")
+
+    def write(self, body: Any, keep: Sequence[int]) -> Any:
+        if isinstance(body, list):
+            return [body[i] for i in keep]
+        items = body["input"]
+        if isinstance(items, str):
+            return body
+        return replace_key(body, "input", [items[i] for i in keep])
+
+    def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
+        reasoning = getattr(view, "reasoning", None)
+        if not reasoning:
+            return []
+        items = view.items
+        problems: list[Problem] = []
+        for pos, i in enumerate(keep):
+            if i - 1 in reasoning and (pos == 0 or keep[pos - 1] != i - 1):
+                problems.append(
+                    Problem(
+                        i,
+                        view.where(i),
+                        "reasoning-kept",
+                        "an item produced with a reasoning item must keep that reasoning "
+                        "item right before it",
+                    )
+                )
+            if i not in reasoning:
+                continue
+            ok = pos + 1 < len(keep) and keep[pos + 1] == i + 1 and items[i + 1].role == ASSISTANT
+            if not ok:
+                problems.append(
+                    Problem(
+                        i,
+                        view.where(i),
+                        "reasoning-followed",
+                        "a reasoning item must be followed by the model item it was produced with",
+                    )
+                )
+        return problems
+
+
+def _required_str(obj: dict[str, Any], key: str, where: str) -> str:
+    if key not in obj:
+        raise InputError(f'missing "{key}"', f"{where}.{key}")
+    return expect_str(obj[key], f"{where}.{key}")
+
+
+def _file_media(part: dict[str, Any], at: str) -> media.Media:
+    data = part.get("file_data")
+    if isinstance(data, str):
+        parsed = media.parse_data_uri(data)
+        if parsed is not None:
+            return media.sniff(parsed[1], parsed[0])
+        return media.sniff(data, None)
+    if data is not None:
+        raise InputError(f"expected a string, got {kind_of(data)}", f"{at}.file_data")
+    return media.unknown("pdf")

@@ -1,0 +1,161 @@
+"""Segmentation, fitting and the pairing guard, on hand-made transcripts."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxwin.core import load
+from ctxwin.errors import PairingError
+from ctxwin.estimate import SeedEstimator
+from ctxwin.prune import fit, head_end, pairing_problems, segment
+from tests.builders import Message, assistant, system, tool, user
+
+
+def items_of(messages: list[Message]):  # type: ignore[no-untyped-def]
+    return load(messages, estimator=SeedEstimator()).view.items
+
+
+def test_head_is_system_run_through_first_user() -> None:
+    msgs = [system(), system("dev"), user(), assistant("a"), tool("a")]
+    assert head_end(items_of(msgs)) == 3
+
+
+def test_head_without_user_is_the_system_run() -> None:
+    assert head_end(items_of([system(), assistant("a"), tool("a")])) == 1
+
+
+def test_head_reaches_a_late_first_user() -> None:
+    msgs = [system(), assistant(content="hi"), user(), assistant("a"), tool("a")]
+    assert head_end(items_of(msgs)) == 3
+
+
+def test_each_assistant_opens_a_turn_and_others_join() -> None:
+    msgs = [system(), user(), assistant("a"), tool("a"), user("more"), assistant("b"), tool("b")]
+    seg = segment(items_of(msgs))
+    assert seg.turn_starts == [2, 5]
+    assert seg.unit_starts == [0, 1]
+
+
+def test_interleaved_results_make_one_unit() -> None:
+    # [a1(c1), a2(c2), t1, t2] is one unit: t1 (in turn 2) answers a call of turn 1.
+    msgs = [system(), user(), assistant("c1"), assistant("c2"), tool("c1"), tool("c2")]
+    seg = segment(items_of(msgs))
+    assert seg.turn_starts == [2, 3]
+    assert seg.unit_starts == [0]
+
+
+def test_units_chain_transitively() -> None:
+    msgs = [
+        user(),
+        assistant("c1"),
+        assistant("c2"),
+        tool("c1"),
+        assistant("c3"),
+        tool("c2"),
+        tool("c3"),
+        assistant("c4"),
+        tool("c4"),
+    ]
+    seg = segment(items_of(msgs))
+    assert seg.turn_starts == [1, 2, 4, 7]
+    assert seg.unit_starts == [0, 3]
+
+
+def test_messages_after_head_before_any_assistant_form_a_turn() -> None:
+    msgs = [user(), user("again"), assistant("a"), tool("a")]
+    seg = segment(items_of(msgs))
+    assert seg.turn_starts == [1, 2]
+
+
+def big_turns(n: int, size: int = 4000) -> list[Message]:
+    msgs = [system(), user()]
+    for i in range(n):
+        msgs += [assistant(f"c{i}"), tool(f"c{i}", "x" * size)]
+    return msgs
+
+
+def test_fits_is_inclusive() -> None:
+    view = load(big_turns(3), estimator=SeedEstimator()).view
+    est = SeedEstimator()
+    exact = fit(view, 10**9, est).estimated_tokens
+    result = fit(view, exact, est)
+    assert result.fits and not result.pruned
+    assert fit(view, exact - 1, est).pruned
+
+
+def test_drops_oldest_units_first_and_no_more_than_needed() -> None:
+    est = SeedEstimator()
+    view = load(big_turns(5), estimator=est).view
+    one_turn = fit(view, 10**9, est).estimated_tokens // 5
+    result = fit(view, one_turn * 3, est)
+    assert result.pruned and not result.overflow_at_floor
+    assert result.dropped == list(range(2, 2 + 2 * result.dropped_turns))
+    assert result.keep[:2] == [0, 1]
+    assert result.estimated_tokens_after <= one_turn * 3
+    # keeping one more turn would not fit
+    assert result.dropped_turns >= 1
+    keep_more = [0, 1, *range(result.dropped[-2], len(view.items))]
+    body = [load(big_turns(5)).body[i] for i in keep_more]
+    assert fit(load(body, estimator=est).view, 10**9, est).estimated_tokens > one_turn * 3
+
+
+def test_overflow_at_floor_keeps_head_and_newest_turn() -> None:
+    est = SeedEstimator()
+    view = load(big_turns(4), estimator=est).view
+    result = fit(view, 50, est)
+    assert result.overflow_at_floor
+    assert result.keep == [0, 1, 8, 9]
+    assert result.estimated_tokens_after > 50
+
+
+def test_broken_pairing_is_refused_only_when_pruning_is_needed() -> None:
+    est = SeedEstimator()
+    msgs = [*big_turns(3), tool("ghost", "boo")]
+    view = load(msgs, estimator=est).view
+    assert fit(view, 10**9, est).fits  # passes through untouched
+    with pytest.raises(PairingError) as err:
+        fit(view, 1000, est)
+    assert err.value.where == "messages[8]"
+    assert "'ghost'" in str(err.value)
+
+
+def test_duplicate_call_ids_are_a_pairing_problem() -> None:
+    msgs = [user(), assistant("a"), tool("a"), assistant("a"), tool("a")]
+    problems = pairing_problems(load(msgs).view)
+    assert [p.rule for p in problems] == ["duplicate-call-id"]
+    assert problems[0].where == "messages[3]"
+
+
+def test_result_before_its_call_is_an_orphan() -> None:
+    msgs = [user(), tool("a"), assistant("a")]
+    problems = pairing_problems(load(msgs).view)
+    assert [p.rule for p in problems] == ["orphan-result"]
+
+
+def test_non_positive_budget_passes_through() -> None:
+    est = SeedEstimator()
+    view = load(big_turns(3), estimator=est).view
+    result = fit(view, 0, est)
+    assert not result.enforced and not result.pruned
+    assert result.keep == list(range(8))
+    assert result.warnings
+
+
+def test_empty_transcript() -> None:
+    est = SeedEstimator()
+    result = fit(load([], estimator=est).view, 100, est)
+    assert result.fits and result.keep == []
+
+
+def test_head_keeps_the_results_of_calls_it_makes() -> None:
+    # No system message and an assistant call before the first user message:
+    # the call's result (after the user message) joins the head.
+    msgs = [assistant("c0"), user(), tool("c0"), assistant("c1"), tool("c1")]
+    assert head_end(items_of(msgs)) == 3
+
+
+def test_head_extension_is_transitive() -> None:
+    msgs = [user(), tool("nope")]  # no head calls: unchanged
+    assert head_end(items_of(msgs)) == 1
+    msgs = [assistant("c0"), user(), assistant("c1"), tool("c0"), tool("c1"), assistant("c2")]
+    assert head_end(items_of(msgs)) == 5
