@@ -126,8 +126,8 @@ def test_lint_and_prune_agree(tmp_path: Path) -> None:
     assert f"{first['where']}: {first['message']} [{first['rule']}]" in run.stderr
 
 
-def _corpus_chat_bodies() -> list[tuple[str, Any]]:
-    """Chat Completions request bodies a provider accepted, from the shared corpus."""
+def _corpus_bodies() -> list[tuple[str, Any]]:
+    """Request bodies a provider accepted (Chat, Anthropic, Gemini), from the shared corpus."""
     bodies: list[tuple[str, Any]] = []
     for path in sorted((CORPUS / "openhands_sdk_llmlogs").glob("*.json")):
         if path.name.startswith("nonfncall"):
@@ -135,10 +135,10 @@ def _corpus_chat_bodies() -> list[tuple[str, Any]]:
         record = orjson.loads(path.read_bytes())
         if isinstance(record, dict) and isinstance(record.get("messages"), list):
             bodies.append((path.name, {"messages": record["messages"]}))
-    for path in sorted((CORPUS / "pydantic_ai_cassettes").glob("*openai*.json")):
+    for path in sorted((CORPUS / "pydantic_ai_cassettes").glob("*.json")):
         for i, interaction in enumerate(orjson.loads(path.read_bytes())["interactions"]):
             body = interaction["request"].get("parsed_body")
-            if isinstance(body, dict) and isinstance(body.get("messages"), list):
+            if isinstance(body, dict) and any(k in body for k in ("messages", "contents")):
                 bodies.append((f"{path.name}[{i}]", body))
     return bodies
 
@@ -146,8 +146,12 @@ def _corpus_chat_bodies() -> list[tuple[str, Any]]:
 @pytest.mark.corpus
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus absent")
 def test_requests_providers_accepted_lint_clean() -> None:
-    """No false alarms: every recorded Chat Completions request lints clean."""
-    bodies = _corpus_chat_bodies()
-    assert len(bodies) >= 10
+    """No false alarms: every recorded request body lints clean, in every format."""
+    bodies = _corpus_bodies()
+    formats = set()
     for name, body in bodies:
-        assert core.load(body, "openai-chat").problems() == [], name
+        transcript = core.load(body)
+        formats.add(transcript.format)
+        assert transcript.problems() == [], name
+    assert len(bodies) >= 40
+    assert formats >= {"openai-chat", "anthropic", "gemini"}
