@@ -1,6 +1,7 @@
 """Fuzzing the CLI with mutated transcripts.
 
-Valid transcripts are generated, then mutated: messages dropped, duplicated,
+Valid transcripts are generated (Chat Completions) or taken from the format
+fixtures (Anthropic, Gemini, Responses, legacy Chat), then mutated: messages dropped, duplicated,
 moved; fields given values of the wrong type; huge strings injected; the
 serialized bytes truncated, corrupted or wrapped. Each case runs ``estimate``,
 ``prune`` or ``lint`` in-process and asserts:
@@ -83,6 +84,21 @@ def transcripts(draw: st.DrawFn) -> dict[str, Any]:
     return body
 
 
+FIXTURES = Path(__file__).parent / "fixtures"
+SEEDS = [orjson.loads(p.read_bytes()) for p in sorted(FIXTURES.glob("*.json"))]
+"""Valid bodies of every wire format (Anthropic, Gemini, Responses, legacy Chat)."""
+
+
+def items_key(body: dict[str, Any]) -> str:
+    """The key of the body's item list (``messages``, ``contents`` or ``input``)."""
+    return next(k for k in ("messages", "contents", "input") if isinstance(body.get(k), list))
+
+
+def seeds() -> st.SearchStrategy[dict[str, Any]]:
+    generated = transcripts()
+    return st.one_of(generated, generated, st.sampled_from(SEEDS)) if SEEDS else generated
+
+
 # --- mutations ---------------------------------------------------------------------------
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -95,7 +111,7 @@ JSON_VALUES = st.one_of(
     st.lists(INT64, max_size=3),
     st.dictionaries(st.text(max_size=5), INT64, max_size=3),
 )
-FIELDS = ["role", "content", "tool_calls", "tool_call_id", "name"]
+FIELDS = ["role", "content", "tool_calls", "tool_call_id", "name", "type", "parts", "call_id"]
 CALL_FIELDS = ["id", "type", "function"]
 FUNCTION_FIELDS = ["name", "arguments"]
 
@@ -104,7 +120,8 @@ FUNCTION_FIELDS = ["name", "arguments"]
 def mutate_body(draw: st.DrawFn, body: dict[str, Any]) -> dict[str, Any] | list[Any]:
     """Structural mutations of the parsed body."""
     body = copy.deepcopy(body)
-    msgs: list[Any] = body["messages"]
+    key = items_key(body)
+    msgs: list[Any] = body[key]
     for _ in range(draw(st.integers(0, 4))):
         if not msgs:
             break
@@ -131,7 +148,13 @@ def mutate_body(draw: st.DrawFn, body: dict[str, Any]) -> dict[str, Any] | list[
             elif isinstance(call.get("function"), dict):
                 call["function"][draw(st.sampled_from(FUNCTION_FIELDS))] = draw(JSON_VALUES)
         elif op == "huge" and isinstance(msgs[i], dict):
-            msgs[i]["content"] = "h" * draw(st.sampled_from([10_000, 200_000, 1_000_000]))
+            huge = "h" * draw(st.sampled_from([10_000, 200_000, 1_000_000]))
+            if isinstance(msgs[i].get("content"), list) and msgs[i]["content"]:
+                msgs[i]["content"][0] = {"type": "text", "text": huge}
+            elif isinstance(msgs[i].get("parts"), list):
+                msgs[i]["parts"] = [{"text": huge}]
+            else:
+                msgs[i]["content"] = huge
         elif op == "swap-ids":
             ids = [
                 m.get("tool_call_id")
@@ -140,7 +163,7 @@ def mutate_body(draw: st.DrawFn, body: dict[str, Any]) -> dict[str, Any] | list[
             ]
             if ids and isinstance(msgs[i], dict):
                 msgs[i]["tool_call_id"] = draw(st.sampled_from(ids))
-    if draw(st.integers(0, 9)) == 0:
+    if key == "messages" and draw(st.integers(0, 9)) == 0:
         return msgs  # a bare messages array
     return body
 
@@ -175,7 +198,7 @@ def mutate_bytes(draw: st.DrawFn, data: bytes) -> bytes:
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[bytes, list[str]]:
-    body = draw(mutate_body(draw(transcripts())))
+    body = draw(mutate_body(draw(seeds())))
     data = orjson.dumps(body)
     if draw(st.booleans()):
         data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
@@ -244,8 +267,8 @@ def check_output(data: bytes, out: bytes, flags: list[str]) -> None:
     assert len(found) <= advisory, found
     plan = core.plan(transcript, context_length=int(flags[1]), max_tokens=int(flags[3]))
     assert plan.result.estimated_tokens <= plan.result.budget
-    src_msgs = src if isinstance(src, list) else src["messages"]
-    out_msgs = body if isinstance(body, list) else body["messages"]
+    src_msgs = src if isinstance(src, list) else src[items_key(src)]
+    out_msgs = body if isinstance(body, list) else body[items_key(body)]
     it = iter(src_msgs)
     assert all(any(m == s for s in it) for m in out_msgs), "output is not a subsequence"
     TALLY.pruned_checked += 1
