@@ -1,9 +1,10 @@
 """Structural rules of a transcript, shared by the pruner's input check and ``ctxwin lint``.
 
-:func:`problems` is the one implementation: the generic tool-call pairing
-rules below (they hold in every wire format, on the neutral view), plus the
-format's own rules from its adapter's ``problems(view, keep)`` hook
-(consecutive roles, where a result must sit, and so on).
+:func:`check` is the one implementation (``fit`` calls it, ``lint`` calls it
+through :func:`problems`): the generic tool-call pairing rules below (they
+hold in every wire format, on the neutral view), plus the format's own rules
+from its adapter's ``problems(view, keep)`` hook (consecutive roles, where a
+result must sit, and so on).
 
 Generic rules, by name:
 
@@ -195,7 +196,7 @@ def summary(found: Sequence[Problem]) -> str:
 def problems(
     view: View, adapter: Adapter | None = None, keep: Sequence[int] | None = None
 ) -> list[Problem]:
-    """Every structural problem of the items at ``keep``: generic rules, then the format's."""
+    """Every structural problem of the items at ``keep``: :func:`check` with ``adapter``'s rules."""
     return check(view, adapter.problems if adapter is not None else None, keep)
 
 
