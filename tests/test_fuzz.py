@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwin import core, rules
+from ctxwin.errors import CtxwinError
 from tests.hostile_util import EXIT_CODES, cli, cli_subprocess
 
 EXAMPLES = int(os.environ.get("CTXWIN_FUZZ_EXAMPLES", "500"))
@@ -122,7 +123,7 @@ def mutate_body(draw: st.DrawFn, body: dict[str, Any]) -> dict[str, Any] | list[
     body = copy.deepcopy(body)
     key = items_key(body)
     msgs: list[Any] = body[key]
-    for _ in range(draw(st.integers(0, 4))):
+    for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2, 4]))):
         if not msgs:
             break
         i = draw(st.integers(0, len(msgs) - 1))
@@ -141,7 +142,13 @@ def mutate_body(draw: st.DrawFn, body: dict[str, Any]) -> dict[str, Any] | list[
             msgs[i] = draw(JSON_VALUES)
         elif op == "field" and isinstance(msgs[i], dict):
             msgs[i][draw(st.sampled_from(FIELDS))] = draw(JSON_VALUES)
-        elif op == "call" and isinstance(msgs[i], dict) and msgs[i].get("tool_calls"):
+        elif (
+            op == "call"
+            and isinstance(msgs[i], dict)
+            and isinstance(msgs[i].get("tool_calls"), list)
+            and msgs[i]["tool_calls"]
+            and isinstance(msgs[i]["tool_calls"][0], dict)
+        ):
             call = msgs[i]["tool_calls"][0]
             if draw(st.booleans()):
                 call[draw(st.sampled_from(CALL_FIELDS))] = draw(JSON_VALUES)
@@ -203,13 +210,25 @@ def cases(draw: st.DrawFn) -> tuple[bytes, list[str]]:
     if draw(st.booleans()):
         data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
     data = draw(mutate_bytes(data))
-    flags = [
-        "-c",
-        str(draw(st.integers(1, 60_000))),
-        "--max-tokens",
-        str(draw(st.integers(0, 2000))),
-    ]
-    return data, flags
+    size = _estimate(data)
+    if size is not None and draw(st.integers(0, 3)) < 3:
+        # Aim the budget below the transcript's size, so pruning is usually needed.
+        reserve = draw(st.integers(0, size // 10 + 1))
+        budget = draw(st.integers(size // 3, size + 8))
+        window = (budget + reserve) * 100 // 97 + 1  # the safety margin is 3 % of the window
+    else:
+        reserve = draw(st.integers(0, 2000))
+        window = draw(st.integers(1, 60_000))
+    return data, ["-c", str(max(window, 1)), "--max-tokens", str(reserve)]
+
+
+def _estimate(data: bytes) -> int | None:
+    """The input's token estimate, or ``None`` when it cannot be read."""
+    try:
+        transcript = core.load(core.parse(data))
+        return core.plan(transcript, context_length=1 << 40, max_tokens=0).result.estimated_tokens
+    except CtxwinError:
+        return None
 
 
 # --- the checks --------------------------------------------------------------------------
