@@ -608,3 +608,10 @@ def test_a_refused_prune_writes_no_report_either(tmp_path: Path) -> None:
     run = cli(["prune", str(src), str(tmp_path / "out.json"), "--report", str(report), *PRUNE_HARD])
     assert_one_line_error(run, 1, "is beyond 64 bits")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.json"]
+
+
+def test_a_list_where_a_type_name_belongs_is_bad_input_not_a_crash() -> None:
+    """Found by `make fuzz`: an unhashable "type" once crashed format detection."""
+    run = cli(["estimate", "-c", "100000", "-"], stdin=b'[{"type": ["x"]}, {"role": "user"}]')
+    assert run.exit_code == 1, run.stderr
+    assert "internal error" not in run.stderr

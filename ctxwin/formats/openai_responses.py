@@ -90,7 +90,8 @@ class OpenAIResponses:
     def detect(self, body: Any) -> bool:
         if isinstance(body, list):
             return any(
-                isinstance(x, dict) and x.get("type") in ITEM_TYPES for x in body[:50]
+                isinstance(x, dict) and isinstance(x.get("type"), str) and x["type"] in ITEM_TYPES
+                for x in body[:50]
             ) and not any(isinstance(x, dict) and "parts" in x for x in body[:3])
         return (
             isinstance(body, dict)
