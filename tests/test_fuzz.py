@@ -34,7 +34,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwin import core, rules
-from ctxwin.errors import CtxwinError
 from tests.hostile_util import EXIT_CODES, cli, cli_subprocess
 
 EXAMPLES = int(os.environ.get("CTXWIN_FUZZ_EXAMPLES", "500"))
@@ -227,7 +226,7 @@ def _estimate(data: bytes) -> int | None:
     try:
         transcript = core.load(core.parse(data))
         return core.plan(transcript, context_length=1 << 40, max_tokens=0).result.estimated_tokens
-    except CtxwinError:
+    except Exception:  # a crash here shows up as a failure of the CLI run itself
         return None
 
 
