@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test lint format clean
+.PHONY: help venv demo test lint format clean bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -42,6 +42,9 @@ lint: venv ## ruff + mypy --strict
 format: venv ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+bench: venv ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
