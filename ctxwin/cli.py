@@ -103,11 +103,14 @@ MaxTokensOpt = Annotated[
     ),
 ]
 CalibrationOpt = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--calibration",
         min=0.0,
-        help="Factor the raw estimate is scaled by (values below 1 count as 1).",
+        help="Factor the raw estimate is scaled by (values below 1 count as 1). "
+        "Default: 1.15 for --estimator seed; 1.0 for content, or its model family's "
+        "measured seed (Claude 1.35, Llama 4 1.3, DeepSeek 1.2); 1.0 with --tokenizer.",
+        show_default=False,
         rich_help_panel=EST_PANEL,
     ),
 ]
@@ -125,7 +128,19 @@ EstimatorOpt = Annotated[
     str,
     typer.Option(
         "--estimator",
-        help="Estimator: 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+        help="Estimator: 'content' (default) costs each byte by its class (digits, "
+        "upper-case, punctuation, non-ASCII) and bounds o200k, cl100k, Llama 3 and Qwen 3 "
+        "from above; 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+        rich_help_panel=EST_PANEL,
+    ),
+]
+TokenizerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        help="Count exactly with this BPE encoding (o200k_base, cl100k_base, llama3, qwen3) "
+        "plus chat framing, instead of --estimator. Needs: pip install 'ctxwin[bpe]' "
+        "(exit 2 when it is missing).",
         rich_help_panel=EST_PANEL,
     ),
 ]
@@ -231,11 +246,12 @@ def _plan(
     context_length: int | None,
     max_output_tokens: int | None,
     max_tokens: int | None,
-    calibration: float,
+    calibration: float | None,
     format_: str,
     estimator: str,
     max_input_bytes: int,
     quiet: bool,
+    tokenizer: str | None = None,
 ) -> tuple[Any, bytes]:
     from ctxwin import core, estimate, formats
 
@@ -243,10 +259,15 @@ def _plan(
         raise UsageError(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
         )
-    try:
-        est = estimate.get_estimator(estimator)
-    except ValueError as exc:
-        raise UsageError(f"--estimator: {exc}") from None
+    if tokenizer is not None:
+        est: estimate.Estimator = estimate.TokenizerEstimator(tokenizer)
+        if calibration is None:
+            calibration = 1.0
+    else:
+        try:
+            est = estimate.get_estimator(estimator)
+        except ValueError as exc:
+            raise UsageError(f"--estimator: {exc}") from None
     spec = _load_spec(model_spec)
     data = read_input(input_, max_input_bytes)
     body = core.parse(data)
@@ -295,9 +316,10 @@ def estimate(
     context_length: ContextOpt = None,
     max_output_tokens: MaxOutputOpt = None,
     max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = 1.15,
+    calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = "seed",
+    estimator: EstimatorOpt = "content",
+    tokenizer: TokenizerOpt = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print the JSON report instead of a summary.")
     ] = False,
@@ -323,6 +345,7 @@ def estimate(
         estimator=estimator,
         max_input_bytes=max_input_bytes,
         quiet=quiet,
+        tokenizer=tokenizer,
     )
     report = build_report(plan)
     if json_:
@@ -353,9 +376,10 @@ def prune(
     context_length: ContextOpt = None,
     max_output_tokens: MaxOutputOpt = None,
     max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = 1.15,
+    calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = "seed",
+    estimator: EstimatorOpt = "content",
+    tokenizer: TokenizerOpt = None,
     report_path: Annotated[
         Path | None,
         typer.Option("--report", help="Also write the JSON report to this file.", dir_okay=False),
@@ -385,6 +409,7 @@ def prune(
         estimator=estimator,
         max_input_bytes=max_input_bytes,
         quiet=quiet,
+        tokenizer=tokenizer,
     )
     result = plan.result
     report = build_report(plan)
