@@ -16,6 +16,7 @@ from ctxwin.cli import app
 from ctxwin.errors import UsageError
 from ctxwin.estimate import (
     ANTHROPIC_TOOL_PROMPT,
+    SCALE,
     ContentEstimator,
     Kind,
     TokenizerEstimator,
@@ -94,8 +95,8 @@ def test_dense_content_costs_more_per_byte(cheap: str, dear: str) -> None:
 def test_raw_rounds_up() -> None:
     est = ContentEstimator()
     assert est.raw([5, 1]) == 6
-    assert est.raw([5, 1000]) == 6
-    assert est.raw([5, 1001]) == 7
+    assert est.raw([5, SCALE]) == 6
+    assert est.raw([5, SCALE + 1]) == 7
     assert est.raw([0, 0]) == 0
 
 
