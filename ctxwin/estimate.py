@@ -190,6 +190,8 @@ _WEIGHTS = _weight_table()
 _PLAIN = bytes(c for c in range(256) if _WEIGHTS[c] == 0)
 """Bytes with no extra cost (lower-case letters, space): deleted while translating."""
 
+_SHORT = 64
+_SHORT_MEMO = 4096
 _CHUNK = 1 << 16
 _LOW_NIBBLES = int.from_bytes(b"\x0f" * _CHUNK, "little")
 
@@ -197,9 +199,16 @@ _LOW_NIBBLES = int.from_bytes(b"\x0f" * _CHUNK, "little")
 def _cost(data: bytes) -> int:
     """Cost of UTF-8 ``data`` in :data:`SCALE` units; see :class:`ContentEstimator`."""
     t = data.translate(_WEIGHTS, _PLAIN)
+    if not t:
+        return _BYTE * len(data)
+    if len(t) <= _CHUNK:
+        x = int.from_bytes(t, "little")
+        low = (x & _LOW_NIBBLES).bit_count()
+        return _BYTE * len(data) + _STEP * (low + 4 * (x.bit_count() - low))
     steps = 0
+    view = memoryview(t)
     for i in range(0, len(t), _CHUNK):
-        x = int.from_bytes(t[i : i + _CHUNK], "little")
+        x = int.from_bytes(view[i : i + _CHUNK], "little")
         low = (x & _LOW_NIBBLES).bit_count()
         steps += low + 4 * (x.bit_count() - low)
     return _BYTE * len(data) + _STEP * steps
@@ -208,30 +217,33 @@ def _cost(data: bytes) -> int:
 class ContentEstimator:
     """Content-aware upper bound on BPE tokens, at C speed.
 
-    Every UTF-8 byte costs 0.179 token, and each byte class costs extra::
+    Every UTF-8 byte costs 0.178 token, and each byte class costs extra
+    (:data:`EXTRA_STEPS` steps of 0.0985 token)::
 
-        upper-case letter +0.985   digit +1.576   punctuation, tab, line break +0.197
-        continuation byte +0.394   lead byte of a 2-, 3-, 4-byte character
-                                   +0.394, +0.197, +1.379
+        upper-case letter +0.886   digit +1.576   punctuation, tab, line break +0.197
+        continuation byte +0.296   lead byte of a 2-, 3-, 4-byte character
+                                   +0.394, +0.394, +1.576
 
-    so lower-case words and spaces cost 0.18 token a byte, a digit 1.76 (Qwen 3
+    so lower-case words and spaces cost 0.18 token a byte, a digit 1.75 (Qwen 3
     gives every digit its own token, and hex runs split at every digit), an
-    upper-case letter 1.16 (base64 and identifiers break at case changes), a
-    2-byte character (accented Latin, Cyrillic, Greek) 1.15, a CJK character
-    1.52 and an emoji 3.28. Whole tokens: 3 per message and 3 per tool call,
-    plus :func:`provider_framing`. The weights bound o200k_base, cl100k_base,
-    Llama 3 and Qwen 3 from above on every stress class and every transcript of
-    the recorded corpus; ``make fidelity`` re-measures them (README, "Estimator
-    fidelity").
+    upper-case letter 1.06 (base64 and identifiers break at case changes), a
+    2-byte character (accented Latin, Cyrillic, Greek) 1.05, a CJK character
+    1.52 and an emoji 3.17. Whole tokens: 3 per message and 3 per tool call,
+    plus :func:`provider_framing`. The weights are the smallest (on a grid of
+    steps, by linear programming) that bound o200k_base, cl100k_base, Llama 3
+    and Qwen 3 from above on every stress class (by 5 %) and every transcript
+    of the recorded corpus; ``make fidelity`` re-measures them (README,
+    "Estimator fidelity").
 
-    Speed: the extra costs are stored as 1 bits (one bit = 0.197 token, at most
-    8 per byte), so one ``bytes.translate`` that also drops the plain bytes
-    (lower-case letters, space) and one ``int.bit_count`` price a whole string —
-    no per-character Python loop.
+    Speed: each byte's extra steps are stored as 1 bits (low nibble: one step
+    per bit, high nibble: four), so one ``bytes.translate`` that also drops the
+    plain bytes (lower-case letters, space), one ``int.from_bytes`` and two
+    ``int.bit_count`` price a whole string — no per-character Python loop.
+    Short strings (call ids, tool names) are memoized.
 
     Costs add: the cost of two strings is the sum of their costs, so a string
     that mixes prose and a base64 blob is costed as both parts would be.
-    Slot 0 holds whole tokens, slot 1 thousandths of a token.
+    Slot 0 holds whole tokens, slot 1 :data:`SCALE` units (1/10,000 token).
     """
 
     width = 2
@@ -240,9 +252,30 @@ class ContentEstimator:
         self.name = name
         self.per_message = per_message
         self.per_tool_call = per_tool_call
+        self._short: dict[str, int] = {}
+        """Costs of recent short strings: call ids come twice (call and result),
+        tool names again and again, and a lookup is cheaper than pricing."""
 
     def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
-        cost[1] += _cost(text.encode("utf-8", "surrogatepass"))
+        if len(text) < _SHORT:
+            known = self._short.get(text)
+            if known is None:
+                known = _cost(text.encode("utf-8", "surrogatepass"))
+                if len(self._short) >= _SHORT_MEMO:
+                    self._short.clear()
+                self._short[text] = known
+            cost[1] += known
+            return
+        data = text.encode("utf-8", "surrogatepass")
+        t = data.translate(_WEIGHTS, _PLAIN)
+        if not t:
+            cost[1] += _BYTE * len(data)
+        elif len(t) <= _CHUNK:  # inline of _cost's common case: this is the hot path
+            x = int.from_bytes(t, "little")
+            low = (x & _LOW_NIBBLES).bit_count()
+            cost[1] += _BYTE * len(data) + _STEP * (low + 4 * (x.bit_count() - low))
+        else:
+            cost[1] += _cost(data)
 
     def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
         cost[1] += _cost(data)
@@ -280,20 +313,18 @@ tightest was 1 token short with 12 and 14)."""
 def provider_framing(fmt: str, *, has_tools: bool) -> int:
     """Request-level tokens a provider adds around the body (documented above).
 
-    ``fmt`` is an adapter name; ``anthropic*`` formats get Anthropic's tool-use
-    system prompt when tools are present, every format the reply priming.
+    ``fmt`` is an adapter name. Every format gets the reply priming;
+    ``anthropic*`` formats with tools add Anthropic's tool-use system prompt,
+    ``openai*`` formats with tools OpenAI's tools header.
     """
     tokens = OPENAI_REPLY_PRIMING
-    if fmt.startswith("anthropic"):
-        if has_tools:
+    if has_tools:
+        if fmt.startswith("anthropic"):
             tokens += ANTHROPIC_TOOL_PROMPT
-    elif has_tools:
-        tokens += OPENAI_TOOLS_PREAMBLE
+        elif fmt.startswith("openai"):
+            tokens += OPENAI_TOOLS_PREAMBLE
     return tokens
 
-
-DEFAULT_ESTIMATOR = "content"
-"""Name of the estimator used when none is named."""
 
 DEFAULT_CALIBRATION = {"seed": SEED_CALIBRATION, "content": 1.0}
 """Calibration seed per estimator: the ADR's 1.15 for its formula, which can

@@ -211,6 +211,14 @@ def cassettes(root: Path) -> Iterator[tuple[str, str, str, dict[str, Any], Any]]
             yield path.stem, f"{i}", fmt, body, it["response"].get("parsed_body")
 
 
+def _cassette_uris(root: Path) -> dict[tuple[str, str], str]:
+    return {
+        (path.stem, f"{i}"): str(it["request"].get("uri", ""))
+        for path in sorted((root / "pydantic_ai_cassettes").glob("*.json"))
+        for i, it in enumerate(_load(path)["interactions"])
+    }
+
+
 def cassette_transcripts(root: Path) -> Iterator[Transcript]:
     for stem, idx, fmt, body, _ in cassettes(root):
         yield Transcript("cassettes", f"{stem}#{idx}", to_chat(fmt, body))
@@ -245,6 +253,7 @@ def usages(root: Path) -> Iterator[Usage]:
         body = _sdk_body(doc, path.name.startswith("nonfncall"))
         model = str(doc["response"].get("model", ""))
         yield Usage("agent-sdk", path.stem, "openai-chat", model, body, got)
+    uris = _cassette_uris(root)
     for stem, idx, fmt, body, resp in cassettes(root):
         if not isinstance(resp, dict):
             continue
@@ -252,7 +261,9 @@ def usages(root: Path) -> Iterator[Usage]:
         got = prompt_tokens_from_usage(usage)
         if got is None:
             continue
-        model = str(body.get("model") or stem)
+        model = str(body.get("model") or "")
+        if not model and fmt == "gemini":
+            model = uris.get((stem, idx), "").split("/models/")[-1].split(":")[0]
         yield Usage("cassettes", f"{stem}#{idx}", fmt, model, to_chat(fmt, body), got)
 
 

@@ -175,7 +175,7 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
     for u in corpus.usages(root):
         ratios = [estimate(u.body, e, u.fmt, u.model) / u.reported for e in ests]
         rows.append([u.source, u.name, u.fmt, u.model, f"{u.reported:,}", *map(_r, ratios)])
-        key = f"{u.source} ({u.fmt})"
+        key = f"{u.source}: {_family(u.model)} ({u.fmt})"
         groups.setdefault(key, []).append(ratios)
     detail += _table(header, rows)
     detail.append("")
@@ -201,6 +201,17 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
         lines.append(f"- `{e.name}`: {under} under-counts in {len(every)} provider-reported calls.")
     lines.append("")
     return lines, detail
+
+
+def _family(model: str) -> str:
+    """``litellm_proxy/claude-sonnet-4-20250514`` → ``claude-sonnet-4``."""
+    name = model.rsplit("/", 1)[-1]
+    parts = name.split("-")
+    while parts and parts[-1].isdigit() and len(parts[-1]) >= 4:
+        parts.pop()
+    if len(parts) > 3 and parts[-3:] and all(p.isdigit() for p in parts[-3:]):
+        parts = parts[:-3]
+    return "-".join(parts) or "?"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,13 +6,15 @@ Collects every string the adapter hands the estimator, then times, in
 alternation, ``orjson.loads`` of the file and one pass of each estimator over
 those strings, and prints the best time of each and its ratio to
 ``orjson.loads``. Alternating and taking the best of several repetitions keeps
-the ratio meaningful on a busy machine. Generate a ~70 MB transcript with
+the ratio meaningful on a busy machine; the garbage collector is paused while
+timing (otherwise it charges ``orjson.loads`` for the strings held here). Generate a ~70 MB transcript with
 ``python bench/gen.py --messages 100000 --seed 1 OUT.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -52,10 +54,11 @@ def _pass(est: Estimator, texts: list[str], blobs: list[bytes]) -> Callable[[], 
     def run() -> None:
         cost = [0] * est.width
         add = est.add_text
+        kind = Kind.DENSE
         for t in texts:
-            add(cost, t, Kind.DENSE)
+            add(cost, t, kind)
         for b in blobs:
-            est.add_bytes(cost, b, Kind.DENSE)
+            est.add_bytes(cost, b, kind)
 
     return run
 
@@ -75,11 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.estimator or ["seed", "content"]:
         runs[name] = _pass(get_estimator(name), collect.texts, collect.blobs)
     best = dict.fromkeys(runs, float("inf"))
+    gc.collect()
+    gc.disable()  # the collector would charge orjson.loads for the strings held here
     for _ in range(args.reps):
         for name, fn in runs.items():
             t0 = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
+    gc.enable()
     base = best["orjson.loads"]
     out = sys.stdout
     out.write(
