@@ -7,7 +7,8 @@ alternation, ``orjson.loads`` of the file and one pass of each estimator over
 those strings, and prints the best time of each and its ratio to
 ``orjson.loads``. Alternating and taking the best of several repetitions keeps
 the ratio meaningful on a busy machine; the garbage collector is paused while
-timing (otherwise it charges ``orjson.loads`` for the strings held here). Generate a ~70 MB transcript with
+timing (otherwise it charges ``orjson.loads`` for the strings held here).
+Generate a ~70 MB transcript with
 ``python bench/gen.py --messages 100000 --seed 1 OUT.json``.
 """
 
