@@ -139,7 +139,7 @@ TokenizerOpt = Annotated[
     typer.Option(
         "--tokenizer",
         help="Count exactly with this BPE encoding (o200k_base, cl100k_base, llama3, qwen3) "
-        "plus chat framing, instead of --estimator. Needs: pip install 'ctxwin[bpe]' "
+        "plus chat framing, instead of --estimator. Needs: pip install 'ctxwin\\[bpe]' "
         "(exit 2 when it is missing).",
         rich_help_panel=EST_PANEL,
     ),
