@@ -140,7 +140,7 @@ def add_into(total: list[int], cost: Sequence[int]) -> None:
 SCALE = 10_000
 """Fixed-point unit of :class:`ContentEstimator`'s slot 1: 1/10,000 of a token."""
 
-_BYTE = 1780
+_BYTE = 1776
 """What every UTF-8 byte costs, in :data:`SCALE` units (0.18 token)."""
 
 _STEP = 985
@@ -229,11 +229,12 @@ class ContentEstimator:
     upper-case letter 1.06 (base64 and identifiers break at case changes), a
     2-byte character (accented Latin, Cyrillic, Greek) 1.05, a CJK character
     1.52 and an emoji 3.17. Whole tokens: 3 per message and 3 per tool call,
-    plus :func:`provider_framing`. The weights are the smallest (on a grid of
-    steps, by linear programming) that bound o200k_base, cl100k_base, Llama 3
-    and Qwen 3 from above on every stress class (by 5 %) and every transcript
-    of the recorded corpus; ``make fidelity`` re-measures them (README,
-    "Estimator fidelity").
+    plus :func:`provider_framing`. The weights are the smallest on a grid of
+    steps that bound o200k_base, cl100k_base, Llama 3 and Qwen 3 from above on
+    every stress class (by 5 %) and every transcript of the recorded corpus, and
+    every provider-reported prompt count there at the model family's seed
+    (``python -m fidelity.fit --transcript-margin 1.0``); ``make fidelity``
+    re-measures them (README, "Estimator fidelity").
 
     Speed: each byte's extra steps are stored as 1 bits (low nibble: one step
     per bit, high nibble: four), so one ``bytes.translate`` that also drops the
