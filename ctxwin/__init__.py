@@ -25,13 +25,23 @@ from ctxwin.errors import (
     PairingError,
     SpecError,
 )
-from ctxwin.estimate import SEED_CALIBRATION, Estimator, Kind, SeedEstimator, calibrated
+from ctxwin.estimate import (
+    SEED_CALIBRATION,
+    ContentEstimator,
+    Estimator,
+    Kind,
+    SeedEstimator,
+    TokenizerEstimator,
+    calibrated,
+    default_calibration,
+)
 from ctxwin.prune import FitResult, fit, pairing_problems, segment
 from ctxwin.view import Item, Problem, View
 
 __all__ = [
     "SEED_CALIBRATION",
     "Budget",
+    "ContentEstimator",
     "ContextTruncated",
     "CtxwinError",
     "Estimator",
@@ -46,11 +56,13 @@ __all__ = [
     "Problem",
     "SeedEstimator",
     "SpecError",
+    "TokenizerEstimator",
     "Transcript",
     "View",
     "__version__",
     "calibrated",
     "compute_budget",
+    "default_calibration",
     "fit",
     "load",
     "lookup_model",

@@ -353,6 +353,8 @@ def default_calibration(name: str, model: str | None = None) -> float:
     The seed formula always starts at the ADR's 1.15; the content estimator
     starts at 1.0, or at its model family's measured seed.
     """
+    if name.startswith("tokenizer:"):
+        return 1.0  # exact counts; the framing is added on top
     if name != "content":
         return DEFAULT_CALIBRATION.get(name, SEED_CALIBRATION)
     if model:
