@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import random
 import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -216,3 +217,21 @@ def test_bounds_random_mixtures() -> None:
             exact = [0]
             tok.add_text(exact, text, Kind.PROSE)
             assert est.raw(cost(text)) >= exact[0]
+
+
+def test_tokenizer_counts_need_no_calibration() -> None:
+    assert default_calibration("tokenizer:o200k_base") == 1.0
+
+
+@needs_bpe
+def test_cli_prune_with_tokenizer(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    report_path = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        app,
+        ["prune", "-", str(out), "--tokenizer", "qwen3", "--report", str(report_path), "-q"],
+        input=orjson.dumps(BODY),
+    )
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(out.read_bytes()) == BODY
+    assert orjson.loads(report_path.read_bytes())["estimator"] == "tokenizer:qwen3"
