@@ -288,16 +288,11 @@ class ContentEstimator:
         return provider_framing(fmt, has_tools=has_tools)
 
 
-ANTHROPIC_TOOL_PROMPT = 346
-"""Tokens Anthropic adds as a hidden system prompt when a request has ``tools``.
-
-Anthropic's tool-use documentation ("Pricing", tool use system prompt table)
-lists, per model, the tokens of the system prompt it inserts when tools are
-given: 346 for ``tool_choice`` auto/none and 313 for any/tool on Claude
-Opus 4.x, Sonnet 4.x, Sonnet 3.7 and Haiku 4.5 (the largest of the table's
-current rows); older models list fewer (Claude 3.5 Sonnet 294/261, Haiku 3.5
-264/340, Claude 3 Haiku 264/340). The request body never shows these tokens.
-"""
+ANTHROPIC_TOOL_PROMPT = TOOL_PROMPT_TOKENS["anthropic"]
+"""Anthropic's hidden tool-use system prompt (see :data:`TOOL_PROMPT_TOKENS`):
+its tool-use pricing table lists 346 tokens for ``tool_choice`` auto/none and
+313 for any/tool on Claude Opus 4.x, Sonnet 4.x, Sonnet 3.7 and Haiku 4.5
+(older models fewer); the body never shows them."""
 
 OPENAI_REPLY_PRIMING = 3
 """``<|start|>assistant<|message|>``: every Chat Completions prompt ends with

@@ -8,11 +8,9 @@ Two kinds of sample come out of it:
 * :class:`Usage` — one recorded request and the prompt tokens the provider
   reported for it, for the provider comparison.
 
-Nothing here copies corpus data anywhere; it is read where it lies. Bodies in
-formats this branch has no adapter for (Anthropic Messages, Gemini
-``generateContent``) are converted to an equivalent Chat Completions body
-by :func:`anthropic_to_chat` / :func:`gemini_to_chat`, keeping every string
-the provider tokenizes, and estimated with that provider's framing.
+Nothing here copies corpus data anywhere; it is read where it lies. Cassette
+bodies (Chat Completions, Anthropic Messages, Gemini ``generateContent``) are
+used as recorded and read by their own adapters.
 """
 
 from __future__ import annotations
@@ -50,10 +48,10 @@ class Usage:
     source: str
     name: str
     fmt: str
-    """Provider wire format: ``openai-chat``, ``anthropic`` or ``gemini``."""
+    """The body's wire format (adapter name): ``openai-chat``, ``anthropic`` or ``gemini``."""
     model: str
     body: dict[str, Any]
-    """The request as a Chat Completions body (converted when ``fmt`` differs)."""
+    """The request body exactly as sent."""
     reported: int
     """Prompt tokens the provider reported (all of them, cache included)."""
 
@@ -220,8 +218,8 @@ def _cassette_uris(root: Path) -> dict[tuple[str, str], str]:
 
 
 def cassette_transcripts(root: Path) -> Iterator[Transcript]:
-    for stem, idx, fmt, body, _ in cassettes(root):
-        yield Transcript("cassettes", f"{stem}#{idx}", to_chat(fmt, body))
+    for stem, idx, _fmt, body, _ in cassettes(root):
+        yield Transcript("cassettes", f"{stem}#{idx}", body)
 
 
 def transcripts(root: Path) -> Iterator[Transcript]:
@@ -264,117 +262,4 @@ def usages(root: Path) -> Iterator[Usage]:
         model = str(body.get("model") or "")
         if not model and fmt == "gemini":
             model = uris.get((stem, idx), "").split("/models/")[-1].split(":")[0]
-        yield Usage("cassettes", f"{stem}#{idx}", fmt, model, to_chat(fmt, body), got)
-
-
-# ---------------------------------------------------------------------------
-# minimal conversions for formats without an adapter here
-
-
-def to_chat(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
-    if fmt == "anthropic":
-        return anthropic_to_chat(body)
-    if fmt == "gemini":
-        return gemini_to_chat(body)
-    return body
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def anthropic_to_chat(body: Mapping[str, Any]) -> dict[str, Any]:
-    """An Anthropic Messages body as Chat Completions, every tokenized string kept."""
-    messages: list[dict[str, Any]] = []
-    system = body.get("system")
-    if system:
-        messages.append({"role": "system", "content": _text_of(system)})
-    for m in body.get("messages", []):
-        content = m.get("content")
-        if isinstance(content, str):
-            messages.append({"role": m["role"], "content": content})
-            continue
-        text: list[str] = []
-        calls: list[dict[str, Any]] = []
-        results: list[dict[str, Any]] = []
-        for block in content or []:
-            kind = block.get("type")
-            if kind == "text":
-                text.append(str(block.get("text", "")))
-            elif kind in ("tool_use", "server_tool_use"):
-                calls.append(
-                    {
-                        "id": block["id"],
-                        "type": "function",
-                        "function": {"name": block["name"], "arguments": _dumps(block["input"])},
-                    }
-                )
-            elif kind == "tool_result" or kind.endswith("_tool_result"):
-                inner = block.get("content")
-                results.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": block.get("tool_use_id", ""),
-                        "content": inner if isinstance(inner, str) else _dumps(inner),
-                    }
-                )
-            else:
-                text.append(_dumps(block))
-        if m["role"] == "assistant":
-            out: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
-            if calls:
-                out["tool_calls"] = calls
-            messages.append(out)
-        else:
-            messages.extend(results)
-            if text or not results:
-                messages.append({"role": "user", "content": "".join(text)})
-    out_body: dict[str, Any] = {"messages": messages, "model": body.get("model")}
-    if body.get("tools"):
-        out_body["tools"] = body["tools"]
-    return out_body
-
-
-def gemini_to_chat(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A Gemini ``generateContent`` body as Chat Completions, every tokenized string kept."""
-    messages: list[dict[str, Any]] = []
-    system = body.get("systemInstruction") or body.get("system_instruction")
-    if system:
-        messages.append({"role": "system", "content": _text_of(system.get("parts"))})
-    n = 0
-    for c in body.get("contents", []):
-        role = "assistant" if c.get("role") == "model" else "user"
-        text: list[str] = []
-        calls: list[dict[str, Any]] = []
-        for part in c.get("parts", []):
-            if "text" in part:
-                text.append(str(part["text"]))
-            elif "functionCall" in part:
-                fc = part["functionCall"]
-                n += 1
-                calls.append(
-                    {
-                        "id": f"call_{n}",
-                        "type": "function",
-                        "function": {"name": fc["name"], "arguments": _dumps(fc.get("args", {}))},
-                    }
-                )
-            elif "functionResponse" in part:
-                fr = part["functionResponse"]
-                messages.append(
-                    {"role": "tool", "tool_call_id": f"call_{n}", "content": _dumps(fr)}
-                )
-            else:
-                text.append(_dumps(part))
-        if role == "assistant":
-            out: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
-            if calls:
-                out["tool_calls"] = calls
-            messages.append(out)
-        elif text:
-            messages.append({"role": "user", "content": "".join(text)})
-    out_body: dict[str, Any] = {"messages": messages}
-    tools = body.get("tools")
-    if tools:
-        out_body["tools"] = tools if isinstance(tools, list) else [tools]
-    return out_body
+        yield Usage("cassettes", f"{stem}#{idx}", fmt, model, body, got)

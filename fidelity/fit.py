@@ -107,14 +107,8 @@ class _Features:
         return provider_framing(fmt, has_tools=has_tools)
 
 
-def features(body: Any, fmt: str = "openai-chat") -> list[int]:
-    est = _Features()
-    total = total_cost(get_adapter(body).read(body, est))
-    has_tools = bool(body.get("tools"))
-    total[0] += est.framing(fmt, has_tools=has_tools) - est.framing(
-        "openai-chat", has_tools=has_tools
-    )
-    return total
+def features(body: Any, fmt: str = "auto") -> list[int]:
+    return total_cost(get_adapter(body, fmt).read(body, _Features()))
 
 
 KNOWN_UNDER = {

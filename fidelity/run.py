@@ -4,14 +4,15 @@
 
 *Real* tokens of a body, for a tokenizer: the tokens of every string the
 adapter counts (message contents, tool names, arguments and call ids, the
-serialized ``tools`` block) + 3 per message + 3 for the reply priming —
-OpenAI's chat framing, applied alike to all four encodings. A stress sample is
+serialized ``tools`` block) + 3 per message + the request-level framing the
+estimators add (:func:`ctxwin.estimate.provider_framing`: 3 for the reply
+priming, and a provider's hidden tool prompt when the body has tools) —
+applied alike to all four encodings. A stress sample is
 one user message holding the generated text. *Estimate*: the estimator's raw
 count × its default calibration seed (what ``ctxwin estimate`` reports with
-default settings). Provider rows divide the estimate of the exact body sent by
-the prompt tokens the provider reported (cache included); Anthropic and
-Gemini bodies are converted to Chat Completions (:mod:`fidelity.corpus`) and
-estimated with that provider's framing.
+default settings). Provider rows divide the estimate of the exact body sent,
+read by its own adapter, by the prompt tokens the provider reported (cache
+included).
 """
 
 from __future__ import annotations
@@ -45,21 +46,14 @@ class RealCount(TokenizerEstimator):
     def __init__(self, encoding: str) -> None:
         super().__init__(encoding, per_message=3, per_tool_call=0)
 
-    def framing(self, fmt: str, *, has_tools: bool) -> int:
-        return 3
+
+def count(body: Any, est: Estimator, fmt: str = "auto") -> int:
+    """Raw tokens of ``body``, read by the adapter for ``fmt`` (detected by default)."""
+    view = get_adapter(body, fmt).read(body, est)
+    return est.raw(total_cost(view))
 
 
-def count(body: Any, est: Estimator, fmt: str = "openai-chat") -> int:
-    """Raw tokens of ``body`` (a Chat Completions body) with ``fmt``'s framing."""
-    view = get_adapter(body).read(body, est)
-    total = total_cost(view)
-    total[0] += est.framing(fmt, has_tools=bool(body.get("tools"))) - est.framing(
-        "openai-chat", has_tools=bool(body.get("tools"))
-    )
-    return est.raw(total)
-
-
-def estimate(body: Any, est: Estimator, fmt: str = "openai-chat", model: str | None = None) -> int:
+def estimate(body: Any, est: Estimator, fmt: str = "auto", model: str | None = None) -> int:
     return calibrated(count(body, est, fmt), default_calibration(est.name, model))
 
 
