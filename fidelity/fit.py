@@ -145,12 +145,49 @@ def collect(root: Path | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return np.array(xs, float), np.array(rs, float), np.array(xt, float), np.array(rt, float)
 
 
+def search(
+    whole: np.ndarray,
+    nbytes: np.ndarray,
+    extra: np.ndarray,
+    target: np.ndarray,
+    tr: slice,
+    rt: np.ndarray,
+    use: np.ndarray | None = None,
+) -> list[tuple[float, float, dict[str, int]]]:
+    """Every grid point with its smallest base, sorted by median ÷ o200k on ``tr``.
+
+    ``use`` selects the rows that constrain the fit (all by default); the median
+    is taken over the transcripts ``tr`` selected by ``use`` too.
+    """
+    step = _STEP / SCALE
+    rows = np.ones(len(whole), bool) if use is None else use
+    t_use = rows[tr]
+    results = []
+    for combo in itertools.product(*(GRID[c] for c in CLASSES)):
+        steps = dict(zip(CLASSES, combo, strict=True))
+        if 2 * (_BYTE / SCALE) + (steps["cont"] + steps["lead2"]) * step < 1.0:
+            continue
+        e = np.array(combo, float) * step
+        need = (target - whole - extra @ e) / np.maximum(nbytes, 1)
+        base = math.ceil(need[rows].max() * SCALE) / SCALE
+        est = np.ceil(whole[tr] + nbytes[tr] * base + extra[tr] @ e)
+        median = float(np.median((est / rt[:, 0])[t_use])) if t_use.any() else float("nan")
+        results.append((median, base, steps))
+    results.sort(key=lambda r: r[0])
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fidelity.fit", description=__doc__)
     parser.add_argument("--corpus", type=Path, default=None)
     parser.add_argument("--top", type=int, default=5)
     parser.add_argument("--stress-margin", type=float, default=STRESS_MARGIN)
     parser.add_argument("--transcript-margin", type=float, default=TRANSCRIPT_MARGIN)
+    parser.add_argument(
+        "--holdout",
+        action="store_true",
+        help="also fit on every other transcript and test on the rest, both ways",
+    )
     args = parser.parse_args(argv)
     root = args.corpus or corpus.corpus_dir()
     xs, rs, xt, rt = collect(root)
@@ -161,18 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     whole, nbytes, extra = rows[:, 0], rows[:, 1], rows[:, 2:]
     step = _STEP / SCALE
-    results = []
-    for combo in itertools.product(*(GRID[c] for c in CLASSES)):
-        steps = dict(zip(CLASSES, combo, strict=True))
-        if 2 * (_BYTE / SCALE) + (steps["cont"] + steps["lead2"]) * step < 1.0:
-            continue
-        e = np.array(combo, float) * step
-        need = (target - whole - extra @ e) / np.maximum(nbytes, 1)
-        base = math.ceil(need.max() * SCALE) / SCALE
-        tr = slice(len(xs), len(xs) + len(xt))
-        est = np.ceil(whole[tr] + nbytes[tr] * base + extra[tr] @ e)
-        median = float(np.median(est / rt[:, 0])) if len(rt) else float("nan")
-        results.append((median, base, steps))
+    tr = slice(len(xs), len(xs) + len(xt))
+    results = search(whole, nbytes, extra, target, tr, rt)
     results.sort(key=lambda r: r[0])
     out = sys.stdout
     cur = np.array([EXTRA_STEPS[c] for c in CLASSES], float) * step
@@ -190,6 +217,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     for median, base, steps in results[: args.top]:
         out.write(f"median ÷ o200k {median:.4f}  base {base:.4f}  steps {steps}\n")
+    if args.holdout:
+        for parity in (0, 1):
+            held = np.arange(len(xt)) % 2 != parity
+            fit_rows = np.ones(len(rows), bool)
+            fit_rows[tr] = ~held
+            median, base, steps = search(whole, nbytes, extra, target, tr, rt, fit_rows)[0]
+            e = np.array([steps[c] for c in CLASSES], float) * step
+            est = np.ceil(whole[tr] + nbytes[tr] * base + extra[tr] @ e)
+            low = (est / rt.max(1))[held]
+            out.write(
+                f"holdout: fit on {'even' if parity == 0 else 'odd'} transcripts -> base "
+                f"{base:.4f} steps {steps}; held-out {held.sum()}: lowest ÷ largest real "
+                f"{low.min():.4f}, under-counts {(low < 1).sum()}, median ÷ o200k "
+                f"{np.median((est / rt[:, 0])[held]):.4f}\n"
+            )
     return 0
 
 
