@@ -35,6 +35,7 @@ from ctxwin.estimate import (
     calibrated,
     default_calibration,
 )
+from ctxwin.manager import ContextWindowManager, ManagedFit
 from ctxwin.prune import FitResult, fit, pairing_problems, segment
 from ctxwin.view import Item, Problem, View
 
@@ -43,6 +44,7 @@ __all__ = [
     "Budget",
     "ContentEstimator",
     "ContextTruncated",
+    "ContextWindowManager",
     "CtxwinError",
     "Estimator",
     "ExitCode",
@@ -50,6 +52,7 @@ __all__ = [
     "InputError",
     "Item",
     "Kind",
+    "ManagedFit",
     "ModelSpec",
     "PairingError",
     "Plan",

@@ -499,6 +499,14 @@ def models(
     Console().print(table)
 
 
+# Recorded-run commands live in their own module (it imports the option types above).
+from ctxwin import cli_runs as _cli_runs  # noqa: E402
+
+app.command("replay")(_guard(_cli_runs.replay))
+app.command("check")(_guard(_cli_runs.check))
+app.command("calibrate")(_guard(_cli_runs.calibrate))
+
+
 def main_exit_code(argv: list[str] | None = None) -> int:
     """Run the command line and return its exit code (usage errors are one line)."""
     try:
