@@ -8,7 +8,7 @@ this one, first). The work happens in :mod:`ctxwin.simulate` and
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -258,7 +258,7 @@ def _render_chart(rows: list[dict[str, Any]], console: Console) -> None:
 # --- check -------------------------------------------------------------------
 
 
-class FailOn(str, Enum):
+class FailOn(StrEnum):
     pruned = "pruned"
     truncated = "truncated"
     never = "never"

@@ -176,10 +176,7 @@ class ContextWindowManager:
             calibration=self._calibration,
         )
         result = p.result
-        if result.pruned:
-            raw_sent = _raw_of_kept(transcript, result.keep)
-        else:
-            raw_sent = result.raw_tokens
+        raw_sent = _raw_of_kept(transcript, result.keep) if result.pruned else result.raw_tokens
         return ManagedFit(p.output(), result, p.budget, transcript, raw_sent)
 
     def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:

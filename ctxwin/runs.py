@@ -312,14 +312,15 @@ def _openhands(value: dict[str, Any], label: str) -> Run:
             continue
         action = event.get("action")
         observation = event.get("observation")
-        meta = event.get("tool_call_metadata")
-        meta = meta if isinstance(meta, dict) else None
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        raw_meta = event.get("tool_call_metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        raw_args = event.get("args")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         if action == "system":
             messages.append({"role": "system", "content": args.get("content", "")})
             tools = args.get("tools")
         elif action is not None:
-            response = meta.get("model_response") if meta else None
+            response = meta.get("model_response")
             if isinstance(response, dict):
                 rid = str(response.get("id"))
                 if rid in seen:
@@ -339,7 +340,7 @@ def _openhands(value: dict[str, Any], label: str) -> Run:
                 role = "user" if event.get("source") == "user" else "assistant"
                 messages.append({"role": role, "content": args.get("content", "")})
         elif observation is not None:
-            call_id = meta.get("tool_call_id") if meta else None
+            call_id = meta.get("tool_call_id")
             content = event.get("content", "")
             if call_id is not None:
                 messages.append(

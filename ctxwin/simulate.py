@@ -15,7 +15,7 @@ from typing import Any
 from ctxwin.calibration import prompt_tokens_from_usage
 from ctxwin.errors import CtxwinError
 from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated, get_estimator
-from ctxwin.formats import AUTO
+from ctxwin.formats import AUTO, get_adapter
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import Call, Run
 
@@ -144,6 +144,15 @@ def replay_run(run: Run, options: Options) -> dict[str, Any]:
 # --- check -------------------------------------------------------------------
 
 
+def _reason(body: Any, fmt: str) -> str:
+    """Why a body is invalid: ``unsupported_format`` (no adapter reads it) or ``bad_input``."""
+    try:
+        get_adapter(body, fmt)
+    except CtxwinError:
+        return "unsupported_format"
+    return "bad_input"
+
+
 def check_run(run: Run, options: Options, estimator: Estimator | None = None) -> dict[str, Any]:
     """The verdict on one run: its worst request against the model spec.
 
@@ -166,7 +175,8 @@ def check_run(run: Run, options: Options, estimator: Estimator | None = None) ->
             fitted = manager.evaluate(call.request)
         except CtxwinError as exc:
             where = f"{call.where}: " if run.recorded is not None and call.where else ""
-            row.update(status=INVALID, error=f"{where}{exc}", requests=len(calls))
+            reason = _reason(call.request, options.fmt)
+            row.update(status=INVALID, reason=reason, error=f"{where}{exc}", requests=len(calls))
             return row
         r = fitted.result
         b = fitted.budget
