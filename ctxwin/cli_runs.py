@@ -223,7 +223,7 @@ def _render_replay(rep: dict[str, Any], console: Console, *, chart: bool) -> Non
 
 
 def _render_chart(rows: list[dict[str, Any]], console: Console) -> None:
-    """Horizontal bars: estimate (and reported, ``·``) per call against the budget ``│``."""
+    """Horizontal bars: estimate per call (``·``: reported count) against the budget (``│``)."""
     from rich.text import Text
 
     data = [r for r in rows if "estimated_tokens" in r]
@@ -241,16 +241,25 @@ def _render_chart(rows: list[dict[str, Any]], console: Console) -> None:
         reported = r.get("reported_tokens")
         rep_at = min(width - 1, round(reported * scale)) if reported else -1
         style = _STYLE[r["status"]]
-        line = Text(f"{r['call']:>4} ")
+        cells: list[tuple[str, str]] = []
         for x in range(width):
             if x == budget_at:
-                line.append("│", style="bold")
-            elif x < est:
-                line.append("█", style=style)
+                cells.append(("│", "bold"))
             elif x == rep_at:
-                line.append("·", style="cyan")
+                cells.append(("·", "bold cyan"))
+            elif x < est:
+                cells.append(("█", style))
             else:
-                line.append(" ")
+                cells.append((" ", ""))
+        line = Text(f"{r['call']:>4} ")
+        run_text, run_style = "", ""
+        for ch, st in cells:  # one span per run of equal style
+            if st != run_style and run_text:
+                line.append(run_text, style=run_style)
+                run_text = ""
+            run_text += ch
+            run_style = st
+        line.append(run_text, style=run_style)
         line.append(f" {r['estimated_tokens']:,}")
         console.print(line, overflow="crop", no_wrap=True)
 

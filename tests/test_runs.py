@@ -82,7 +82,7 @@ def test_taubench_list() -> None:
 def test_swe_agent_traj_uses_the_first_tool_call_id_and_joins_text_parts() -> None:
     history = [
         {"role": "system", "content": "sys", "agent": "main"},
-        {"role": "user", "content": [{"type": "text", "text": "fix "}, {"type": "text", "text": "it"}]},
+        {"role": "user", "content": [{"type": "text", "text": t} for t in ("fix ", "it")]},
         {**assistant("c1"), "thought": "t", "action": "ls"},
         {"role": "tool", "content": "out", "tool_call_ids": ["c1"], "agent": "main"},
     ]
@@ -277,7 +277,8 @@ def test_openhands_replay_matches_a_hand_check() -> None:
         # The provider never reported more than the seed allows: calibration stays 1.15,
         # so the first pruned call is the first whose estimate exceeds the budget.
         assert all(r["calibration"] == pytest.approx(1.15) for r in rows)
-        first = next(k for k, c in enumerate(calls, 1) if math.ceil(_seed_raw(c.request) * 1.15) > budget)
+        estimates = [math.ceil(_seed_raw(c.request) * 1.15) for c in calls]
+        first = next(k for k, e in enumerate(estimates, 1) if e > budget)
         assert report["first_pruned"] == first
     real = [replay_run(r, SEED) for r in runs]
     assert all(rep["first_pruned"] is None and rep["first_truncated"] is None for rep in real)
