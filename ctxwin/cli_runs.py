@@ -350,6 +350,7 @@ def check(
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+        # Refreshed by hand: no refresh thread may run when worker processes are forked.
         with Progress(
             "[progress.description]{task.description}",
             BarColumn(),
@@ -357,14 +358,16 @@ def check(
             TimeElapsedColumn(),
             console=Console(stderr=True),
             transient=True,
+            auto_refresh=False,
         ) as progress:
             task = progress.add_task(f"checking ({workers} workers)", total=len(found.files))
+
+            def advance(n: int) -> None:
+                progress.advance(task, n)
+                progress.refresh()
+
             for row in check_paths(
-                found.files,
-                options,
-                jobs=workers,
-                max_bytes=max_input_bytes,
-                on_file_done=lambda n: progress.advance(task, n),
+                found.files, options, jobs=workers, max_bytes=max_input_bytes, on_file_done=advance
             ):
                 rows.append(row)
     else:

@@ -1,0 +1,150 @@
+"""Parallel speed-up of ``ctxwin check``: 1,000 generated runs, 1 worker against N.
+
+    python bench/check_parallel.py                      # 1,000 runs, jobs 1 and 2
+    python bench/check_parallel.py --runs 200 --jobs 1 2 4 --repeat 5
+
+Runs come from ``bench/gen.py`` (seeded, so every invocation checks the same
+bytes): run ``i`` has between ``--min-messages`` and ``--max-messages``
+messages. They are written once to ``--dir`` (default: a folder under the
+system temp dir) and reused.
+
+Two timings per job count, best of ``--repeat``:
+
+* ``library``: :func:`ctxwin.checking.check_paths` in this process (what the
+  workers do, without interpreter start-up);
+* ``cli``: ``python -m ctxwin check DIR -j N --jsonl > /dev/null`` end to end.
+
+Every parallel run's rows are compared with the serial rows (they must be
+equal). Prints one JSON object on stdout; a summary on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ctxwin.checking import check_paths, find_files
+from ctxwin.simulate import Options
+
+HERE = Path(__file__).resolve().parent
+
+
+def _gen() -> Any:
+    spec = importlib.util.spec_from_file_location("ctxwin_bench_gen", HERE / "gen.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def generate(folder: Path, runs: int, lo: int, hi: int, seed: int) -> tuple[int, int]:
+    """Write the runs (once); returns (files, total bytes)."""
+    gen = _gen()
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    total = 0
+    for i in range(runs):
+        n = rng.randint(lo, hi)
+        path = folder / f"run-{i:04}-{n}.json"
+        if not path.exists():
+            gen.write(path, n, seed * 100_003 + i)
+        total += path.stat().st_size
+    return runs, total
+
+
+def best(times: list[float]) -> dict[str, float]:
+    return {
+        "best_s": round(min(times), 4),
+        "median_s": round(statistics.median(times), 4),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--min-messages", type=int, default=40)
+    ap.add_argument("--max-messages", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--context-length", type=int, default=128_000)
+    ap.add_argument("--dir", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    folder = args.dir or Path(tempfile.gettempdir()) / (
+        f"ctxwin-check-bench-{args.runs}-{args.min_messages}-{args.max_messages}-{args.seed}"
+    )
+    files, size = generate(folder, args.runs, args.min_messages, args.max_messages, args.seed)
+    paths = find_files([str(folder)]).files
+    options = Options(context_length=args.context_length, estimator="seed")
+
+    def key(row: dict[str, Any]) -> tuple[str, str]:
+        return row["path"], row["run"]
+
+    reference = sorted(check_paths(paths, options, jobs=1), key=key)
+    counts: dict[str, int] = {}
+    for row in reference:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+
+    results: dict[str, Any] = {
+        "runs": files,
+        "bytes": size,
+        "cpus": os.cpu_count(),
+        "context_length": args.context_length,
+        "verdicts": counts,
+        "library": {},
+        "cli": {},
+    }
+    for jobs in args.jobs:
+        lib_times = []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            rows = list(check_paths(paths, options, jobs=jobs))
+            lib_times.append(time.perf_counter() - start)
+            if sorted(rows, key=key) != reference:
+                print(f"rows differ with {jobs} jobs", file=sys.stderr)
+                return 1
+        results["library"][str(jobs)] = best(lib_times)
+        cli_times = []
+        cmd = [sys.executable, "-m", "ctxwin", "check", str(folder), "-j", str(jobs), "--jsonl"]
+        cmd += ["--context-length", str(args.context_length), "--estimator", "seed", "-q"]
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            done = subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
+            cli_times.append(time.perf_counter() - start)
+            if done.returncode not in (0, 3, 4):
+                print(f"ctxwin check exited {done.returncode}", file=sys.stderr)
+                return 1
+        results["cli"][str(jobs)] = best(cli_times)
+    base = str(args.jobs[0])
+    for kind in ("library", "cli"):
+        for jobs, t in results[kind].items():
+            speedup = results[kind][base]["best_s"] / t["best_s"]
+            t["speedup"] = round(speedup, 3)
+            t["efficiency"] = round(speedup / (int(jobs) / int(base)), 3)
+    sys.stdout.buffer.write(orjson.dumps(results, option=orjson.OPT_INDENT_2) + b"\n")
+    print(
+        f"{files} runs, {size / 1e6:.1f} MB, verdicts {counts}",
+        file=sys.stderr,
+    )
+    for kind in ("library", "cli"):
+        line = ", ".join(
+            f"-j {j}: {t['best_s']:.2f}s (×{t['speedup']:.2f})" for j, t in results[kind].items()
+        )
+        print(f"{kind}: {line}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
