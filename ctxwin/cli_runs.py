@@ -335,13 +335,8 @@ def check(
         estimator=estimator,
     )
     found = find_files(paths)
-    if not quiet:
-        for arg in found.missing:
-            _say(f"warning: {arg}: no such file, folder or match")
-    if not found.files:
-        raise InputError(
-            "no files to check" + (f": {', '.join(found.missing)}" if found.missing else "")
-        )
+    if not found.files and not found.missing:
+        raise InputError("no files to check: the folders hold no .json, .jsonl or .traj files")
     workers = jobs or default_jobs()
     order = {p: i for i, p in enumerate(found.files)}
     rows: list[dict[str, Any]] = []
@@ -374,6 +369,8 @@ def check(
         rows.extend(check_paths(found.files, options, jobs=workers, max_bytes=max_input_bytes))
     # Stable output: file order, then run order within a file (workers finish in any order).
     rows = [r for _, r in sorted(enumerate(rows), key=lambda ir: (order[ir[1]["path"]], ir[0]))]
+    missing = "no such file, folder or match"
+    rows += [{"path": a, "run": "", "status": "invalid", "error": missing} for a in found.missing]
     summary = _check_summary(rows, found, worst)
     if jsonl:
         write_stdout(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))

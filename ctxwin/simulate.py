@@ -268,6 +268,7 @@ def calibration_summary(rows: list[dict[str, Any]], seed: float) -> dict[str, An
     ]
     ratios = [r["ratio"] for r in usable if r.get("ratio") is not None]
     return out | {
+        "needed_max": round(need, 4),
         "under_estimates_at_seed": sum(
             1 for r in usable if r["estimated_tokens"] < r["reported_tokens"]
         ),

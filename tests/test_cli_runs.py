@@ -131,8 +131,13 @@ def test_check_globs_and_missing_paths(tmp_path: Path) -> None:
     found = find_files([str(tmp_path / "*.json"), str(tmp_path / "nope.json")])
     assert [Path(p).name for p in found.files] == ["a.json", "b.json"]
     assert found.missing == [str(tmp_path / "nope.json")]
-    result = invoke("check", str(tmp_path / "nothing-*.json"), *SEED)
+    result = invoke("check", str(tmp_path / "nothing-*.json"), "--jsonl", *SEED)
     assert result.exit_code == 1
+    [row] = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert row["status"] == "invalid" and "no such file" in row["error"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert invoke("check", str(empty), *SEED).exit_code == 1
 
 
 def test_check_json_and_jsonl_are_exclusive(tmp_path: Path) -> None:
