@@ -173,7 +173,7 @@ def runs_from_value(value: Any, label: str = "") -> list[Run]:
     """The runs in one parsed JSON value, detected by shape."""
     if isinstance(value, list):
         if value and all(isinstance(v, dict) and "traj" in v for v in value):
-            return [_taubench(v, _join(label, f"[{i}]"), i) for i, v in enumerate(value)]
+            return [_taubench(v, _join(label, f"[{i}]")) for i, v in enumerate(value)]
         return [Run(label, "messages", body=value)]
     if not isinstance(value, dict):
         return [Run(label, "invalid", error="not a transcript: expected a JSON object or array")]
@@ -246,7 +246,7 @@ def _sdk_log(value: dict[str, Any], label: str) -> Run:
     return Run(label, "agent-sdk-log", recorded=[Call(body, usage_of(response), "messages")])
 
 
-def _taubench(item: dict[str, Any], label: str, index: int) -> Run:
+def _taubench(item: dict[str, Any], label: str) -> Run:
     task = item.get("task_id")
     name = f"{label} task {task}" if task is not None else label
     return Run(name, "taubench", body={"messages": item["traj"]})

@@ -202,3 +202,17 @@ def test_agent_loop_example_ends_in_context_truncated(capsys: pytest.CaptureFixt
     assert "over the budget" in detail
     out = capsys.readouterr().out
     assert "dropped turns 1" in out or "dropped turns 2" in out
+
+
+def test_run_modules_do_not_import_typer_or_rich() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ctxwin.manager, ctxwin.runs, ctxwin.simulate, ctxwin.checking,"
+        " ctxwin.calibration;"
+        "bad = [m for m in ('typer', 'rich', 'click') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
