@@ -15,7 +15,10 @@ Two timings per job count, best of ``--repeat``:
 * ``cli``: ``python -m ctxwin check DIR -j N --jsonl > /dev/null`` end to end.
 
 Every parallel run's rows are compared with the serial rows (they must be
-equal). Prints one JSON object on stdout; a summary on stderr.
+equal). CPU seconds (this process and its workers) and the load average are
+reported too: on a shared machine, other processes take cores and the
+wall-clock speed-up says less than it seems. Prints one JSON object on
+stdout; a summary on stderr.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import importlib.util
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,11 +67,19 @@ def generate(folder: Path, runs: int, lo: int, hi: int, seed: int) -> tuple[int,
     return runs, total
 
 
-def best(times: list[float]) -> dict[str, float]:
+def best(times: list[float], cpu: list[float]) -> dict[str, float]:
     return {
         "best_s": round(min(times), 4),
         "median_s": round(statistics.median(times), 4),
+        "cpu_s": round(statistics.median(cpu), 4),
     }
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and its finished children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,30 +115,36 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "context_length": args.context_length,
         "verdicts": counts,
+        "load_average_before": os.getloadavg(),
         "library": {},
         "cli": {},
     }
     for jobs in args.jobs:
-        lib_times = []
+        lib_times, lib_cpu = [], []
         for _ in range(args.repeat):
+            cpu0 = cpu_seconds()
             start = time.perf_counter()
             rows = list(check_paths(paths, options, jobs=jobs))
             lib_times.append(time.perf_counter() - start)
+            lib_cpu.append(cpu_seconds() - cpu0)
             if sorted(rows, key=key) != reference:
                 print(f"rows differ with {jobs} jobs", file=sys.stderr)
                 return 1
-        results["library"][str(jobs)] = best(lib_times)
-        cli_times = []
+        results["library"][str(jobs)] = best(lib_times, lib_cpu)
+        cli_times, cli_cpu = [], []
         cmd = [sys.executable, "-m", "ctxwin", "check", str(folder), "-j", str(jobs), "--jsonl"]
         cmd += ["--context-length", str(args.context_length), "--estimator", "seed", "-q"]
         for _ in range(args.repeat):
+            cpu0 = cpu_seconds()
             start = time.perf_counter()
             done = subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
             cli_times.append(time.perf_counter() - start)
+            cli_cpu.append(cpu_seconds() - cpu0)
             if done.returncode not in (0, 3, 4):
                 print(f"ctxwin check exited {done.returncode}", file=sys.stderr)
                 return 1
-        results["cli"][str(jobs)] = best(cli_times)
+        results["cli"][str(jobs)] = best(cli_times, cli_cpu)
+    results["load_average_after"] = os.getloadavg()
     base = str(args.jobs[0])
     for kind in ("library", "cli"):
         for jobs, t in results[kind].items():
@@ -134,13 +152,16 @@ def main(argv: list[str] | None = None) -> int:
             t["speedup"] = round(speedup, 3)
             t["efficiency"] = round(speedup / (int(jobs) / int(base)), 3)
     sys.stdout.buffer.write(orjson.dumps(results, option=orjson.OPT_INDENT_2) + b"\n")
+    before, after = results["load_average_before"][0], results["load_average_after"][0]
     print(
-        f"{files} runs, {size / 1e6:.1f} MB, verdicts {counts}",
+        f"{files} runs, {size / 1e6:.1f} MB, verdicts {counts}; "
+        f"load average {before:.2f} before, {after:.2f} after",
         file=sys.stderr,
     )
     for kind in ("library", "cli"):
         line = ", ".join(
-            f"-j {j}: {t['best_s']:.2f}s (×{t['speedup']:.2f})" for j, t in results[kind].items()
+            f"-j {j}: {t['best_s']:.2f}s (×{t['speedup']:.2f}, cpu {t['cpu_s']:.2f}s)"
+            for j, t in results[kind].items()
         )
         print(f"{kind}: {line}", file=sys.stderr)
     return 0
