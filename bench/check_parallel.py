@@ -8,8 +8,10 @@ bytes): run ``i`` has between ``--min-messages`` and ``--max-messages``
 messages. They are written once to ``--dir`` (default: a folder under the
 system temp dir) and reused.
 
-Two timings per job count, best of ``--repeat``:
+Three timings per job count, best of ``--repeat``:
 
+* ``control``: a pure-Python CPU loop split over the same number of
+  processes: the speed-up the machine itself allows at that moment;
 * ``library``: :func:`ctxwin.checking.check_paths` in this process (what the
   workers do, without interpreter start-up);
 * ``cli``: ``python -m ctxwin check DIR -j N --jsonl > /dev/null`` end to end.
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +76,28 @@ def best(times: list[float], cpu: list[float]) -> dict[str, float]:
         "median_s": round(statistics.median(times), 4),
         "cpu_s": round(statistics.median(cpu), 4),
     }
+
+
+def spin(n: int) -> int:
+    """Pure CPU work (the control: what parallelism the machine gives right now)."""
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+def control(jobs: int, tasks: int = 8, n: int = 1_500_000) -> float:
+    """Wall time of ``tasks`` spins in ``jobs`` forked processes (1: in this process)."""
+    start = time.perf_counter()
+    if jobs == 1:
+        for _ in range(tasks):
+            spin(n)
+    else:
+        import multiprocessing
+
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            list(pool.map(spin, [n] * tasks))
+    return time.perf_counter() - start
 
 
 def cpu_seconds() -> float:
@@ -116,10 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         "context_length": args.context_length,
         "verdicts": counts,
         "load_average_before": os.getloadavg(),
+        "control": {},
         "library": {},
         "cli": {},
     }
     for jobs in args.jobs:
+        ctl = [control(jobs) for _ in range(args.repeat)]
+        results["control"][str(jobs)] = best(ctl, [0.0])
         lib_times, lib_cpu = [], []
         for _ in range(args.repeat):
             cpu0 = cpu_seconds()
@@ -146,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         results["cli"][str(jobs)] = best(cli_times, cli_cpu)
     results["load_average_after"] = os.getloadavg()
     base = str(args.jobs[0])
-    for kind in ("library", "cli"):
+    for kind in ("control", "library", "cli"):
         for jobs, t in results[kind].items():
             speedup = results[kind][base]["best_s"] / t["best_s"]
             t["speedup"] = round(speedup, 3)
@@ -158,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {before:.2f} before, {after:.2f} after",
         file=sys.stderr,
     )
-    for kind in ("library", "cli"):
+    for kind in ("control", "library", "cli"):
         line = ", ".join(
             f"-j {j}: {t['best_s']:.2f}s (×{t['speedup']:.2f}, cpu {t['cpu_s']:.2f}s)"
             for j, t in results[kind].items()
