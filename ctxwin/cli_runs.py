@@ -372,6 +372,11 @@ def check(
     missing = "no such file, folder or match"
     rows += [{"path": a, "run": "", "status": "invalid", "error": missing} for a in found.missing]
     summary = _check_summary(rows, found, worst)
+    if summary["not_enforced"] and not quiet:
+        _say(
+            f"warning: {summary['not_enforced']} transcripts have a budget that is not positive "
+            "(the window is smaller than reserve + safety): nothing was checked for them"
+        )
     if jsonl:
         write_stdout(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))
     elif json_:
@@ -414,6 +419,7 @@ def _check_summary(rows: list[dict[str, Any]], found: Any, worst: int) -> dict[s
         "missing": list(found.missing),
         "transcripts": len(rows),
         "counts": counts,
+        "not_enforced": sum(1 for r in rows if r.get("enforced") is False),
         "worst": [
             {
                 k: r.get(k)

@@ -197,6 +197,7 @@ def check_run(run: Run, options: Options, estimator: Estimator | None = None) ->
                 estimated_tokens_after=r.estimated_tokens_after,
                 messages=len(fitted.transcript.view.items),
                 where=call.where,
+                enforced=r.enforced,
             )
     row["requests"] = len(calls)
     return row
