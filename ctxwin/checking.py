@@ -114,7 +114,7 @@ def check_chunk(paths: list[str], options: Options, max_bytes: int = 0) -> list[
     return rows
 
 
-def chunks(paths: list[str], jobs: int, target: int = 4) -> list[list[str]]:
+def chunks(paths: list[str], jobs: int, target: int = 16) -> list[list[str]]:
     """Split ``paths`` into about ``target`` chunks per worker, balanced by file size."""
     if not paths:
         return []

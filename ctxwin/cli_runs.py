@@ -7,6 +7,7 @@ this one, first). The work happens in :mod:`ctxwin.simulate` and
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -437,6 +438,14 @@ def _render_check(summary: dict[str, Any], console: Console) -> None:
 
     counts = summary["counts"]
     total = summary["transcripts"] or 1
+    listed = [r["path"] for r in summary["worst"] + summary["invalid"]]
+    base = os.path.commonpath(listed) if len(listed) > 1 else ""
+    if base and not os.path.isdir(base):
+        base = os.path.dirname(base)
+
+    def short(path: str) -> Text:
+        return Text(os.path.relpath(path, base) if base else path)
+
     table = Table(
         title=Text(f"{summary['transcripts']:,} transcripts in {summary['files']:,} files")
     )
@@ -452,13 +461,15 @@ def _render_check(summary: dict[str, Any], console: Console) -> None:
         n = counts[status]
         table.add_row(Text(label, style=_STYLE[status]), f"{n:,}", f"{100 * n / total:.1f}%")
     console.print(table)
+    if base:
+        console.print(Text(f"files below {base}", style="dim"))
     if summary["worst"]:
         w = Table(title=Text("worst offenders (estimate over budget)"), title_justify="left")
         for col in ("file", "run", "estimate", "budget", "over by", "verdict"):
             w.add_column(col, justify="left" if col in ("file", "run", "verdict") else "right")
         for r in summary["worst"]:
             w.add_row(
-                Text(r["path"]),
+                short(r["path"]),
                 Text(r["run"] or ""),
                 _num(r["estimated_tokens"]),
                 _num(r["budget"]),
@@ -472,7 +483,7 @@ def _render_check(summary: dict[str, Any], console: Console) -> None:
         bad.add_column("run")
         bad.add_column("error")
         for r in summary["invalid"]:
-            bad.add_row(Text(r["path"]), Text(r["run"] or ""), Text(r["error"] or ""))
+            bad.add_row(short(r["path"]), Text(r["run"] or ""), Text(r["error"] or ""))
         console.print(bad)
     if summary["skipped_files"]:
         console.print(
