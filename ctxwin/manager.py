@@ -165,7 +165,10 @@ class ContextWindowManager:
         Never raises for an overflow: ``result.overflow_at_floor`` says so.
         Raises :class:`~ctxwin.errors.InputError` for a body it cannot read.
         """
-        transcript = load(request, self.fmt, self.estimator)
+        return self.evaluate_transcript(load(request, self.fmt, self.estimator))
+
+    def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
+        """:meth:`evaluate` for a request that is already read (no state change)."""
         p = plan(
             transcript,
             model=self.model,

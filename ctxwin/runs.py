@@ -41,10 +41,11 @@ from typing import Any
 
 import orjson
 
-from ctxwin.core import load
+from ctxwin.core import Transcript, load
 from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator
-from ctxwin.view import ASSISTANT
+from ctxwin.formats import AUTO
+from ctxwin.view import ASSISTANT, View
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,7 @@ class Run:
             return [c.request for c in self.recorded]
         return [self.body]
 
-    def calls(self, estimator: Estimator | None = None) -> list[Call]:
+    def calls(self, estimator: Estimator | None = None, fmt: str = AUTO) -> list[Call]:
         """The provider calls of this run, in order (see the module docstring).
 
         Raises :class:`~ctxwin.errors.InputError` when the transcript cannot be read.
@@ -97,23 +98,50 @@ class Run:
             raise InputError(self.error)
         if self.recorded is not None:
             return list(self.recorded)
-        return calls_from_transcript(self.body, self.usage_at, estimator)
+        return calls_from_transcript(self.body, self.usage_at, estimator, fmt)
 
 
 def calls_from_transcript(
     body: Any,
     usage_at: Mapping[int, Mapping[str, Any]] | None = None,
     estimator: Estimator | None = None,
+    fmt: str = AUTO,
 ) -> list[Call]:
     """One call per model message of ``body``: the request is everything before it."""
-    t = load(body, estimator=estimator)
+    return [call for call, _ in prepared_calls(body, usage_at, estimator, fmt)]
+
+
+def prepared_calls(
+    body: Any,
+    usage_at: Mapping[int, Mapping[str, Any]] | None = None,
+    estimator: Estimator | None = None,
+    fmt: str = AUTO,
+) -> list[tuple[Call, Transcript]]:
+    """The calls of a transcript, each with its request already read.
+
+    ``body`` is read once; every call's view shares the items (and their
+    cost vectors) of that one reading, so a run of *n* calls costs one
+    estimate of the transcript, not *n*.
+    """
+    t = load(body, fmt, estimator)
+    view = t.view
     usage_at = usage_at or {}
-    calls = []
-    for i, item in enumerate(t.view.items):
+    out = []
+    for i, item in enumerate(view.items):
         if item.role == ASSISTANT and not item.joins:
             request = t.adapter.write(body, list(range(i)))
-            calls.append(Call(request, usage_at.get(i), t.view.where(i)))
-    return calls
+            sub = View(
+                view.format,
+                view.items[:i],
+                view.base,
+                view.model,
+                view.max_tokens,
+                view.items_path,
+                list(view.notes),
+            )
+            call = Call(request, usage_at.get(i), view.where(i))
+            out.append((call, Transcript(request, t.adapter, sub, t.estimator)))
+    return out
 
 
 # --- reading -----------------------------------------------------------------

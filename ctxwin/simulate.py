@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxwin.calibration import prompt_tokens_from_usage
-from ctxwin.errors import CtxwinError
+from ctxwin.core import Transcript
+from ctxwin.errors import CtxwinError, InputError
 from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated, get_estimator
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.manager import ContextWindowManager
-from ctxwin.runs import Call, Run
+from ctxwin.runs import Call, Run, prepared_calls
 
 FITS = "fits"
 NEEDS_PRUNING = "needs_pruning"
@@ -79,14 +80,21 @@ def replay_run(run: Run, options: Options) -> dict[str, Any]:
     transcript forward: dropping is oldest-first and calibration only grows.
     """
     estimator = options.make_estimator()
-    calls = run.calls(estimator)
+    if run.error is not None:
+        raise InputError(run.error)
+    prepared: list[tuple[Call, Transcript | None]]
+    if run.recorded is None:
+        prepared = list(prepared_calls(run.body, run.usage_at, estimator, options.fmt))
+    else:
+        prepared = [(call, None) for call in run.recorded]
+    calls = [call for call, _ in prepared]
     hint = next((h for h in map(_hint, calls) if h), None)
     manager = options.manager(hint, estimator)
     rows: list[dict[str, Any]] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
     prev: tuple[Mapping[str, Any] | None, int] | None = None
-    for k, call in enumerate(calls, 1):
+    for k, (call, transcript) in enumerate(prepared, 1):
         if prev is None:
             manager.reset()
         elif prev[0] is not None:
@@ -94,7 +102,10 @@ def replay_run(run: Run, options: Options) -> dict[str, Any]:
         reported = prompt_tokens_from_usage(call.usage)
         row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}
         try:
-            fitted = manager.evaluate(call.request)
+            if transcript is None:
+                fitted = manager.evaluate(call.request)
+            else:
+                fitted = manager.evaluate_transcript(transcript)
         except CtxwinError as exc:
             row.update(status=INVALID, reported_tokens=reported, error=str(exc))
             rows.append(row)
@@ -213,7 +224,7 @@ def calibration_rows(run: Run, options: Options) -> list[dict[str, Any]]:
     if run.error is not None:
         return [{"run": run.name, "error": run.error}]
     try:
-        calls = run.calls(estimator)
+        calls = run.calls(estimator, options.fmt)
     except CtxwinError as exc:
         return [{"run": run.name, "error": str(exc)}]
     for k, call in enumerate(calls, 1):
