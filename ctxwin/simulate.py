@@ -109,7 +109,7 @@ def replay_run(run: Run, options: Options) -> dict[str, Any]:
         except CtxwinError as exc:
             row.update(status=INVALID, reported_tokens=reported, error=str(exc))
             rows.append(row)
-            prev = None
+            prev = (None, 0)  # nothing to learn from it; keep what was learned
             continue
         r = fitted.result
         b = fitted.budget

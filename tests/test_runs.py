@@ -8,10 +8,14 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ctxwin.errors import CtxwinError
 from ctxwin.runs import read_runs, usage_of
 from ctxwin.simulate import INVALID, Options, calibration_rows, check_run, replay_run
 from tests.builders import adr_transcript, assistant, system, tool, user
+from tests.strategies import transcripts
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 OPENHANDS = CORPUS / "openhands" / "multi_swe_bench_output.jsonl"
@@ -293,3 +297,38 @@ def test_every_corpus_file_reads_without_raising() -> None:
             for run in read_runs(path.read_bytes()):
                 check_run(run, SEED)
                 calibration_rows(run, SEED)
+
+
+@settings(max_examples=40, deadline=None)
+@given(transcripts(), st.sampled_from([1500, 4000, 20_000]), st.integers(0, 3))
+def test_replay_rows_equal_fitting_each_request_afresh(
+    messages: list[dict[str, Any]], context: int, usage_every: int
+) -> None:
+    """The shared-view fast path gives the rows a fresh manager gives on each request."""
+    [run] = read_runs(dumps({"model": "m", "messages": messages}))
+    calls = run.calls()
+    if usage_every:
+        for n, call in enumerate(calls):
+            if n % usage_every == 0:
+                index = int(call.where.split("[")[1].rstrip("]"))
+                run.usage_at[index] = {"prompt_tokens": 50 * (n + 1)}
+        calls = run.calls()
+    options = Options(context_length=context, max_tokens=300, estimator="seed")
+    rows = replay_run(run, options)["rows"]
+    manager = options.manager()
+    prev: tuple[Any, int] | None = None
+    for row, call in zip(rows, calls, strict=True):
+        if prev is None:
+            manager.reset()
+        elif prev[0] is not None:
+            manager.observe(prev[0], raw_tokens=prev[1])
+        try:
+            fitted = manager.evaluate(call.request)
+        except CtxwinError:
+            assert row["status"] == INVALID
+            prev = (None, 0)  # nothing to learn from it; keep what was learned
+            continue
+        assert row["estimated_tokens"] == fitted.estimated_tokens
+        assert row["dropped_turns"] == fitted.dropped_turns
+        assert row["calibration"] == fitted.calibration
+        prev = (call.usage, fitted.result.raw_tokens)
