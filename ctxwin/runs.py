@@ -226,7 +226,7 @@ def usage_of(response: Any) -> Mapping[str, Any] | None:
     for key in ("usage", "usageMetadata"):
         usage = response.get(key)
         if isinstance(usage, Mapping):
-            return usage if key == "usage" else {"promptTokenCount": usage.get("promptTokenCount")}
+            return usage  # OpenAI and Anthropic `usage`, Gemini `usageMetadata`
     if "input_tokens" in response:  # Anthropic count_tokens answers {"input_tokens": N}
         return {"input_tokens": response["input_tokens"]}
     return None
