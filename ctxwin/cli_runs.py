@@ -32,11 +32,15 @@ from ctxwin.cli import (
     _say,
 )
 from ctxwin.errors import ExitCode, InputError, UsageError
+from ctxwin.estimate import default_estimator
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ctxwin.simulate import Options
+
+DEFAULT_ESTIMATOR = default_estimator().name
+"""The estimator these commands use unless --estimator names another (the library default)."""
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
 
@@ -114,7 +118,7 @@ def replay(
     max_tokens: MaxTokensOpt = None,
     calibration: CalibrationOpt = 1.15,
     format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = "seed",
+    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
@@ -302,7 +306,7 @@ def check(
     max_tokens: MaxTokensOpt = None,
     calibration: CalibrationOpt = 1.15,
     format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = "seed",
+    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
     json_: Annotated[
         bool, typer.Option("--json", help="Print {summary, rows} as one JSON document.")
     ] = False,
@@ -514,7 +518,7 @@ def calibrate(
     max_tokens: MaxTokensOpt = None,
     calibration: CalibrationOpt = 1.15,
     format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = "seed",
+    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,

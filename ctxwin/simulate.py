@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.calibration import prompt_tokens_from_usage
 from ctxwin.core import Transcript
 from ctxwin.errors import CtxwinError, InputError
-from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated, get_estimator
+from ctxwin.estimate import (
+    SEED_CALIBRATION,
+    Estimator,
+    calibrated,
+    default_estimator,
+    get_estimator,
+)
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import Call, Run, prepared_calls
@@ -39,7 +45,7 @@ class Options:
     spec: Any = None
     calibration: float = SEED_CALIBRATION
     fmt: str = AUTO
-    estimator: str = "seed"
+    estimator: str = field(default_factory=lambda: default_estimator().name)
 
     def make_estimator(self) -> Estimator:
         return get_estimator(self.estimator)
