@@ -9,6 +9,7 @@ a row with ``status: invalid`` and its ``error``.
 
 from __future__ import annotations
 
+import gc
 import glob
 import multiprocessing
 import multiprocessing.context
@@ -175,7 +176,25 @@ def check_paths(
                 on_file_done(1)
         return
     parts = chunks(paths, jobs)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=_context()) as pool:
+    context = _context()
+    # Forked workers inherit this process's objects: frozen, the collector leaves them
+    # alone, so workers neither scan them nor copy their pages.
+    gc.freeze()
+    try:
+        yield from _pooled(parts, options, jobs, max_bytes, context, on_file_done)
+    finally:
+        gc.unfreeze()
+
+
+def _pooled(
+    parts: list[list[str]],
+    options: Options,
+    jobs: int,
+    max_bytes: int,
+    context: multiprocessing.context.BaseContext,
+    on_file_done: Callable[[int], None] | None,
+) -> Iterator[dict[str, Any]]:
+    with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=context) as pool:
         pending: dict[Future[list[dict[str, Any]]], int] = {
             pool.submit(check_chunk, part, options, max_bytes): len(part) for part in parts
         }
