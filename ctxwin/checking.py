@@ -88,6 +88,11 @@ def check_file(path: str, options: Options, max_bytes: int = 0) -> list[dict[str
             data = fh.read()
     except OSError as exc:
         return [_invalid(path, f"cannot read: {exc.strerror or exc}")]
+    return check_bytes(data, path, options)
+
+
+def check_bytes(data: bytes, path: str, options: Options) -> list[dict[str, Any]]:
+    """One row per run in ``data`` (read from ``path``); never raises."""
     try:
         estimator = options.make_estimator()
         rows = []

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, read_input, write_stdout
+from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.cli import (
     CalibrationOpt,
     ContextOpt,
@@ -283,7 +283,8 @@ def check(
         list[str],
         typer.Argument(
             metavar="PATH...",
-            help="Files, folders (recursive: *.json, *.jsonl, *.ndjson, *.traj) and globs.",
+            help="Files, folders (recursive: *.json, *.jsonl, *.ndjson, *.traj) and globs; "
+            "'-' reads stdin.",
         ),
     ],
     jobs: Annotated[
@@ -339,8 +340,14 @@ def check(
         format_=format_,
         estimator=estimator,
     )
+    stdin_rows: list[dict[str, Any]] = []
+    if STDIO in paths:
+        from ctxwin.checking import check_bytes
+
+        stdin_rows = check_bytes(read_input(STDIO, max_input_bytes), STDIO, options)
+        paths = [p for p in paths if p != STDIO]
     found = find_files(paths)
-    if not found.files and not found.missing:
+    if not found.files and not found.missing and not stdin_rows:
         raise InputError("no files to check: the folders hold no .json, .jsonl or .traj files")
     workers = jobs or default_jobs()
     order = {p: i for i, p in enumerate(found.files)}
@@ -376,6 +383,7 @@ def check(
     rows = [r for _, r in sorted(enumerate(rows), key=lambda ir: (order[ir[1]["path"]], ir[0]))]
     missing = "no such file, folder or match"
     rows += [{"path": a, "run": "", "status": "invalid", "error": missing} for a in found.missing]
+    rows = stdin_rows + rows
     summary = _check_summary(rows, found, worst)
     if summary["not_enforced"] and not quiet:
         _say(

@@ -140,6 +140,14 @@ def test_check_globs_and_missing_paths(tmp_path: Path) -> None:
     assert invoke("check", str(empty), *SEED).exit_code == 1
 
 
+def test_check_reads_stdin() -> None:
+    data = orjson.dumps(truncating()) + b"\n" + orjson.dumps(fitting()) + b"\n"
+    result = runner.invoke(app, ["check", "-", *SMALL, "--jsonl"], input=data)
+    assert result.exit_code == 3, result.output
+    rows = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["path"], r["status"]) for r in rows] == [("-", "truncated"), ("-", "fits")]
+
+
 def test_check_json_and_jsonl_are_exclusive(tmp_path: Path) -> None:
     write(tmp_path / "a.json", fitting())
     assert invoke("check", str(tmp_path), "--json", "--jsonl").exit_code == 2
