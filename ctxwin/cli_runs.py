@@ -612,8 +612,9 @@ def _render_calibrate(
             _num(r["needed"]),
         )
     console.print(calls)
-    table = Table(title=Text("safe calibration (every estimate ≥ reported)"), title_justify="left")
-    for col in ("model", "calls", "under at seed", "ratio range", "safe factor", "waste"):
+    title = "safe calibration (every estimate ≥ reported; needed: the largest reported ÷ raw)"
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("model", "calls", "under at seed", "ratio range", "needed", "safe factor", "waste"):
         table.add_column(col, justify="left" if col == "model" else "right")
 
     def add(name: str, s: dict[str, Any]) -> None:
@@ -622,6 +623,7 @@ def _render_calibrate(
             f"{s['calls']:,}",
             f"{s['under_estimates_at_seed']:,}",
             f"{s['ratio_min']:.2f}–{s['ratio_max']:.2f}",
+            f"{s['needed_max']:.4f}",
             f"{s['safe_calibration']:.4f}",
             f"{s['waste_percent']:.1f}% (max {s['waste_percent_max']:.1f}%)",
         )
