@@ -31,7 +31,7 @@ from ctxwin.cli import (
     _load_spec,
     _say,
 )
-from ctxwin.errors import ExitCode, InputError, UsageError
+from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
 from ctxwin.estimate import default_estimator
 
 if TYPE_CHECKING:
@@ -152,10 +152,17 @@ def replay(
         if not runs:
             raise InputError(f"--run: no run in {run_file} is named like {select!r}")
     reports = []
+    errors: list[str] = []
     for run in runs:
-        if run.error is not None:
-            raise InputError(f"{run.name}: {run.error}" if run.name else run.error)
-        reports.append(replay_run(run, options))
+        try:
+            reports.append(replay_run(run, options))
+        except CtxwinError as exc:
+            errors.append(f"{run.name}: {exc}" if run.name else str(exc))
+    if errors and not reports:
+        raise InputError(errors[0])
+    if not quiet:
+        for error in errors:
+            _say(f"warning: skipped {error}")
     if not any(rep["calls"] for rep in reports):
         raise InputError(f"{run_file}: no provider calls (no model messages) to replay")
     if json_:

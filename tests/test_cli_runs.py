@@ -208,6 +208,13 @@ def test_replay_errors_are_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "no provider calls" in result.stderr
     result = invoke("replay", str(path), "--run", "nothing-like-this")
     assert result.exit_code == 1
+    mixed = tmp_path / "mixed.jsonl"
+    good = {"messages": [*adr_transcript(), assistant(content="done")]}
+    mixed.write_bytes(orjson.dumps(good) + b"\n{broken\n")
+    result = invoke("replay", str(mixed), *SEED, "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["run"] for r in orjson.loads(result.stdout)["runs"]] == ["line 1"]
+    assert "skipped line 2" in result.stderr
 
 
 def test_chart_renders_bars_and_the_budget_line() -> None:
