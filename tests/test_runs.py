@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxwin.core import load
 from ctxwin.errors import CtxwinError
 from ctxwin.runs import read_runs, usage_of
 from ctxwin.simulate import INVALID, Options, calibration_rows, check_run, replay_run
@@ -217,10 +218,12 @@ def test_check_run_statuses() -> None:
 
 
 def test_check_run_names_an_unsupported_format() -> None:
-    [run] = read_runs(dumps({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}))
+    [run] = read_runs(dumps({"prompt": "hi", "stream": True}))
     row = check_run(run, SEED)
-    if row["status"] == INVALID:  # until an adapter for this format is registered
-        assert row["reason"] == "unsupported_format"
+    assert row["status"] == INVALID and row["reason"] == "unsupported_format"
+    [run] = read_runs(dumps({"messages": [{"role": "user", "content": 5}]}))
+    row = check_run(run, SEED)
+    assert row["status"] == INVALID and row["reason"] == "bad_input"
 
 
 # the real corpus ----------------------------------------------------------------------
@@ -332,3 +335,36 @@ def test_replay_rows_equal_fitting_each_request_afresh(
         assert row["dropped_turns"] == fitted.dropped_turns
         assert row["calibration"] == fitted.calibration
         prev = (call.usage, fitted.result.raw_tokens)
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "fmt", "key"),
+    [
+        ("anthropic_agent.json", "anthropic", "messages"),
+        ("gemini_agent.json", "gemini", "contents"),
+        ("responses_agent.json", "openai-responses", "input"),
+    ],
+)
+def test_replay_splits_every_wire_format_at_its_model_messages(
+    fixture: str, fmt: str, key: str
+) -> None:
+    body = orjson.loads((FIXTURES / fixture).read_bytes())
+    [run] = read_runs(orjson.dumps(body))
+    t = load(body)
+    assert t.format == fmt
+    model_turns = [
+        i for i, item in enumerate(t.view.items) if item.role == "assistant" and not item.joins
+    ]
+    calls = run.calls()
+    assert [c.where for c in calls] == [t.view.where(i) for i in model_turns]
+    for call, i in zip(calls, model_turns, strict=True):
+        assert call.request[key] == body[key][:i]
+        assert {k: v for k, v in call.request.items() if k != key} == {
+            k: v for k, v in body.items() if k != key
+        }
+    report = replay_run(run, Options(context_length=1_000_000, estimator="seed"))
+    assert [r["status"] for r in report["rows"]] == ["fits"] * len(calls)
+    assert check_run(run, SEED)["format"] == fmt
