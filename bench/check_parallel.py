@@ -8,7 +8,7 @@ bytes): run ``i`` has between ``--min-messages`` and ``--max-messages``
 messages. They are written once to ``--dir`` (default: a folder under the
 system temp dir) and reused.
 
-Three timings per job count, best of ``--repeat``:
+Three timings per job count, best of ``--repeat`` (interleaved across job counts):
 
 * ``control``: a pure-Python CPU loop split over the same number of
   processes: the speed-up the machine itself allows at that moment;
@@ -145,33 +145,39 @@ def main(argv: list[str] | None = None) -> int:
         "library": {},
         "cli": {},
     }
-    for jobs in args.jobs:
-        ctl = [control(jobs) for _ in range(args.repeat)]
-        results["control"][str(jobs)] = best(ctl, [0.0])
-        lib_times, lib_cpu = [], []
-        for _ in range(args.repeat):
+    # Interleaved (1, 2, 1, 2, ...): on a shared machine, load drifts; best-of per setting.
+    samples: dict[tuple[str, int], tuple[list[float], list[float]]] = {
+        (kind, jobs): ([], []) for kind in ("control", "library", "cli") for jobs in args.jobs
+    }
+    for _ in range(args.repeat):
+        for jobs in args.jobs:
+            wall, cpu = samples[("control", jobs)]
+            cpu0 = cpu_seconds()
+            wall.append(control(jobs))
+            cpu.append(cpu_seconds() - cpu0)
+            wall, cpu = samples[("library", jobs)]
             cpu0 = cpu_seconds()
             start = time.perf_counter()
             rows = list(check_paths(paths, options, jobs=jobs))
-            lib_times.append(time.perf_counter() - start)
-            lib_cpu.append(cpu_seconds() - cpu0)
+            wall.append(time.perf_counter() - start)
+            cpu.append(cpu_seconds() - cpu0)
             if sorted(rows, key=key) != reference:
                 print(f"rows differ with {jobs} jobs", file=sys.stderr)
                 return 1
-        results["library"][str(jobs)] = best(lib_times, lib_cpu)
-        cli_times, cli_cpu = [], []
-        cmd = [sys.executable, "-m", "ctxwin", "check", str(folder), "-j", str(jobs), "--jsonl"]
-        cmd += ["--context-length", str(args.context_length), "--estimator", "seed", "-q"]
-        for _ in range(args.repeat):
+            wall, cpu = samples[("cli", jobs)]
+            cmd = [sys.executable, "-m", "ctxwin", "check", str(folder), "-j", str(jobs)]
+            cmd += ["--jsonl", "--context-length", str(args.context_length)]
+            cmd += ["--estimator", "seed", "-q"]
             cpu0 = cpu_seconds()
             start = time.perf_counter()
             done = subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
-            cli_times.append(time.perf_counter() - start)
-            cli_cpu.append(cpu_seconds() - cpu0)
+            wall.append(time.perf_counter() - start)
+            cpu.append(cpu_seconds() - cpu0)
             if done.returncode not in (0, 3, 4):
                 print(f"ctxwin check exited {done.returncode}", file=sys.stderr)
                 return 1
-        results["cli"][str(jobs)] = best(cli_times, cli_cpu)
+    for (kind, jobs), (wall, cpu) in samples.items():
+        results[kind][str(jobs)] = best(wall, cpu)
     results["load_average_after"] = os.getloadavg()
     base = str(args.jobs[0])
     for kind in ("control", "library", "cli"):
