@@ -154,7 +154,7 @@ class ContextWindowManager:
         Usage without a recognizable prompt count teaches nothing.
         """
         raw = self._sent_raw if raw_tokens is None else raw_tokens
-        reported = prompt_tokens_from_usage(usage)
+        reported = prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
         if raw is not None and reported is not None:
             self._calibration = grow(self._calibration, raw, reported)
         return self._calibration

@@ -66,6 +66,10 @@ class Options:
         )
 
 
+def _reported(usage: Mapping[str, Any] | None) -> int | None:
+    return prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
+
+
 def _hint(call: Call) -> str | None:
     body = call.request
     if call.model and not (isinstance(body, dict) and isinstance(body.get("model"), str)):
@@ -105,7 +109,7 @@ def replay_run(run: Run, options: Options) -> dict[str, Any]:
             manager.reset()
         elif prev[0] is not None:
             manager.observe(prev[0], raw_tokens=prev[1])
-        reported = prompt_tokens_from_usage(call.usage)
+        reported = _reported(call.usage)
         row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}
         try:
             if transcript is None:
@@ -234,7 +238,7 @@ def calibration_rows(run: Run, options: Options) -> list[dict[str, Any]]:
     except CtxwinError as exc:
         return [{"run": run.name, "error": str(exc)}]
     for k, call in enumerate(calls, 1):
-        reported = prompt_tokens_from_usage(call.usage)
+        reported = _reported(call.usage)
         if reported is None:
             continue
         row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}

@@ -65,14 +65,18 @@ def test_grow(factor: float, raw: int, reported: int, expected: float) -> None:
         ({"input_tokens": 445}, 445),
         ({"promptTokenCount": 23, "totalTokenCount": 28}, 23),
         ({"usageMetadata": {"promptTokenCount": 35}}, 35),
-        ({"usage": {"prompt_tokens": 7}}, 7),
         ({"completion_tokens": 9}, None),
         ({"prompt_tokens": "many"}, None),
-        (None, None),
     ],
 )
 def test_prompt_tokens_from_usage(usage: Any, expected: int | None) -> None:
     assert prompt_tokens_from_usage(usage) == expected
+
+
+def test_observe_without_usage_teaches_nothing() -> None:
+    m = manager()
+    m.fit(body(1))
+    assert m.observe(None) == ctxwin.SEED_CALIBRATION
 
 
 # the manager --------------------------------------------------------------------------
