@@ -52,7 +52,7 @@ def _options(
     context_length: int | None,
     max_output_tokens: int | None,
     max_tokens: int | None,
-    calibration: float,
+    calibration: float | None,
     format_: str,
     estimator: str,
 ) -> Options:
@@ -581,11 +581,11 @@ def calibrate(
             )
     if not usable:
         raise InputError("no recorded calls with usable usage (prompt token counts) found")
-    summary = calibration_summary(rows, options.calibration)
+    summary = calibration_summary(rows)
     models: dict[str, list[dict[str, Any]]] = {}
     for r in usable:
         models.setdefault(r["model"] or "(unknown)", []).append(r)
-    by_model = {m: calibration_summary(rs, options.calibration) for m, rs in sorted(models.items())}
+    by_model = {m: calibration_summary(rs) for m, rs in sorted(models.items())}
     if json_:
         payload = {"summary": summary, "by_model": by_model, "rows": rows}
         write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))

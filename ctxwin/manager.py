@@ -105,6 +105,11 @@ def _raw_of_kept(transcript: Transcript, keep: list[int]) -> int:
     return transcript.estimator.raw(total)
 
 
+def default_seed(estimator: Estimator, model: str | None) -> float:
+    """The calibration a run starts from when no seed is given: the design's 1.15."""
+    return SEED_CALIBRATION
+
+
 class ContextWindowManager:
     """Bounds each request of one agent run to the model's window (stateful per run).
 
@@ -121,7 +126,7 @@ class ContextWindowManager:
         max_output_tokens: int | None = None,
         max_tokens: int | None = None,
         spec: Any = None,
-        calibration_seed: float = SEED_CALIBRATION,
+        calibration_seed: float | None = None,
         estimator: Estimator | None = None,
         fmt: str = AUTO,
     ) -> None:
@@ -131,19 +136,26 @@ class ContextWindowManager:
         self.max_tokens = max_tokens
         self.spec = spec
         self.calibration_seed = calibration_seed
+        """The factor each run starts from; ``None``: :func:`default_seed` for the run's model."""
         self.estimator = estimator or default_estimator()
         self.fmt = fmt
-        self._calibration = calibration_seed
+        self._seed: float | None = calibration_seed
+        self._learned: float | None = None
         self._sent_raw: int | None = None
 
     @property
     def calibration(self) -> float:
         """The current calibration factor (the seed, or what reported usage taught)."""
-        return self._calibration
+        if self._learned is not None:
+            return self._learned
+        if self._seed is not None:
+            return self._seed
+        return default_seed(self.estimator, self.model)
 
     def reset(self) -> None:
         """Start a new run: calibration back to the seed, no previous send."""
-        self._calibration = self.calibration_seed
+        self._seed = self.calibration_seed
+        self._learned = None
         self._sent_raw = None
 
     def observe(self, usage: Mapping[str, Any] | None, *, raw_tokens: int | None = None) -> float:
@@ -156,19 +168,23 @@ class ContextWindowManager:
         raw = self._sent_raw if raw_tokens is None else raw_tokens
         reported = prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
         if raw is not None and reported is not None:
-            self._calibration = grow(self._calibration, raw, reported)
-        return self._calibration
+            self._learned = grow(self.calibration, raw, reported)
+        return self.calibration
 
     def evaluate(self, request: Any) -> ManagedFit:
-        """Fit ``request`` at the current calibration without changing any state.
+        """Fit ``request`` at the current calibration (no change but the run's seed).
 
-        Never raises for an overflow: ``result.overflow_at_floor`` says so.
-        Raises :class:`~ctxwin.errors.InputError` for a body it cannot read.
+        The first request of a run fixes the run's seed when none was given
+        (it may depend on the request's model). Never raises for an overflow:
+        ``result.overflow_at_floor`` says so. Raises
+        :class:`~ctxwin.errors.InputError` for a body it cannot read.
         """
         return self.evaluate_transcript(load(request, self.fmt, self.estimator))
 
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
-        """:meth:`evaluate` for a request that is already read (no state change)."""
+        """:meth:`evaluate` for a request that is already read."""
+        if self._learned is None and self._seed is None:
+            self._seed = default_seed(self.estimator, self.model or transcript.view.model)
         p = plan(
             transcript,
             model=self.model,
@@ -176,7 +192,7 @@ class ContextWindowManager:
             max_output_tokens=self.max_output_tokens,
             max_tokens=self.max_tokens,
             spec=self.spec,
-            calibration=self._calibration,
+            calibration=self.calibration,
         )
         result = p.result
         raw_sent = _raw_of_kept(transcript, result.keep) if result.pruned else result.raw_tokens

@@ -16,7 +16,6 @@ from ctxwin.calibration import prompt_tokens_from_usage
 from ctxwin.core import Transcript
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.estimate import (
-    SEED_CALIBRATION,
     Estimator,
     calibrated,
     default_estimator,
@@ -43,7 +42,8 @@ class Options:
     max_output_tokens: int | None = None
     max_tokens: int | None = None
     spec: Any = None
-    calibration: float = SEED_CALIBRATION
+    calibration: float | None = None
+    """The calibration seed; ``None``: the estimator's default for the model."""
     fmt: str = AUTO
     estimator: str = field(default_factory=lambda: default_estimator().name)
 
@@ -255,6 +255,7 @@ def calibration_rows(run: Run, options: Options) -> list[dict[str, Any]]:
             format=fitted.transcript.format,
             model=fitted.budget.spec.name,
             raw_tokens=raw,
+            calibration=fitted.result.calibration,
             estimated_tokens=estimate,
             reported_tokens=reported,
             ratio=round(estimate / reported, 4) if reported else None,
@@ -269,13 +270,14 @@ def _ceil4(x: float) -> float:
     return math.ceil(x * 10_000 - 1e-9) / 10_000
 
 
-def calibration_summary(rows: list[dict[str, Any]], seed: float) -> dict[str, Any]:
+def calibration_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The factor that makes every estimate safe, and the waste at that factor."""
     usable = [r for r in rows if "raw_tokens" in r and r["raw_tokens"] > 0]
+    seeds = sorted({r["calibration"] for r in usable})
     out: dict[str, Any] = {
         "calls": len(usable),
         "skipped": len(rows) - len(usable),
-        "seed_calibration": seed,
+        "seed_calibration": seeds[0] if len(seeds) == 1 else seeds or None,
     }
     if not usable:
         return out | {"safe_calibration": None}

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import ctxwin
 from ctxwin.calibration import grow, prompt_tokens_from_usage
 from ctxwin.estimate import SeedEstimator
+from ctxwin.manager import default_seed
 from ctxwin.prune import pairing_problems
 from tests.builders import assistant, system, tool, user
 
@@ -222,3 +223,14 @@ def test_run_modules_do_not_import_typer_or_rich() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_an_explicit_seed_is_where_every_run_starts() -> None:
+    m = manager(calibration_seed=1.4)
+    sent = m.fit(body(1))
+    assert sent.calibration == pytest.approx(1.4)
+    m.fit(body(2), last_usage={"prompt_tokens": sent.raw_tokens_sent * 3})
+    assert m.calibration == pytest.approx(3.0)
+    m.fit(body(1))
+    assert m.calibration == pytest.approx(1.4)
+    assert manager().calibration == default_seed(SeedEstimator(), None)
