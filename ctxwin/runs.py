@@ -152,8 +152,10 @@ def parse_values(data: bytes) -> Iterator[tuple[str, Any, str | None]]:
 
     Yields ``(label, value, error)``; ``label`` is ``""`` for a single JSON
     document and ``line N`` for JSONL; ``error`` is set for a line that is
-    not JSON.
+    not JSON. A leading UTF-8 byte order mark is ignored.
     """
+    if data[:3] == b"\xef\xbb\xbf":
+        data = data[3:]
     try:
         yield "", orjson.loads(data), None
         return

@@ -72,6 +72,11 @@ def test_a_bad_jsonl_line_is_a_row_not_a_crash() -> None:
     assert check_run(runs[1], SEED)["status"] == INVALID
 
 
+def test_a_byte_order_mark_is_ignored() -> None:
+    [run] = read_runs(b"\xef\xbb\xbf" + dumps({"messages": adr_transcript()}))
+    assert run.error is None and len(run.calls()) == 3
+
+
 def test_text_that_is_not_json_is_one_invalid_run() -> None:
     [run] = read_runs(b"# a readme\n\nnot json at all\n")
     assert run.error is not None and run.error.startswith("invalid JSON")
