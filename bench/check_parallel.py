@@ -55,9 +55,8 @@ def _gen() -> Any:
     return module
 
 
-def generate(folder: Path, runs: int, lo: int, hi: int, seed: int) -> tuple[int, int]:
+def generate(gen: Any, folder: Path, runs: int, lo: int, hi: int, seed: int) -> tuple[int, int]:
     """Write the runs (once); returns (files, total bytes)."""
-    gen = _gen()
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     total = 0
@@ -119,10 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args(argv)
 
+    gen = _gen()
     folder = args.dir or Path(tempfile.gettempdir()) / (
         f"ctxwin-check-bench-{args.runs}-{args.min_messages}-{args.max_messages}-{args.seed}"
+        f"-v{gen.GEN_VERSION}"
     )
-    files, size = generate(folder, args.runs, args.min_messages, args.max_messages, args.seed)
+    files, size = generate(gen, folder, args.runs, args.min_messages, args.max_messages, args.seed)
     paths = find_files([str(folder)]).files
     options = Options(context_length=args.context_length, estimator="seed")
 
