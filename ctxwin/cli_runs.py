@@ -98,11 +98,13 @@ _STYLE = {"fits": "green", "needs_pruning": "yellow", "truncated": "red", "inval
 
 
 def replay(
-    run_file: Annotated[
-        str,
+    run_files: Annotated[
+        list[str],
         typer.Argument(
-            metavar="RUN",
-            help="A recorded run (JSON or JSONL, any shape `check` reads). '-' reads stdin.",
+            metavar="RUN...",
+            help="A recorded run (JSON or JSONL, any shape `check` reads; '-' reads stdin). "
+            "Recorded calls (request/response pairs, per-call logs, cassettes) in the files "
+            "and folders given are replayed as one run, in order.",
         ),
     ],
     select: Annotated[
@@ -146,7 +148,30 @@ def replay(
         format_=format_,
         estimator=estimator,
     )
-    runs = read_runs(read_input(run_file, max_input_bytes))
+    from ctxwin.checking import find_files
+    from ctxwin.runs import Run, join_recorded
+
+    runs: list[Run] = []
+    files = [p for p in run_files if p == STDIO]
+    found = find_files([p for p in run_files if p != STDIO])
+    if found.missing:
+        raise InputError(f"{found.missing[0]}: no such file, folder or match")
+    files += found.files
+    for path in files:
+        file_runs = read_runs(read_input(path, max_input_bytes))
+        if len(files) > 1:
+            for r in file_runs:
+                r.name = f"{path} {r.name}".strip()
+        runs.extend(file_runs)
+    if not files:
+        raise InputError("no recorded runs: the folders hold no .json, .jsonl or .traj files")
+    run_file = files[0]
+    if len(files) > 1:
+        try:
+            run_file = os.path.commonpath(files)
+        except ValueError:  # stdin among files
+            run_file = "(inputs)"
+    runs = join_recorded(runs, "" if len(files) == 1 else run_file)
     if select is not None:
         runs = [r for r in runs if select in r.name]
         if not runs:

@@ -393,3 +393,29 @@ def _openhands(value: dict[str, Any], label: str) -> Run:
     if tools:
         body["tools"] = tools
     return Run(label, "openhands", body=body, usage_at=usage_at)
+
+
+def join_recorded(runs: list[Run], name: str = "") -> list[Run]:
+    """One run of every recorded call in ``runs``, in order; transcripts stay as they are.
+
+    A proxy log (one ``{"request", "response"}`` per line) or a folder of
+    per-call logs is one agent run, call after call: replaying it needs one
+    manager that sees every call. The joined run takes the place of the
+    first recorded run; each call's ``where`` keeps the entry it came from.
+    """
+    recorded = [r for r in runs if r.recorded is not None and r.error is None]
+    if len(recorded) < 2:
+        return runs
+    calls = [
+        Call(c.request, c.usage, f"{r.name} {c.where}".strip() if r.name else c.where, c.model)
+        for r in recorded
+        for c in r.recorded or ()
+    ]
+    joined = Run(name, recorded[0].shape, recorded=calls)
+    out: list[Run] = []
+    for r in runs:
+        if r is recorded[0]:
+            out.append(joined)
+        elif not (r.recorded is not None and r.error is None):
+            out.append(r)
+    return out

@@ -192,6 +192,32 @@ def test_replay_json_rows_and_exit_3_when_a_call_truncates(tmp_path: Path) -> No
     assert invoke("replay", str(path), *SEED).exit_code == 0  # gpt-4o's own window
 
 
+def test_replay_a_proxy_log_is_one_run_that_learns(tmp_path: Path) -> None:
+    messages = [system(), user("u" * 300)]
+    lines = []
+    for i in range(3):
+        req = {"model": "gpt-4o", "messages": list(messages)}
+        lines.append({"request": req, "response": {"usage": {"prompt_tokens": 200 * (i + 1)}}})
+        messages += [assistant(f"c{i}"), tool(f"c{i}", "r" * 200)]
+    log = tmp_path / "proxy.jsonl"
+    log.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in lines))
+    result = invoke("replay", str(log), *SEED, "--json")
+    assert result.exit_code == 0, result.output
+    [run] = orjson.loads(result.stdout)["runs"]
+    rows = run["rows"]
+    assert [r["where"] for r in rows] == ["line 1 request", "line 2 request", "line 3 request"]
+    assert rows[0]["calibration"] == pytest.approx(1.15)
+    learned = max(1.15, 200 / rows[0]["raw_tokens"])
+    assert rows[1]["calibration"] == pytest.approx(learned)
+    # Per-call log files given together are one run too, in the order given.
+    for i, line in enumerate(lines):
+        write(tmp_path / "calls" / f"{i}.json", line)
+    result = invoke("replay", str(tmp_path / "calls"), *SEED, "--json")
+    [joined] = orjson.loads(result.stdout)["runs"]
+    assert [r["reported_tokens"] for r in joined["rows"]] == [200, 400, 600]
+    assert [r["calibration"] for r in joined["rows"]] == [r["calibration"] for r in rows]
+
+
 def test_replay_table_for_people(tmp_path: Path) -> None:
     messages = [*needs_pruning()["messages"], assistant(content="done")]
     path = write(tmp_path / "run.json", {"messages": messages})
