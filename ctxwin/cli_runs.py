@@ -28,6 +28,7 @@ from ctxwin.cli import (
     ModelOpt,
     QuietOpt,
     SpecOpt,
+    TokenizerOpt,
     _load_spec,
     _say,
 )
@@ -55,6 +56,7 @@ def _options(
     calibration: float | None,
     format_: str,
     estimator: str,
+    tokenizer: str | None = None,
 ) -> Options:
     from ctxwin import estimate, formats
     from ctxwin.simulate import Options
@@ -63,10 +65,13 @@ def _options(
         raise UsageError(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
         )
-    try:
-        estimate.get_estimator(estimator)
-    except ValueError as exc:
-        raise UsageError(f"--estimator: {exc}") from None
+    if tokenizer is not None:
+        estimator = estimate.TokenizerEstimator(tokenizer).name  # exit 2 when it cannot count
+    else:
+        try:
+            estimate.get_estimator(estimator)
+        except ValueError as exc:
+            raise UsageError(f"--estimator: {exc}") from None
     return Options(
         model=model,
         context_length=context_length,
@@ -118,9 +123,10 @@ def replay(
     context_length: ContextOpt = None,
     max_output_tokens: MaxOutputOpt = None,
     max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = 1.15,
+    calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
     estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
+    tokenizer: TokenizerOpt = None,
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
@@ -147,6 +153,7 @@ def replay(
         calibration=calibration,
         format_=format_,
         estimator=estimator,
+        tokenizer=tokenizer,
     )
     from ctxwin.checking import find_files
     from ctxwin.runs import Run, join_recorded
@@ -337,9 +344,10 @@ def check(
     context_length: ContextOpt = None,
     max_output_tokens: MaxOutputOpt = None,
     max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = 1.15,
+    calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
     estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
+    tokenizer: TokenizerOpt = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print {summary, rows} as one JSON document.")
     ] = False,
@@ -371,6 +379,7 @@ def check(
         calibration=calibration,
         format_=format_,
         estimator=estimator,
+        tokenizer=tokenizer,
     )
     stdin_rows: list[dict[str, Any]] = []
     if STDIO in paths:
@@ -556,9 +565,10 @@ def calibrate(
     context_length: ContextOpt = None,
     max_output_tokens: MaxOutputOpt = None,
     max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = 1.15,
+    calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
     estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
+    tokenizer: TokenizerOpt = None,
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
@@ -582,6 +592,7 @@ def calibrate(
         calibration=calibration,
         format_=format_,
         estimator=estimator,
+        tokenizer=tokenizer,
     )
     found = find_files(logs)
     if not quiet:

@@ -38,7 +38,7 @@ from ctxwin.budget import Budget
 from ctxwin.calibration import grow, prompt_tokens_from_usage
 from ctxwin.core import Transcript, load, plan
 from ctxwin.errors import ContextTruncated
-from ctxwin.estimate import SEED_CALIBRATION, Estimator, default_estimator
+from ctxwin.estimate import Estimator, default_calibration, default_estimator
 from ctxwin.formats import AUTO
 from ctxwin.prune import FitResult
 
@@ -106,8 +106,8 @@ def _raw_of_kept(transcript: Transcript, keep: list[int]) -> int:
 
 
 def default_seed(estimator: Estimator, model: str | None) -> float:
-    """The calibration a run starts from when no seed is given: the design's 1.15."""
-    return SEED_CALIBRATION
+    """The calibration a run starts from when no seed is given (see ``default_calibration``)."""
+    return default_calibration(estimator.name, model)
 
 
 class ContextWindowManager:

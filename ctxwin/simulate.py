@@ -17,6 +17,7 @@ from ctxwin.core import Transcript
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.estimate import (
     Estimator,
+    TokenizerEstimator,
     calibrated,
     default_estimator,
     get_estimator,
@@ -48,6 +49,9 @@ class Options:
     estimator: str = field(default_factory=lambda: default_estimator().name)
 
     def make_estimator(self) -> Estimator:
+        """The estimator named ``estimator`` (``tokenizer:ENCODING`` counts with that BPE)."""
+        if self.estimator.startswith("tokenizer:"):
+            return TokenizerEstimator(self.estimator.partition(":")[2])
         return get_estimator(self.estimator)
 
     def manager(
