@@ -13,86 +13,44 @@ Lower-level steps: :func:`parse` (bytes → JSON), :func:`load` (JSON →
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
-    from ctxwin.budget import Budget, ModelSpec, compute_budget, lookup_model, resolve_spec
-    from ctxwin.core import Plan, Transcript, load, parse, plan, prune
-    from ctxwin.errors import (
-        ContextTruncated,
-        CtxwinError,
-        ExitCode,
-        InputError,
-        PairingError,
-        SpecError,
-    )
-    from ctxwin.estimate import (
-        SEED_CALIBRATION,
-        ContentEstimator,
-        Estimator,
-        Kind,
-        SeedEstimator,
-        TokenizerEstimator,
-        calibrated,
-        default_calibration,
-    )
-    from ctxwin.manager import ContextWindowManager, ManagedFit
-    from ctxwin.prune import FitResult, fit, pairing_problems, segment
-    from ctxwin.view import Item, Problem, View
+from ctxwin.budget import Budget, ModelSpec, compute_budget, lookup_model, resolve_spec
+from ctxwin.core import Plan, Transcript, load, parse, plan, prune
+from ctxwin.errors import (
+    ContextTruncated,
+    CtxwinError,
+    ExitCode,
+    InputError,
+    PairingError,
+    SpecError,
+)
+from ctxwin.estimate import (
+    SEED_CALIBRATION,
+    ContentEstimator,
+    Estimator,
+    Kind,
+    SeedEstimator,
+    TokenizerEstimator,
+    calibrated,
+    default_calibration,
+)
+from ctxwin.prune import FitResult, fit, pairing_problems, segment
+from ctxwin.view import Item, Problem, View
 
-_EXPORTS: dict[str, str] = {
-    "Budget": "ctxwin.budget",
-    "calibrated": "ctxwin.estimate",
-    "compute_budget": "ctxwin.budget",
-    "ContentEstimator": "ctxwin.estimate",
-    "ContextTruncated": "ctxwin.errors",
-    "ContextWindowManager": "ctxwin.manager",
-    "CtxwinError": "ctxwin.errors",
-    "default_calibration": "ctxwin.estimate",
-    "Estimator": "ctxwin.estimate",
-    "ExitCode": "ctxwin.errors",
-    "fit": "ctxwin.prune",
-    "FitResult": "ctxwin.prune",
-    "InputError": "ctxwin.errors",
-    "Item": "ctxwin.view",
-    "Kind": "ctxwin.estimate",
-    "load": "ctxwin.core",
-    "lookup_model": "ctxwin.budget",
-    "ManagedFit": "ctxwin.manager",
-    "ModelSpec": "ctxwin.budget",
-    "pairing_problems": "ctxwin.prune",
-    "PairingError": "ctxwin.errors",
-    "parse": "ctxwin.core",
-    "Plan": "ctxwin.core",
-    "plan": "ctxwin.core",
-    "Problem": "ctxwin.view",
-    "prune": "ctxwin.core",
-    "resolve_spec": "ctxwin.budget",
-    "SEED_CALIBRATION": "ctxwin.estimate",
-    "SeedEstimator": "ctxwin.estimate",
-    "segment": "ctxwin.prune",
-    "SpecError": "ctxwin.errors",
-    "TokenizerEstimator": "ctxwin.estimate",
-    "Transcript": "ctxwin.core",
-    "View": "ctxwin.view",
-}
-"""Public name → the module defining it; imported on first use, so the CLI starts fast."""
+if TYPE_CHECKING:
+    from ctxwin.manager import ContextWindowManager, ManagedFit
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxwin' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    # The run manager is imported on first use: the command line never needs it.
+    if name in ("ContextWindowManager", "ManagedFit"):
+        from ctxwin import manager
 
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+        return getattr(manager, name)
+    raise AttributeError(f"module 'ctxwin' has no attribute {name!r}")
 
 
 __all__ = [
