@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test lint format clean fuzz slow
+.PHONY: help venv demo test lint format clean bench fidelity fuzz slow
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -48,6 +48,18 @@ lint: venv ## ruff + mypy --strict
 format: venv ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+bench: venv ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+FIDELITY_STAMP := $(VENV)/.installed-fidelity
+
+$(FIDELITY_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --group fidelity
+	@touch $(FIDELITY_STAMP)
+
+fidelity: $(FIDELITY_STAMP) ## Estimate ÷ real tokens per class, transcript, provider call
+	$(BIN)/python -m fidelity.run --out fidelity/results.md
 
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

@@ -50,7 +50,7 @@ USER_BETWEEN_TURNS = 0.06
 ASSISTANT_TEXT = 0.35
 CALLS_WEIGHTS = (0.55, 0.30, 0.15)  # 1, 2 or 3 parallel calls
 
-WORDS = (
+_WORDS_TEXT = (
     "the a of to and in is that for it with as on be by this are from or at an which was "
     "function value return error file line test module request response token context "
     "window budget model message call result output input parser buffer cache index "
@@ -60,26 +60,31 @@ WORDS = (
     "handler server client session user agent tool schema field type string number "
     "object array list dict key item entry record status code header body payload "
     "timeout retry limit size length count total average median memory disk network"
-).split()
+)
+WORDS = _WORDS_TEXT.split()
 
-CYRILLIC = (
+_CYRILLIC_TEXT = (
     "привет мир функция значение ошибка файл строка тест модуль запрос ответ контекст "
     "окно бюджет модель сообщение вызов результат вывод ввод кэш индекс настройка путь "
     "каталог ветка изменение проверка сборка запуск ожидается фактически память диск"
-).split()
+)
+CYRILLIC = _CYRILLIC_TEXT.split()
 
-CHINESE = (
+_CHINESE_TEXT = (
     "你好 世界 函数 数值 错误 文件 测试 模块 请求 响应 上下文 窗口 预算 模型 消息 调用 "
     "结果 输出 输入 解析 缓存 索引 配置 路径 目录 分支 提交 更改 更新 检查 修复 构建 "
     "运行 失败 通过 缺少 预期 实际 内存 磁盘 网络 用户 工具 字段 类型 字符串 数字 对象"
-).split()
+)
+CHINESE = _CHINESE_TEXT.split()
 
-EMOJI = "✅ ❌ ⚠️ 🚀 🔥 🐛 📦 🧪 💡 🔧 📝 ⏱️ 👍 🎉 🤖 📈".split()
+_EMOJI_TEXT = "✅ ❌ ⚠️ 🚀 🔥 🐛 📦 🧪 💡 🔧 📝 ⏱️ 👍 🎉 🤖 📈"
+EMOJI = _EMOJI_TEXT.split()
 
-IDENT = (
+_IDENT_TEXT = (
     "user order item cache session token parser config result payload buffer index "
     "request response handler client server record entry batch queue worker task"
-).split()
+)
+IDENT = _IDENT_TEXT.split()
 
 TOOL_SPECS: list[dict[str, Any]] = [
     {

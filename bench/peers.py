@@ -36,12 +36,14 @@ Trim = Callable[[list[dict[str, Any]], int, str], list[dict[str, Any]]]
 
 
 def _langchain() -> Trim:
-    from langchain_core.messages import (
+    from langchain_core.messages import (  # type: ignore[import-not-found, unused-ignore]
         convert_to_messages,
         convert_to_openai_messages,
         trim_messages,
     )
-    from langchain_core.messages.utils import count_tokens_approximately
+    from langchain_core.messages.utils import (  # type: ignore[import-not-found, unused-ignore]
+        count_tokens_approximately,
+    )
 
     def trim(messages: list[dict[str, Any]], max_tokens: int, model: str) -> list[dict[str, Any]]:
         lc_messages = convert_to_messages(messages)
@@ -62,7 +64,7 @@ def _langchain() -> Trim:
 
 def _litellm() -> Trim:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from litellm.utils import trim_messages
+    from litellm.utils import trim_messages  # type: ignore[import-not-found, unused-ignore]
 
     def trim(messages: list[dict[str, Any]], max_tokens: int, model: str) -> list[dict[str, Any]]:
         out = trim_messages(messages, model=model, max_tokens=max_tokens)

@@ -13,6 +13,8 @@ Lower-level steps: :func:`parse` (bytes → JSON), :func:`load` (JSON →
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
 from ctxwin.budget import Budget, ModelSpec, compute_budget, lookup_model, resolve_spec
@@ -25,14 +27,38 @@ from ctxwin.errors import (
     PairingError,
     SpecError,
 )
-from ctxwin.estimate import SEED_CALIBRATION, Estimator, Kind, SeedEstimator, calibrated
+from ctxwin.estimate import (
+    SEED_CALIBRATION,
+    ContentEstimator,
+    Estimator,
+    Kind,
+    SeedEstimator,
+    TokenizerEstimator,
+    calibrated,
+    default_calibration,
+)
 from ctxwin.prune import FitResult, fit, pairing_problems, segment
 from ctxwin.view import Item, Problem, View
+
+if TYPE_CHECKING:
+    from ctxwin.manager import ContextWindowManager, ManagedFit
+
+
+def __getattr__(name: str) -> Any:
+    # The run manager is imported on first use: the command line never needs it.
+    if name in ("ContextWindowManager", "ManagedFit"):
+        from ctxwin import manager
+
+        return getattr(manager, name)
+    raise AttributeError(f"module 'ctxwin' has no attribute {name!r}")
+
 
 __all__ = [
     "SEED_CALIBRATION",
     "Budget",
+    "ContentEstimator",
     "ContextTruncated",
+    "ContextWindowManager",
     "CtxwinError",
     "Estimator",
     "ExitCode",
@@ -40,17 +66,20 @@ __all__ = [
     "InputError",
     "Item",
     "Kind",
+    "ManagedFit",
     "ModelSpec",
     "PairingError",
     "Plan",
     "Problem",
     "SeedEstimator",
     "SpecError",
+    "TokenizerEstimator",
     "Transcript",
     "View",
     "__version__",
     "calibrated",
     "compute_budget",
+    "default_calibration",
     "fit",
     "load",
     "lookup_model",

@@ -103,11 +103,14 @@ MaxTokensOpt = Annotated[
     ),
 ]
 CalibrationOpt = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--calibration",
         min=0.0,
-        help="Factor the raw estimate is scaled by (values below 1 count as 1).",
+        help="Factor the raw estimate is scaled by (values below 1 count as 1). "
+        "Default: 1.15 for --estimator seed; 1.0 for content, or its model family's "
+        "measured seed (Claude 1.35, Llama 4 1.3, DeepSeek 1.2); 1.0 with --tokenizer.",
+        show_default=False,
         rich_help_panel=EST_PANEL,
     ),
 ]
@@ -125,7 +128,19 @@ EstimatorOpt = Annotated[
     str,
     typer.Option(
         "--estimator",
-        help="Estimator: 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+        help="Estimator: 'content' (default) costs each byte by its class (digits, "
+        "upper-case, punctuation, non-ASCII) and bounds o200k, cl100k, Llama 3 and Qwen 3 "
+        "from above; 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+        rich_help_panel=EST_PANEL,
+    ),
+]
+TokenizerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        help="Count exactly with this BPE encoding (o200k_base, cl100k_base, llama3, qwen3) "
+        "plus chat framing, instead of --estimator. Needs: pip install 'ctxwin\\[bpe]' "
+        "(exit 2 when it is missing).",
         rich_help_panel=EST_PANEL,
     ),
 ]
@@ -247,11 +262,12 @@ def _plan(
     context_length: int | None,
     max_output_tokens: int | None,
     max_tokens: int | None,
-    calibration: float,
+    calibration: float | None,
     format_: str,
     estimator: str,
     max_input_bytes: int,
     quiet: bool,
+    tokenizer: str | None = None,
 ) -> tuple[Any, bytes]:
     from ctxwin import core, estimate, formats
 
@@ -259,18 +275,24 @@ def _plan(
         raise UsageError(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
         )
-    try:
-        est = estimate.get_estimator(estimator)
-    except ValueError as exc:
-        raise UsageError(f"--estimator: {exc}") from None
+    if tokenizer is not None:
+        est: estimate.Estimator = estimate.TokenizerEstimator(tokenizer)
+        if calibration is None:
+            calibration = 1.0
+    else:
+        try:
+            est = estimate.get_estimator(estimator)
+        except ValueError as exc:
+            raise UsageError(f"--estimator: {exc}") from None
     spec = _load_spec(model_spec)
     data = read_input(input_, max_input_bytes)
     if data.startswith(core.BOM) and not quiet:
         _say("warning: ignoring the UTF-8 byte order mark at the start of the input")
+    # A parsed body is millions of acyclic objects that live until exit: the cyclic
+    # collector would re-scan them on every allocation burst, up to half the run time
+    # on large inputs, and find nothing. This one-shot process does without it.
+    gc.disable()
     body = core.parse(data)
-    # The parsed body lives until exit and holds no cycles: keep the collector from
-    # re-scanning it on every allocation burst (a large share of the run time otherwise).
-    gc.freeze()
     transcript = core.load(body, format_, est)
     plan = core.plan(
         transcript,
@@ -323,9 +345,10 @@ def estimate(
     context_length: ContextOpt = None,
     max_output_tokens: MaxOutputOpt = None,
     max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = 1.15,
+    calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = "seed",
+    estimator: EstimatorOpt = "content",
+    tokenizer: TokenizerOpt = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print the JSON report instead of a summary.")
     ] = False,
@@ -351,6 +374,7 @@ def estimate(
         estimator=estimator,
         max_input_bytes=max_input_bytes,
         quiet=quiet,
+        tokenizer=tokenizer,
     )
     report = build_report(plan)
     if json_:
@@ -381,9 +405,10 @@ def prune(
     context_length: ContextOpt = None,
     max_output_tokens: MaxOutputOpt = None,
     max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = 1.15,
+    calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = "seed",
+    estimator: EstimatorOpt = "content",
+    tokenizer: TokenizerOpt = None,
     report_path: Annotated[
         Path | None,
         typer.Option("--report", help="Also write the JSON report to this file.", dir_okay=False),
@@ -411,6 +436,7 @@ def prune(
         estimator=estimator,
         max_input_bytes=max_input_bytes,
         quiet=quiet,
+        tokenizer=tokenizer,
     )
     result = plan.result
     report = build_report(plan)
@@ -507,6 +533,13 @@ def models(
 from ctxwin.cli_lint import lint as _lint  # noqa: E402
 
 app.command(name="lint")(_guard(_lint))
+
+# Recorded-run commands live in their own module (it imports the option types above).
+from ctxwin import cli_runs as _cli_runs  # noqa: E402
+
+app.command("replay")(_guard(_cli_runs.replay))
+app.command("check")(_guard(_cli_runs.check))
+app.command("calibrate")(_guard(_cli_runs.calibrate))
 
 
 def main_exit_code(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import orjson
 
 from ctxwin.budget import Budget, compute_budget, resolve_spec
 from ctxwin.errors import ContextTruncated, InputError
-from ctxwin.estimate import SEED_CALIBRATION, Estimator, default_estimator
+from ctxwin.estimate import Estimator, default_calibration, default_estimator
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
 from ctxwin.prune import FitResult, fit
@@ -258,9 +258,13 @@ def plan(
     max_output_tokens: int | None = None,
     max_tokens: int | None = None,
     spec: Any = None,
-    calibration: float = SEED_CALIBRATION,
+    calibration: float | None = None,
 ) -> Plan:
-    """Resolve the budget for ``transcript`` and fit it (never raises for overflow)."""
+    """Resolve the budget for ``transcript`` and fit it (never raises for overflow).
+
+    ``calibration=None`` uses the estimator's default seed for the model
+    (:func:`~ctxwin.estimate.default_calibration`: 1.15 for the seed formula).
+    """
     view = transcript.view
     model_spec = resolve_spec(
         model or view.model,
@@ -269,6 +273,8 @@ def plan(
         spec=spec,
     )
     budget = compute_budget(model_spec, max_tokens=max_tokens, body_max_tokens=view.max_tokens)
+    if calibration is None:
+        calibration = default_calibration(transcript.estimator.name, model_spec.name)
     result = fit(
         view, budget.budget, transcript.estimator, calibration, transcript.adapter.problems
     )
@@ -283,7 +289,7 @@ def prune(
     max_output_tokens: int | None = None,
     max_tokens: int | None = None,
     spec: Any = None,
-    calibration: float = SEED_CALIBRATION,
+    calibration: float | None = None,
     fmt: str = AUTO,
     estimator: Estimator | None = None,
 ) -> tuple[Any, Plan]:

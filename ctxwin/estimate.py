@@ -16,7 +16,7 @@ exact decimal arithmetic so ``2503 × 1.15`` is ``2878.45`` and rounds up to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from fractions import Fraction
 from typing import Protocol, runtime_checkable
@@ -137,12 +137,238 @@ def add_into(total: list[int], cost: Sequence[int]) -> None:
         total[i] += v
 
 
+SCALE = 10_000
+"""Fixed-point unit of :class:`ContentEstimator`'s slot 1: 1/10,000 of a token."""
+
+_BYTE = 1776
+"""What every UTF-8 byte costs, in :data:`SCALE` units (0.18 token)."""
+
+_STEP = 985
+"""One step of extra cost (0.0985 token); a byte class costs 0-20 steps extra."""
+
+EXTRA_STEPS = {
+    "upper": 9,  # A-Z
+    "digit": 16,  # 0-9
+    "punct": 2,  # ASCII punctuation, control characters, tab, CR, LF
+    "cont": 3,  # UTF-8 continuation byte 80-BF
+    "lead2": 4,  # lead byte of a 2-byte character
+    "lead3": 4,  # lead byte of a 3-byte character
+    "lead4": 16,  # lead byte of a 4-byte character
+}
+"""Extra cost of each byte class over :data:`_BYTE`, in steps of :data:`_STEP`."""
+
+
+def _steps_byte(k: int) -> int:
+    """``k`` steps (0-20) as a byte: 1 bits in the low nibble count one step,
+    1 bits in the high nibble four."""
+    high = min(k // 4, 4)
+    low = k - 4 * high
+    if not 0 <= low <= 4:
+        raise ValueError(f"{k} steps do not fit in a byte")
+    return (((1 << high) - 1) << 4) | ((1 << low) - 1)
+
+
+def _weight_table() -> bytes:
+    """Byte → its class's extra steps, as :func:`_steps_byte` encodes them."""
+    classes = {
+        **dict.fromkeys(range(ord("A"), ord("Z") + 1), "upper"),
+        **dict.fromkeys(range(ord("0"), ord("9") + 1), "digit"),
+        **dict.fromkeys(b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "punct"),
+        **dict.fromkeys([*range(0x00, 0x20), 0x7F], "punct"),
+        **dict.fromkeys(range(0x80, 0xC0), "cont"),
+        **dict.fromkeys(range(0xC0, 0xE0), "lead2"),
+        **dict.fromkeys(range(0xE0, 0xF0), "lead3"),
+        **dict.fromkeys(range(0xF0, 0x100), "lead4"),
+    }
+    table = bytearray(256)
+    for c, cls in classes.items():
+        table[c] = _steps_byte(EXTRA_STEPS[cls])
+    return bytes(table)
+
+
+_WEIGHTS = _weight_table()
+_PLAIN = bytes(c for c in range(256) if _WEIGHTS[c] == 0)
+"""Bytes with no extra cost (lower-case letters, space): deleted while translating."""
+
+_SHORT = 64
+_SHORT_MEMO = 4096
+_CHUNK = 1 << 16
+_LOW_NIBBLES = int.from_bytes(b"\x0f" * _CHUNK, "little")
+
+
+def _cost(data: bytes) -> int:
+    """Cost of UTF-8 ``data`` in :data:`SCALE` units; see :class:`ContentEstimator`."""
+    t = data.translate(_WEIGHTS, _PLAIN)
+    if not t:
+        return _BYTE * len(data)
+    if len(t) <= _CHUNK:
+        x = int.from_bytes(t, "little")
+        low = (x & _LOW_NIBBLES).bit_count()
+        return _BYTE * len(data) + _STEP * (low + 4 * (x.bit_count() - low))
+    steps = 0
+    view = memoryview(t)
+    for i in range(0, len(t), _CHUNK):
+        x = int.from_bytes(view[i : i + _CHUNK], "little")
+        low = (x & _LOW_NIBBLES).bit_count()
+        steps += low + 4 * (x.bit_count() - low)
+    return _BYTE * len(data) + _STEP * steps
+
+
+class ContentEstimator:
+    """Content-aware upper bound on BPE tokens, at C speed.
+
+    Every UTF-8 byte costs 0.178 token, and each byte class costs extra
+    (:data:`EXTRA_STEPS` steps of 0.0985 token)::
+
+        upper-case letter +0.886   digit +1.576   punctuation, tab, line break +0.197
+        continuation byte +0.296   lead byte of a 2-, 3-, 4-byte character
+                                   +0.394, +0.394, +1.576
+
+    so lower-case words and spaces cost 0.18 token a byte, a digit 1.75 (Qwen 3
+    gives every digit its own token, and hex runs split at every digit), an
+    upper-case letter 1.06 (base64 and identifiers break at case changes), a
+    2-byte character (accented Latin, Cyrillic, Greek) 1.05, a CJK character
+    1.52 and an emoji 3.17. Whole tokens: 3 per message and 3 per tool call,
+    plus :func:`provider_framing`. The weights are the smallest on a grid of
+    steps that bound o200k_base, cl100k_base, Llama 3 and Qwen 3 from above on
+    every stress class (by 5 %) and every transcript of the recorded corpus, and
+    every provider-reported prompt count there at the model family's seed
+    (``python -m fidelity.fit --transcript-margin 1.0``); ``make fidelity``
+    re-measures them (README, "Estimator fidelity").
+
+    Speed: each byte's extra steps are stored as 1 bits (low nibble: one step
+    per bit, high nibble: four), so one ``bytes.translate`` that also drops the
+    plain bytes (lower-case letters, space), one ``int.from_bytes`` and two
+    ``int.bit_count`` price a whole string — no per-character Python loop.
+    Short strings (call ids, tool names) are memoized.
+
+    Costs add: the cost of two strings is the sum of their costs, so a string
+    that mixes prose and a base64 blob is costed as both parts would be.
+    Slot 0 holds whole tokens, slot 1 :data:`SCALE` units (1/10,000 token).
+    """
+
+    width = 2
+
+    def __init__(self, *, per_message: int = 3, per_tool_call: int = 3, name: str = "content"):
+        self.name = name
+        self.per_message = per_message
+        self.per_tool_call = per_tool_call
+        self._short: dict[str, int] = {}
+        """Costs of recent short strings: call ids come twice (call and result),
+        tool names again and again, and a lookup is cheaper than pricing."""
+
+    def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
+        if len(text) < _SHORT:
+            known = self._short.get(text)
+            if known is None:
+                known = _cost(text.encode("utf-8", "surrogatepass"))
+                if len(self._short) >= _SHORT_MEMO:
+                    self._short.clear()
+                self._short[text] = known
+            cost[1] += known
+            return
+        data = text.encode("utf-8", "surrogatepass")
+        t = data.translate(_WEIGHTS, _PLAIN)
+        if not t:
+            cost[1] += _BYTE * len(data)
+        elif len(t) <= _CHUNK:  # inline of _cost's common case: this is the hot path
+            x = int.from_bytes(t, "little")
+            low = (x & _LOW_NIBBLES).bit_count()
+            cost[1] += _BYTE * len(data) + _STEP * (low + 4 * (x.bit_count() - low))
+        else:
+            cost[1] += _cost(data)
+
+    def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
+        cost[1] += _cost(data)
+
+    def raw(self, totals: Sequence[int]) -> int:
+        return totals[0] + -(-totals[1] // SCALE)
+
+    def framing(self, fmt: str, *, has_tools: bool) -> int:
+        return provider_framing(fmt, has_tools=has_tools)
+
+
+ANTHROPIC_TOOL_PROMPT = TOOL_PROMPT_TOKENS["anthropic"]
+"""Anthropic's hidden tool-use system prompt (see :data:`TOOL_PROMPT_TOKENS`):
+its tool-use pricing table lists 346 tokens for ``tool_choice`` auto/none and
+313 for any/tool on Claude Opus 4.x, Sonnet 4.x, Sonnet 3.7 and Haiku 4.5
+(older models fewer); the body never shows them."""
+
+OPENAI_REPLY_PRIMING = 3
+"""``<|start|>assistant<|message|>``: every Chat Completions prompt ends with
+it (OpenAI cookbook, "How to count tokens with tiktoken")."""
+
+OPENAI_TOOLS_PREAMBLE = 16
+"""OpenAI renders ``tools`` inside the system message under a
+``# Tools`` / ``namespace functions`` header the body does not show. Its size
+is not published; 16 keeps every recorded gpt-4o, gpt-4o-mini and
+gpt-5.4-mini request with tools in the corpus from being under-counted (the
+tightest was 1 token short with 12 and 14)."""
+
+
+def provider_framing(fmt: str, *, has_tools: bool) -> int:
+    """Request-level tokens a provider adds around the body (documented above).
+
+    ``fmt`` is an adapter name. Every format gets the reply priming;
+    ``anthropic*`` formats with tools add Anthropic's tool-use system prompt,
+    ``openai*`` formats with tools OpenAI's tools header.
+    """
+    tokens = OPENAI_REPLY_PRIMING
+    if has_tools:
+        if fmt.startswith("anthropic"):
+            tokens += ANTHROPIC_TOOL_PROMPT
+        elif fmt.startswith("openai"):
+            tokens += OPENAI_TOOLS_PREAMBLE
+    return tokens
+
+
+DEFAULT_CALIBRATION = {"seed": SEED_CALIBRATION, "content": 1.0}
+"""Calibration seed per estimator: the ADR's 1.15 for its formula, which can
+under-count; 1.0 for :class:`ContentEstimator`, whose weights already bound
+the four open tokenizer families from above (README, "Estimator fidelity")."""
+
+MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
+    ("claude", 1.35),
+    ("anthropic", 1.35),
+    ("deepseek", 1.2),
+    ("llama-4", 1.3),
+    ("llama4", 1.3),
+)
+"""Seeds for :class:`ContentEstimator` on model families whose own tokenizers
+count more than the four it bounds, matched as substrings of the lower-cased
+model name. Measured on the provider-reported prompt tokens in the recorded
+corpus (``make fidelity``, provider rows): Claude Sonnet 4/4.5 and Haiku 4.5
+reported up to 1/0.76 ≈ 1.31× the uncalibrated estimate (tool-search requests
+excepted, see README), DeepSeek-V3 1.15×, Llama 4 Maverick 1.26×."""
+
+
+def default_calibration(name: str, model: str | None = None) -> float:
+    """The calibration seed for estimator ``name`` used with ``model``.
+
+    The seed formula always starts at the ADR's 1.15; the content estimator
+    starts at 1.0, or at its model family's measured seed.
+    """
+    if name.startswith("tokenizer:"):
+        return 1.0  # exact counts; the framing is added on top
+    if name != "content":
+        return DEFAULT_CALIBRATION.get(name, SEED_CALIBRATION)
+    if model:
+        lowered = model.lower()
+        for needle, seed in MODEL_CALIBRATION:
+            if needle in lowered:
+                return seed
+    return DEFAULT_CALIBRATION["content"]
+
+
 def default_estimator() -> Estimator:
     """The estimator used when none is named."""
-    return SeedEstimator()
+    return ContentEstimator()
 
 
-ESTIMATORS = {"seed": SeedEstimator}
+ESTIMATORS: dict[str, Callable[[], Estimator]] = {
+    "seed": SeedEstimator,
+    "content": ContentEstimator,
+}
 """Estimators selectable by name (``--estimator``)."""
 
 
@@ -154,3 +380,55 @@ def get_estimator(name: str) -> Estimator:
         choices = ", ".join(sorted(ESTIMATORS))
         raise ValueError(f"unknown estimator {name!r} (choose from: {choices})") from None
     return factory()
+
+
+TOKENIZERS = ("o200k_base", "cl100k_base", "llama3", "qwen3")
+"""BPE encodings ``--tokenizer`` accepts (all ship with the ``bpe`` extra)."""
+
+BPE_MISSING = (
+    "--tokenizer needs the optional BPE tokenizer: pip install 'ctxwin[bpe]' "
+    "(or leave --tokenizer out to use the built-in estimator)"
+)
+
+
+class TokenizerEstimator:
+    """Exact BPE token counts (``quicktok``) plus OpenAI's chat framing.
+
+    raw = Σ tokens of every counted string + 3 per message + 3 per tool call
+    + :func:`provider_framing`. The tokenizer is imported on first use, so the
+    core never needs it; a missing install raises :class:`UsageError` naming
+    ``pip install 'ctxwin[bpe]'``.
+    """
+
+    width = 1
+
+    def __init__(self, encoding: str, *, per_message: int = 3, per_tool_call: int = 3) -> None:
+        from ctxwin.errors import UsageError
+
+        if encoding not in TOKENIZERS:
+            raise UsageError(
+                f"--tokenizer: unknown encoding {encoding!r} (choose from: {', '.join(TOKENIZERS)})"
+            )
+        try:
+            import quicktok
+        except ImportError:
+            raise UsageError(BPE_MISSING) from None
+        self.name = f"tokenizer:{encoding}"
+        self.encoding = encoding
+        self.per_message = per_message
+        self.per_tool_call = per_tool_call
+        self._count: Callable[[str], int] = quicktok.get_encoding(encoding).count
+
+    def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
+        if text:
+            cost[0] += self._count(text)
+
+    def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
+        if data:
+            cost[0] += self._count(data.decode("utf-8", "replace"))
+
+    def raw(self, totals: Sequence[int]) -> int:
+        return totals[0]
+
+    def framing(self, fmt: str, *, has_tools: bool) -> int:
+        return provider_framing(fmt, has_tools=has_tools)

@@ -76,5 +76,5 @@ def squeeze(body: Any) -> tuple[Any, core.Plan]:
     """Prune ``body`` to a window between its floor and its full size, so something goes."""
     floor, total = floor_and_total(body)
     context = int((floor + (total - floor) * 0.5) * 1.15 / 0.97) + 2
-    p = core.plan(core.load(body), context_length=context, max_tokens=0)
+    p = core.plan(core.load(body), context_length=context, max_tokens=0, calibration=1.15)
     return p.output(), p

@@ -10,6 +10,7 @@ import pytest
 
 from ctxwin import core, media
 from ctxwin.errors import InputError, PairingError
+from ctxwin.estimate import SeedEstimator
 from ctxwin.formats import get_adapter
 from ctxwin.formats.anthropic import Anthropic
 from ctxwin.view import ASSISTANT, USER
@@ -40,7 +41,7 @@ def test_fixture_reads_roles_calls_and_answers() -> None:
 
 
 def test_media_priced_by_provider_rule_not_bytes() -> None:
-    view = core.load(fixture("anthropic_agent.json")).view
+    view = core.load(fixture("anthropic_agent.json"), estimator=SeedEstimator()).view
     pages = 3
     assert view.items[0].cost[0] >= pages * (media.PDF_PAGE_TEXT + media.ANTHROPIC_IMAGE_CAP)
     image = media.anthropic_image_tokens((800, 600))
@@ -109,7 +110,9 @@ def test_cli_estimate_and_prune_report() -> None:
     assert report["reserve"] == 8192
     forced = run("estimate", path, "--json", "-q", "--format", "anthropic")
     assert forced.stdout == result.stdout
-    squeezed = run("prune", path, "-", "-c", "18000", "--max-tokens", "0", "-q")
+    squeezed = run(
+        "prune", path, "-", "-c", "18000", "--max-tokens", "0", "-q", "--estimator", "seed"
+    )
     assert squeezed.exit_code == 0, squeezed.stderr
     out = orjson.loads(squeezed.stdout)
     assert len(out["messages"]) < len(fixture("anthropic_agent.json")["messages"])
@@ -201,7 +204,7 @@ def test_five_megabyte_image_is_priced_as_an_image() -> None:
             }
         ],
     }
-    p = core.plan(core.load(body), context_length=200_000)
+    p = core.plan(core.load(body, estimator=SeedEstimator()), context_length=200_000)
     assert len(b64(image)) > 5 * 1024 * 1024
     # 1600 (image cap) + a few tokens of text and framing, times calibration
     assert p.result.estimated_tokens <= (media.ANTHROPIC_IMAGE_CAP + 100) * 1.15

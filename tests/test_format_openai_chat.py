@@ -10,6 +10,7 @@ import pytest
 
 from ctxwin import core, media
 from ctxwin.errors import InputError, PairingError
+from ctxwin.estimate import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER
 from tests.formats_support import FIXTURES, cassette_bodies, check_report, fixture, run, squeeze
 from tests.samples import b64, data_uri, gif, jpeg, pdf, png, wav, webp
@@ -47,7 +48,7 @@ def test_function_message_without_a_call_is_an_orphan() -> None:
 
 
 def test_media_parts_priced_not_by_bytes() -> None:
-    view = core.load(fixture("chat_legacy_functions.json")).view
+    view = core.load(fixture("chat_legacy_functions.json"), estimator=SeedEstimator()).view
     image = media.openai_image_tokens((1024, 1024))
     assert image == 85 + 170 * 4
     audio = 2 * media.AUDIO_PER_SECOND
@@ -68,10 +69,13 @@ def test_media_parts_priced_not_by_bytes() -> None:
 def test_image_size_read_from_data_uri(data: bytes, size: tuple[int, int]) -> None:
     part = {"type": "image_url", "image_url": {"url": data_uri("image/x", data)}}
     body = {"messages": [{"role": "user", "content": [part]}]}
-    assert core.load(body).view.items[0].cost[0] == 8 + media.openai_image_tokens(size)
+    seed = SeedEstimator()
+    assert core.load(body, estimator=seed).view.items[0].cost[0] == 8 + media.openai_image_tokens(
+        size
+    )
     low = {"type": "image_url", "image_url": {"url": data_uri("image/x", data), "detail": "low"}}
     body = {"messages": [{"role": "user", "content": [low]}]}
-    assert core.load(body).view.items[0].cost[0] == 8 + 85
+    assert core.load(body, estimator=seed).view.items[0].cost[0] == 8 + 85
 
 
 def test_remote_image_and_file_ids_use_conservative_constants() -> None:
@@ -79,7 +83,9 @@ def test_remote_image_and_file_ids_use_conservative_constants() -> None:
         {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
         {"type": "file", "file": {"file_id": "file-123"}},
     ]
-    view = core.load({"messages": [{"role": "user", "content": parts}]}).view
+    view = core.load(
+        {"messages": [{"role": "user", "content": parts}]}, estimator=SeedEstimator()
+    ).view
     expected = media.OPENAI_UNKNOWN_IMAGE + media.UNKNOWN_DOC_PAGES * (
         media.PDF_PAGE_TEXT + media.OPENAI_UNKNOWN_IMAGE
     )
@@ -183,7 +189,9 @@ def test_five_megabyte_image_and_pdf() -> None:
 def test_audio_duration_from_wav_header() -> None:
     audio = {"data": b64(wav(30.0, 8000)), "format": "wav"}
     part = {"type": "input_audio", "input_audio": audio}
-    view = core.load({"messages": [{"role": "user", "content": [part]}]}).view
+    view = core.load(
+        {"messages": [{"role": "user", "content": [part]}]}, estimator=SeedEstimator()
+    ).view
     assert view.items[0].cost[0] == 8 + 30 * media.AUDIO_PER_SECOND
 
 

@@ -48,7 +48,7 @@ def test_context_truncated_carries_the_result() -> None:
 
 
 def test_plan_never_raises_for_overflow() -> None:
-    t = ctxwin.load(adr_transcript())
+    t = ctxwin.load(adr_transcript(), estimator=ctxwin.SeedEstimator())
     p = ctxwin.plan(t, context_length=1100)
     assert p.result.overflow_at_floor
     assert p.output() == [adr_transcript()[i] for i in p.result.keep]

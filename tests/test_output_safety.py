@@ -241,7 +241,7 @@ def test_out_in_a_missing_folder(src: Path, tmp_path: Path) -> None:
 def test_a_failed_prune_writes_nothing(src: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"previous")
-    run = cli(["prune", str(src), str(out), "-c", "50", "--max-tokens", "0"])
+    run = cli(["prune", str(src), str(out), "-c", "5", "--max-tokens", "0"])
     assert run.exit_code == 3, run.stderr
     assert out.read_bytes() == b"previous"
     assert src.read_bytes() == DATA

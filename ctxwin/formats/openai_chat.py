@@ -49,6 +49,8 @@ ROLES = {
     "function": TOOL,
 }
 
+_PLAIN_ROLES = {"user": USER, "system": SYSTEM, "developer": SYSTEM}
+
 MEDIA_PART_TOKENS = 1105
 """Conservative flat cost of a non-text content part whose size is unknown."""
 
@@ -95,68 +97,124 @@ class OpenAIChat:
         base[0] += estimator.framing(self.name, has_tools=has_tools)
         view = View(self.name, [], base, model, max_tokens, prefix)
         items = view.items
+        append = items.append
         add_text = estimator.add_text
-        width = estimator.width
+        pad = [0] * (estimator.width - 1)
         per_message = estimator.per_message
+        per_tool_call = estimator.per_tool_call
+        prose, dense = Kind.PROSE, Kind.DENSE
         pending: dict[str, list[str]] = {}
         refs: list[str] = []
         for i, m in enumerate(messages):
-            if not isinstance(m, dict):
-                raise InputError(f"expected a message object, got {kind_of(m)}", view.where(i))
-            role_name = m.get("role")
-            role = ROLES.get(role_name) if isinstance(role_name, str) else None
-            if role is None:
-                if role_name is None:
-                    raise InputError('missing "role"', f"{view.where(i)}.role")
-                raise InputError(
-                    f"unknown role {role_name!r} (expected one of: {', '.join(ROLES)})",
-                    f"{view.where(i)}.role",
-                )
-            cost = [0] * width
-            cost[0] = per_message
-            kind = Kind.DENSE if role is TOOL else Kind.PROSE
-            content = m.get("content")
-            if isinstance(content, str):
-                add_text(cost, content, kind)
-            elif content is not None:
-                self._parts(content, kind, cost, estimator, f"{view.where(i)}.content", refs)
-            item = Item(role, cost)
-            if role is ASSISTANT:
-                calls = m.get("tool_calls")
-                if calls is not None:
-                    item.calls = self._calls(calls, cost, estimator, f"{view.where(i)}.tool_calls")
-                legacy = m.get("function_call")
-                if legacy is not None:
-                    at = f"{view.where(i)}.function_call"
-                    legacy = expect_dict(legacy, at)
-                    name = expect_str(legacy.get("name"), f"{at}.name")
-                    add_text(cost, name, Kind.PROSE)
-                    args = legacy.get("arguments", "")
-                    add_text(cost, expect_str(args, f"{at}.arguments"), Kind.DENSE)
-                    cost[0] += estimator.per_tool_call
-                    synthetic = f"{name}#{i}"
-                    pending.setdefault(name, []).append(synthetic)
-                    item.calls = (*item.calls, synthetic)
-            elif role_name == "function":
-                at = f"{view.where(i)}.name"
-                if "name" not in m:
-                    raise InputError('missing "name" on a function message', at)
-                name = expect_str(m["name"], at)
-                add_text(cost, name, Kind.PROSE)
-                queue = pending.get(name)
-                item.answers = (queue.pop(0) if queue else f"{name} (by name)",)
-            elif role is TOOL:
-                call_id = m.get("tool_call_id")
-                where = f"{view.where(i)}.tool_call_id"
-                if call_id is None:
-                    raise InputError('missing "tool_call_id" on a tool message', where)
-                add_text(cost, expect_str(call_id, where), Kind.DENSE)
-                item.answers = (call_id,)
-            items.append(item)
+            # Fast path for the common shapes: string or null content, well-formed
+            # tool calls and results. Strings of one kind are measured together
+            # (estimators are additive over concatenation). Anything else takes
+            # the checked path below, which also names the bad field.
+            if type(m) is dict:
+                role_name = m.get("role")
+                content = m.get("content")
+                if content is None:
+                    content = ""
+                if type(content) is str and type(role_name) is str:
+                    if role_name == "tool":
+                        call_id = m.get("tool_call_id")
+                        if type(call_id) is str:
+                            cost = [per_message, *pad]
+                            add_text(cost, content + call_id, dense)
+                            append(Item(TOOL, cost, answers=(call_id,)))
+                            continue
+                    elif role_name == "assistant":
+                        calls = m.get("tool_calls")
+                        if m.get("function_call") is None and (calls is None or calls == []):
+                            cost = [per_message, *pad]
+                            add_text(cost, content, prose)
+                            append(Item(ASSISTANT, cost))
+                            continue
+                        if type(calls) is list and m.get("function_call") is None:
+                            read = _fast_calls(calls)
+                            if read is not None:
+                                ids, names, args = read
+                                cost = [per_message + per_tool_call * len(ids), *pad]
+                                add_text(cost, content + names, prose)
+                                add_text(cost, args, dense)
+                                append(Item(ASSISTANT, cost, calls=ids))
+                                continue
+                    elif role_name in _PLAIN_ROLES:
+                        cost = [per_message, *pad]
+                        add_text(cost, content, prose)
+                        append(Item(_PLAIN_ROLES[role_name], cost))
+                        continue
+            append(self._read_message(m, i, view, estimator, pending, refs))
         if refs:
             each = media.openai_cost(media.unknown("pdf"))
             view.notes.append(unknown_documents_note(refs, each))
         return view
+
+    def _read_message(
+        self,
+        m: Any,
+        i: int,
+        view: View,
+        estimator: Estimator,
+        pending: dict[str, list[str]],
+        refs: list[str],
+    ) -> Item:
+        """Read one message with every check, naming the field that is wrong."""
+        add_text = estimator.add_text
+        width = estimator.width
+        per_message = estimator.per_message
+        if not isinstance(m, dict):
+            raise InputError(f"expected a message object, got {kind_of(m)}", view.where(i))
+        role_name = m.get("role")
+        role = ROLES.get(role_name) if isinstance(role_name, str) else None
+        if role is None:
+            if role_name is None:
+                raise InputError('missing "role"', f"{view.where(i)}.role")
+            raise InputError(
+                f"unknown role {role_name!r} (expected one of: {', '.join(ROLES)})",
+                f"{view.where(i)}.role",
+            )
+        cost = [0] * width
+        cost[0] = per_message
+        kind = Kind.DENSE if role is TOOL else Kind.PROSE
+        content = m.get("content")
+        if isinstance(content, str):
+            add_text(cost, content, kind)
+        elif content is not None:
+            self._parts(content, kind, cost, estimator, f"{view.where(i)}.content", refs)
+        item = Item(role, cost)
+        if role is ASSISTANT:
+            calls = m.get("tool_calls")
+            if calls is not None:
+                item.calls = self._calls(calls, cost, estimator, f"{view.where(i)}.tool_calls")
+            legacy = m.get("function_call")
+            if legacy is not None:
+                at = f"{view.where(i)}.function_call"
+                legacy = expect_dict(legacy, at)
+                name = expect_str(legacy.get("name"), f"{at}.name")
+                add_text(cost, name, Kind.PROSE)
+                args = legacy.get("arguments", "")
+                add_text(cost, expect_str(args, f"{at}.arguments"), Kind.DENSE)
+                cost[0] += estimator.per_tool_call
+                synthetic = f"{name}#{i}"
+                pending.setdefault(name, []).append(synthetic)
+                item.calls = (*item.calls, synthetic)
+        elif role_name == "function":
+            at = f"{view.where(i)}.name"
+            if "name" not in m:
+                raise InputError('missing "name" on a function message', at)
+            name = expect_str(m["name"], at)
+            add_text(cost, name, Kind.PROSE)
+            queue = pending.get(name)
+            item.answers = (queue.pop(0) if queue else f"{name} (by name)",)
+        elif role is TOOL:
+            call_id = m.get("tool_call_id")
+            where = f"{view.where(i)}.tool_call_id"
+            if call_id is None:
+                raise InputError('missing "tool_call_id" on a tool message', where)
+            add_text(cost, expect_str(call_id, where), Kind.DENSE)
+            item.answers = (call_id,)
+        return item
 
     @staticmethod
     def _calls(calls: Any, cost: list[int], estimator: Estimator, where: str) -> tuple[str, ...]:
@@ -243,3 +301,26 @@ def _file_media(part: dict[str, Any], at: str) -> media.Media:
     if parsed is not None:
         return media.sniff(parsed[1], parsed[0])
     return media.sniff(data, None)
+
+
+def _fast_calls(calls: list[Any]) -> tuple[tuple[str, ...], str, str] | None:
+    """``(ids, names, arguments + ids)`` of well-formed ``tool_calls``, else None."""
+    ids: list[str] = []
+    names: list[str] = []
+    dense: list[str] = []
+    for call in calls:
+        if type(call) is not dict:
+            return None
+        call_id = call.get("id")
+        fn = call.get("function")
+        if type(call_id) is not str or type(fn) is not dict:
+            return None
+        name = fn.get("name")
+        args = fn.get("arguments", "")
+        if type(name) is not str or type(args) is not str:
+            return None
+        ids.append(call_id)
+        names.append(name)
+        dense.append(args)
+        dense.append(call_id)
+    return tuple(ids), "".join(names), "".join(dense)

@@ -1,0 +1,677 @@
+"""The recorded-run commands: ``replay``, ``check`` and ``calibrate``.
+
+Registered on the ``ctxwin`` app by :mod:`ctxwin.cli` (import that module, not
+this one, first). The work happens in :mod:`ctxwin.simulate` and
+:mod:`ctxwin.checking`; this module parses flags, renders and picks the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import orjson
+import typer
+
+from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
+from ctxwin.cli import (
+    CalibrationOpt,
+    ContextOpt,
+    EstimatorOpt,
+    FormatOpt,
+    MaxInputOpt,
+    MaxOutputOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    QuietOpt,
+    SpecOpt,
+    TokenizerOpt,
+    _load_spec,
+    _say,
+)
+from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
+from ctxwin.estimate import default_estimator
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ctxwin.simulate import Options
+
+DEFAULT_ESTIMATOR = default_estimator().name
+"""The estimator these commands use unless --estimator names another (the library default)."""
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
+
+
+def _options(
+    *,
+    model: str | None,
+    model_spec: Path | None,
+    context_length: int | None,
+    max_output_tokens: int | None,
+    max_tokens: int | None,
+    calibration: float | None,
+    format_: str,
+    estimator: str,
+    tokenizer: str | None = None,
+) -> Options:
+    from ctxwin import estimate, formats
+    from ctxwin.simulate import Options
+
+    if format_ != formats.AUTO and format_ not in formats.names():
+        raise UsageError(
+            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
+        )
+    if tokenizer is not None:
+        estimator = estimate.TokenizerEstimator(tokenizer).name  # exit 2 when it cannot count
+    else:
+        try:
+            estimate.get_estimator(estimator)
+        except ValueError as exc:
+            raise UsageError(f"--estimator: {exc}") from None
+    return Options(
+        model=model,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        spec=_load_spec(model_spec),
+        calibration=calibration,
+        fmt=format_,
+        estimator=estimator,
+    )
+
+
+def _stdout_is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return f"{value:,}"
+
+
+_STYLE = {"fits": "green", "needs_pruning": "yellow", "truncated": "red", "invalid": "magenta"}
+
+
+# --- replay ------------------------------------------------------------------
+
+
+def replay(
+    run_files: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN...",
+            help="A recorded run (JSON or JSONL, any shape `check` reads; '-' reads stdin). "
+            "Recorded calls (request/response pairs, per-call logs, cassettes) in the files "
+            "and folders given are replayed as one run, in order.",
+        ),
+    ],
+    select: Annotated[
+        str | None,
+        typer.Option(
+            "--run", help="Replay only the runs whose name contains this text (e.g. an id)."
+        ),
+    ] = None,
+    model: ModelOpt = None,
+    model_spec: SpecOpt = None,
+    context_length: ContextOpt = None,
+    max_output_tokens: MaxOutputOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    calibration: CalibrationOpt = None,
+    format_: FormatOpt = "auto",
+    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
+    tokenizer: TokenizerOpt = None,
+    json_: JsonOpt = False,
+    max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
+    quiet: QuietOpt = False,
+) -> None:
+    """Simulate the agent loop over a recorded run, call by call.
+
+    Each model message marks one provider call; the request at call k is
+    everything before it. One manager sees the calls in order, learning
+    calibration from the usage each recorded call reported. Shows per call
+    the reported prompt tokens, the estimate, the budget, the calibration and
+    the turns dropped, and names the first call that would be pruned or
+    truncated. Exit 0 when every run survives (fits or is pruned), 3 when
+    some call would be truncated, 1 when the run cannot be read.
+    """
+    from ctxwin.runs import read_runs
+    from ctxwin.simulate import replay_run
+
+    options = _options(
+        model=model,
+        model_spec=model_spec,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        calibration=calibration,
+        format_=format_,
+        estimator=estimator,
+        tokenizer=tokenizer,
+    )
+    from ctxwin.checking import find_files
+    from ctxwin.runs import Run, join_recorded
+
+    runs: list[Run] = []
+    files = [p for p in run_files if p == STDIO]
+    found = find_files([p for p in run_files if p != STDIO])
+    if found.missing:
+        raise InputError(f"{found.missing[0]}: no such file, folder or match")
+    files += found.files
+    for path in files:
+        file_runs = read_runs(read_input(path, max_input_bytes))
+        if len(files) > 1:
+            for r in file_runs:
+                r.name = f"{path} {r.name}".strip()
+        runs.extend(file_runs)
+    if not files:
+        raise InputError("no recorded runs: the folders hold no .json, .jsonl or .traj files")
+    run_file = files[0]
+    if len(files) > 1:
+        try:
+            run_file = os.path.commonpath(files)
+        except ValueError:  # stdin among files
+            run_file = "(inputs)"
+    runs = join_recorded(runs, "" if len(files) == 1 else run_file)
+    if select is not None:
+        runs = [r for r in runs if select in r.name]
+        if not runs:
+            raise InputError(f"--run: no run in {run_file} is named like {select!r}")
+    reports = []
+    errors: list[str] = []
+    for run in runs:
+        try:
+            reports.append(replay_run(run, options))
+        except CtxwinError as exc:
+            errors.append(f"{run.name}: {exc}" if run.name else str(exc))
+    if errors and not reports:
+        raise InputError(errors[0])
+    if not quiet:
+        for error in errors:
+            _say(f"warning: skipped {error}")
+    if not any(rep["calls"] for rep in reports):
+        raise InputError(f"{run_file}: no provider calls (no model messages) to replay")
+    if json_:
+        payload = {"runs": reports}
+        write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    else:
+        from rich.console import Console
+
+        console = Console()
+        chart = _stdout_is_tty()
+        for rep in reports:
+            _render_replay(rep, console, chart=chart)
+    truncated = [rep for rep in reports if rep["first_truncated"] is not None]
+    invalid = [rep for rep in reports if rep["invalid_calls"]]
+    if not quiet:
+        for rep in invalid:
+            first = next(r for r in rep["rows"] if r["status"] == "invalid")
+            _say(f"warning: {rep['run'] or run_file} call {first['call']}: {first['error']}")
+    if truncated:
+        if not quiet:
+            for rep in truncated:
+                _say(
+                    f"context truncated: {rep['run'] or run_file} would stop at call "
+                    f"{rep['first_truncated']} of {rep['calls']}"
+                )
+        raise typer.Exit(int(ExitCode.CONTEXT_TRUNCATED))
+    if invalid and len(invalid) == len(reports):
+        raise typer.Exit(int(ExitCode.BAD_INPUT))
+
+
+def _render_replay(rep: dict[str, Any], console: Console, *, chart: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    title = rep["run"] or "run"
+    rows = rep["rows"]
+    table = Table(title=Text(f"{title} ({rep['shape']})"), title_justify="left")
+    for col in ("call", "msgs", "reported", "estimate", "budget", "calib", "dropped", "status"):
+        table.add_column(col, justify="left" if col == "status" else "right")
+    for r in rows:
+        status = r["status"]
+        table.add_row(
+            str(r["call"]),
+            _num(r.get("messages")),
+            _num(r.get("reported_tokens")),
+            _num(r.get("estimated_tokens")),
+            _num(r.get("budget")),
+            _num(r.get("calibration")),
+            _num(r.get("dropped_turns")),
+            Text(status.replace("_", " "), style=_STYLE[status]),
+        )
+    console.print(table)
+    if chart:
+        _render_chart(rows, console)
+    model = rep["model"] or "(no model named)"
+    window = _num(rep["context_length"])
+    parts = [
+        f"{rep['calls']} calls ({rep['calls_with_usage']} with usage), {model}, window {window}"
+    ]
+    parts.append(
+        f"first pruned at call {rep['first_pruned']}" if rep["first_pruned"] else "never pruned"
+    )
+    if rep["first_truncated"]:
+        parts.append(f"truncated at call {rep['first_truncated']}: the run would stop there")
+    if rep["under_estimates"]:
+        parts.append(f"{rep['under_estimates']} estimates under the reported count")
+    parts.append(f"calibration {rep['final_calibration']:.3f} at the end")
+    console.print(Text("; ".join(parts)))
+    console.print()
+
+
+def _render_chart(rows: list[dict[str, Any]], console: Console) -> None:
+    """Horizontal bars: estimate per call (``·``: reported count) against the budget (``│``)."""
+    from rich.text import Text
+
+    data = [r for r in rows if "estimated_tokens" in r]
+    if not data:
+        return
+    width = max(20, min(console.width - 16, 100))
+    top = max(
+        max(r["estimated_tokens"], r.get("reported_tokens") or 0, r["budget"], 1) for r in data
+    )
+    scale = width / top
+    console.print(Text("tokens per call: █ estimate, · reported, │ budget", style="dim"))
+    for r in data:
+        est = round(r["estimated_tokens"] * scale)
+        budget_at = min(width - 1, round(r["budget"] * scale)) if r["budget"] > 0 else -1
+        reported = r.get("reported_tokens")
+        rep_at = min(width - 1, round(reported * scale)) if reported else -1
+        style = _STYLE[r["status"]]
+        cells: list[tuple[str, str]] = []
+        for x in range(width):
+            if x == budget_at:
+                cells.append(("│", "bold"))
+            elif x == rep_at:
+                cells.append(("·", "bold cyan"))
+            elif x < est:
+                cells.append(("█", style))
+            else:
+                cells.append((" ", ""))
+        line = Text(f"{r['call']:>4} ")
+        run_text, run_style = "", ""
+        for ch, st in cells:  # one span per run of equal style
+            if st != run_style and run_text:
+                line.append(run_text, style=run_style)
+                run_text = ""
+            run_text += ch
+            run_style = st
+        line.append(run_text, style=run_style)
+        line.append(f" {r['estimated_tokens']:,}")
+        console.print(line, overflow="crop", no_wrap=True)
+
+
+# --- check -------------------------------------------------------------------
+
+
+class FailOn(StrEnum):
+    pruned = "pruned"
+    truncated = "truncated"
+    never = "never"
+
+
+def check(
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="PATH...",
+            help="Files, folders (recursive: *.json, *.jsonl, *.ndjson, *.traj) and globs; "
+            "'-' reads stdin.",
+        ),
+    ],
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", "-j", min=0, help="Worker processes (0: all cores)."),
+    ] = 0,
+    fail_on: Annotated[
+        FailOn,
+        typer.Option(
+            "--fail-on",
+            help="Which verdict fails: 'pruned' (exit 4, or 3 when any would truncate), "
+            "'truncated' (exit 3 only), 'never' (exit 0 unless some input is invalid).",
+            case_sensitive=False,
+        ),
+    ] = FailOn.pruned,
+    model: ModelOpt = None,
+    model_spec: SpecOpt = None,
+    context_length: ContextOpt = None,
+    max_output_tokens: MaxOutputOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    calibration: CalibrationOpt = None,
+    format_: FormatOpt = "auto",
+    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
+    tokenizer: TokenizerOpt = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print {summary, rows} as one JSON document.")
+    ] = False,
+    jsonl: Annotated[bool, typer.Option("--jsonl", help="Print one JSON row per line.")] = False,
+    worst: Annotated[
+        int, typer.Option("--worst", min=0, help="How many worst offenders the summary lists.")
+    ] = 10,
+    max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
+    quiet: QuietOpt = False,
+) -> None:
+    """Check recorded transcripts against the model spec, in parallel.
+
+    Reads JSON or JSONL (one request body or run per line) in every shape
+    `replay` reads. Each transcript fits, needs pruning, would be truncated,
+    or is invalid (one row with its error; never a traceback). Exit 0 when
+    all fit; 4 when some need pruning and none would truncate; 3 when any
+    would truncate; 1 when any is invalid. --fail-on chooses which verdict fails.
+    """
+    from ctxwin.checking import check_paths, default_jobs, find_files
+
+    if json_ and jsonl:
+        raise UsageError("--json and --jsonl: choose one")
+    options = _options(
+        model=model,
+        model_spec=model_spec,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        calibration=calibration,
+        format_=format_,
+        estimator=estimator,
+        tokenizer=tokenizer,
+    )
+    stdin_rows: list[dict[str, Any]] = []
+    if STDIO in paths:
+        from ctxwin.checking import check_bytes
+
+        stdin_rows = check_bytes(read_input(STDIO, max_input_bytes), STDIO, options)
+        paths = [p for p in paths if p != STDIO]
+    found = find_files(paths)
+    if not found.files and not found.missing and not stdin_rows:
+        raise InputError("no files to check: the folders hold no .json, .jsonl or .traj files")
+    workers = jobs or default_jobs()
+    order = {p: i for i, p in enumerate(found.files)}
+    rows: list[dict[str, Any]] = []
+    show_progress = not quiet and sys.stderr.isatty() and len(found.files) > 1
+    if show_progress:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        # Refreshed by hand: no refresh thread may run when worker processes are forked.
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+            auto_refresh=False,
+        ) as progress:
+            task = progress.add_task(f"checking ({workers} workers)", total=len(found.files))
+
+            def advance(n: int) -> None:
+                progress.advance(task, n)
+                progress.refresh()
+
+            for row in check_paths(
+                found.files, options, jobs=workers, max_bytes=max_input_bytes, on_file_done=advance
+            ):
+                rows.append(row)
+    else:
+        rows.extend(check_paths(found.files, options, jobs=workers, max_bytes=max_input_bytes))
+    # Stable output: file order, then run order within a file (workers finish in any order).
+    rows = [r for _, r in sorted(enumerate(rows), key=lambda ir: (order[ir[1]["path"]], ir[0]))]
+    missing = "no such file, folder or match"
+    rows += [{"path": a, "run": "", "status": "invalid", "error": missing} for a in found.missing]
+    rows = stdin_rows + rows
+    summary = _check_summary(rows, found, worst)
+    if summary["not_enforced"] and not quiet:
+        _say(
+            f"warning: {summary['not_enforced']} transcripts have a budget that is not positive "
+            "(the window is smaller than reserve + safety): nothing was checked for them"
+        )
+    if jsonl:
+        write_stdout(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))
+    elif json_:
+        payload = {"summary": summary, "rows": rows}
+        write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    else:
+        from rich.console import Console
+
+        _render_check(summary, Console())
+    raise typer.Exit(int(check_exit_code(summary["counts"], fail_on.value)))
+
+
+def check_exit_code(counts: dict[str, int], fail_on: str) -> ExitCode:
+    """The exit code of ``check`` for these verdict counts."""
+    if counts.get("invalid", 0):
+        return ExitCode.BAD_INPUT
+    if fail_on == "never":
+        return ExitCode.OK
+    if counts.get("truncated", 0):
+        return ExitCode.CONTEXT_TRUNCATED
+    if fail_on == "pruned" and counts.get("needs_pruning", 0):
+        return ExitCode.NEEDS_PRUNING
+    return ExitCode.OK
+
+
+def _check_summary(rows: list[dict[str, Any]], found: Any, worst: int) -> dict[str, Any]:
+    from ctxwin.simulate import STATUSES
+
+    counts = dict.fromkeys(STATUSES, 0)
+    for r in rows:
+        counts[r["status"]] += 1
+    offenders = sorted(
+        (r for r in rows if r["status"] in ("needs_pruning", "truncated")),
+        key=lambda r: -(r["over_by"]),
+    )[:worst]
+    invalid = [r for r in rows if r["status"] == "invalid"][:worst]
+    return {
+        "files": len(found.files),
+        "skipped_files": len(found.skipped),
+        "missing": list(found.missing),
+        "transcripts": len(rows),
+        "counts": counts,
+        "not_enforced": sum(1 for r in rows if r.get("enforced") is False),
+        "worst": [
+            {
+                k: r.get(k)
+                for k in ("path", "run", "status", "estimated_tokens", "budget", "over_by")
+            }
+            for r in offenders
+        ],
+        "invalid": [{k: r.get(k) for k in ("path", "run", "error")} for r in invalid],
+    }
+
+
+def _render_check(summary: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    counts = summary["counts"]
+    total = summary["transcripts"] or 1
+    listed = [r["path"] for r in summary["worst"] + summary["invalid"]]
+    base = os.path.commonpath(listed) if len(listed) > 1 else ""
+    if base and not os.path.isdir(base):
+        base = os.path.dirname(base)
+
+    def short(path: str) -> Text:
+        return Text(os.path.relpath(path, base) if base else path)
+
+    table = Table(
+        title=Text(f"{summary['transcripts']:,} transcripts in {summary['files']:,} files")
+    )
+    table.add_column("verdict")
+    table.add_column("count", justify="right")
+    table.add_column("share", justify="right")
+    for status, label in (
+        ("fits", "fits"),
+        ("needs_pruning", "needs pruning"),
+        ("truncated", "truncated"),
+        ("invalid", "invalid"),
+    ):
+        n = counts[status]
+        table.add_row(Text(label, style=_STYLE[status]), f"{n:,}", f"{100 * n / total:.1f}%")
+    console.print(table)
+    if base:
+        console.print(Text(f"files below {base}", style="dim"))
+    if summary["worst"]:
+        w = Table(title=Text("worst offenders (estimate over budget)"), title_justify="left")
+        for col in ("file", "run", "estimate", "budget", "over by", "verdict"):
+            w.add_column(col, justify="left" if col in ("file", "run", "verdict") else "right")
+        for r in summary["worst"]:
+            w.add_row(
+                short(r["path"]),
+                Text(r["run"] or ""),
+                _num(r["estimated_tokens"]),
+                _num(r["budget"]),
+                _num(r["over_by"]),
+                Text(r["status"].replace("_", " "), style=_STYLE[r["status"]]),
+            )
+        console.print(w)
+    if summary["invalid"]:
+        bad = Table(title=Text("invalid"), title_justify="left")
+        bad.add_column("file")
+        bad.add_column("run")
+        bad.add_column("error")
+        for r in summary["invalid"]:
+            bad.add_row(short(r["path"]), Text(r["run"] or ""), Text(r["error"] or ""))
+        console.print(bad)
+    if summary["skipped_files"]:
+        console.print(
+            Text(
+                f"{summary['skipped_files']} files in folders skipped "
+                "(not .json, .jsonl, .ndjson or .traj)",
+                style="dim",
+            )
+        )
+
+
+# --- calibrate ---------------------------------------------------------------
+
+
+def calibrate(
+    logs: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="LOG...",
+            help="Recorded request/usage pairs: files, folders and globs "
+            '(JSONL of {"request", "response"}, cassettes, per-call logs, eval output).',
+        ),
+    ],
+    model: ModelOpt = None,
+    model_spec: SpecOpt = None,
+    context_length: ContextOpt = None,
+    max_output_tokens: MaxOutputOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    calibration: CalibrationOpt = None,
+    format_: FormatOpt = "auto",
+    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
+    tokenizer: TokenizerOpt = None,
+    json_: JsonOpt = False,
+    max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
+    quiet: QuietOpt = False,
+) -> None:
+    """Compare estimates with the prompt tokens providers reported.
+
+    For every recorded call with usage: estimate ÷ reported. Then the
+    calibration factor that would have made every estimate safe (≥ reported),
+    and the waste at that factor. Exit 1 when no call has usable usage.
+    """
+    from ctxwin.checking import find_files
+    from ctxwin.runs import read_runs
+    from ctxwin.simulate import calibration_rows, calibration_summary
+
+    options = _options(
+        model=model,
+        model_spec=model_spec,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        calibration=calibration,
+        format_=format_,
+        estimator=estimator,
+        tokenizer=tokenizer,
+    )
+    found = find_files(logs)
+    if not quiet:
+        for arg in found.missing:
+            _say(f"warning: {arg}: no such file, folder or match")
+    rows: list[dict[str, Any]] = []
+    for path in found.files:
+        try:
+            data = read_input(path, max_input_bytes)
+        except InputError as exc:
+            rows.append({"path": path, "error": str(exc)})
+            continue
+        for run in read_runs(data):
+            rows.extend({"path": path, **row} for row in calibration_rows(run, options))
+    usable = [r for r in rows if "raw_tokens" in r]
+    if not quiet:
+        skipped = [r for r in rows if "error" in r]
+        if skipped:
+            _say(
+                f"warning: {len(skipped)} calls or files skipped (first: "
+                f"{skipped[0]['path']} {skipped[0].get('where', '')}: {skipped[0]['error']})"
+            )
+    if not usable:
+        raise InputError("no recorded calls with usable usage (prompt token counts) found")
+    summary = calibration_summary(rows)
+    models: dict[str, list[dict[str, Any]]] = {}
+    for r in usable:
+        models.setdefault(r["model"] or "(unknown)", []).append(r)
+    by_model = {m: calibration_summary(rs) for m, rs in sorted(models.items())}
+    if json_:
+        payload = {"summary": summary, "by_model": by_model, "rows": rows}
+        write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        return
+    from rich.console import Console
+
+    _render_calibrate(usable, summary, by_model, Console())
+
+
+def _render_calibrate(
+    rows: list[dict[str, Any]],
+    summary: dict[str, Any],
+    by_model: dict[str, dict[str, Any]],
+    console: Console,
+) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    calls = Table(title=Text("estimate ÷ reported per call"), title_justify="left")
+    for col in ("file", "call", "model", "reported", "estimate", "ratio", "needs"):
+        calls.add_column(col, justify="left" if col in ("file", "model") else "right")
+    for r in rows:
+        ratio = r["ratio"]
+        calls.add_row(
+            Text(Path(r["path"]).name + (f" {r['run']}" if r.get("run") else "")),
+            str(r["call"]),
+            Text(r["model"] or ""),
+            _num(r["reported_tokens"]),
+            _num(r["estimated_tokens"]),
+            Text(_num(ratio), style="red" if ratio is not None and ratio < 1 else "green"),
+            _num(r["needed"]),
+        )
+    console.print(calls)
+    title = "safe calibration (every estimate ≥ reported; needed: the largest reported ÷ raw)"
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("model", "calls", "under at seed", "ratio range", "needed", "safe factor", "waste"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+
+    def add(name: str, s: dict[str, Any]) -> None:
+        table.add_row(
+            Text(name),
+            f"{s['calls']:,}",
+            f"{s['under_estimates_at_seed']:,}",
+            f"{s['ratio_min']:.2f}–{s['ratio_max']:.2f}",
+            f"{s['needed_max']:.4f}",
+            f"{s['safe_calibration']:.4f}",
+            f"{s['waste_percent']:.1f}% (max {s['waste_percent_max']:.1f}%)",
+        )
+
+    for name, s in by_model.items():
+        add(name, s)
+    add("all", summary)
+    console.print(table)

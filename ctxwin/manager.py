@@ -1,0 +1,218 @@
+"""The stateful collaborator of an agent loop: bound every send, learn from usage.
+
+:class:`ContextWindowManager` is the library form of the design's
+``ContextWindowManager``. Call :meth:`~ContextWindowManager.fit` before every
+provider send with the request and the usage the *previous* call reported::
+
+    manager = ctxwin.ContextWindowManager("gpt-4o")
+    usage = None                                  # None: a new run
+    while True:
+        try:
+            sent = manager.fit(request, last_usage=usage)
+        except ctxwin.ContextTruncated as exc:    # stop the loop, no provider call
+            reason = "context_truncated"
+            break
+        response = provider.send(sent.request)
+        usage = response["usage"]
+        request = sent.request | {"messages": [*sent.request["messages"], ...]}
+
+Promises:
+
+* ``last_usage=None`` resets the calibration to the seed, so one manager
+  shared by many runs never carries one run's calibration into the next;
+* otherwise the calibration grows toward ``reported ÷ raw`` where ``raw`` is
+  the uncalibrated estimate of the request that was sent; it never shrinks;
+* a pruned request is what the caller keeps: the next request is built on
+  ``sent.request``, so dropped turns stay dropped;
+* when even the floor (head + newest turn) exceeds the budget, nothing is
+  returned to send: :class:`~ctxwin.errors.ContextTruncated` carries the fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ctxwin.budget import Budget
+from ctxwin.calibration import grow, prompt_tokens_from_usage
+from ctxwin.core import Transcript, load, plan
+from ctxwin.errors import ContextTruncated
+from ctxwin.estimate import Estimator, default_calibration, default_estimator
+from ctxwin.formats import AUTO
+from ctxwin.prune import FitResult
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedFit:
+    """What :meth:`ContextWindowManager.fit` decided for one send."""
+
+    request: Any
+    """The body to send: the input itself when it fits, else the pruned body."""
+    result: FitResult
+    budget: Budget
+    transcript: Transcript
+    raw_tokens_sent: int
+    """Uncalibrated estimate of :attr:`request` (what calibration learns against)."""
+
+    @property
+    def messages(self) -> list[Any]:
+        """The kept entries of the message list, as sent."""
+        body = self.request
+        items = body if isinstance(body, list) else body.get(self.transcript.view.items_path, [])
+        return list(items) if isinstance(items, list) else []
+
+    @property
+    def pruned(self) -> bool:
+        return self.result.pruned
+
+    @property
+    def dropped_turns(self) -> int:
+        return self.result.dropped_turns
+
+    @property
+    def kept_turns(self) -> int:
+        return self.result.kept_turns
+
+    @property
+    def estimated_tokens(self) -> int:
+        """Estimate of the request as given (before pruning)."""
+        return self.result.estimated_tokens
+
+    @property
+    def estimated_tokens_after(self) -> int:
+        """Estimate of :attr:`request`."""
+        return self.result.estimated_tokens_after
+
+    @property
+    def overflow_at_floor(self) -> bool:
+        return self.result.overflow_at_floor
+
+    @property
+    def calibration(self) -> float:
+        return self.result.calibration
+
+
+def _raw_of_kept(transcript: Transcript, keep: list[int]) -> int:
+    view = transcript.view
+    total = list(view.base)
+    width = len(total)
+    items = view.items
+    for i in keep:
+        cost = items[i].cost
+        for k in range(width):
+            total[k] += cost[k]
+    return transcript.estimator.raw(total)
+
+
+def default_seed(estimator: Estimator, model: str | None) -> float:
+    """The calibration a run starts from when no seed is given (see ``default_calibration``)."""
+    return default_calibration(estimator.name, model)
+
+
+class ContextWindowManager:
+    """Bounds each request of one agent run to the model's window (stateful per run).
+
+    The model spec is resolved per request as everywhere in ctxwin: the
+    arguments given here, else the body's ``model`` and ``max_tokens``, else
+    the built-in table, else an 8192-token fallback.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        context_length: int | None = None,
+        max_output_tokens: int | None = None,
+        max_tokens: int | None = None,
+        spec: Any = None,
+        calibration_seed: float | None = None,
+        estimator: Estimator | None = None,
+        fmt: str = AUTO,
+    ) -> None:
+        self.model = model
+        self.context_length = context_length
+        self.max_output_tokens = max_output_tokens
+        self.max_tokens = max_tokens
+        self.spec = spec
+        self.calibration_seed = calibration_seed
+        """The factor each run starts from; ``None``: :func:`default_seed` for the run's model."""
+        self.estimator = estimator or default_estimator()
+        self.fmt = fmt
+        self._seed: float | None = calibration_seed
+        self._learned: float | None = None
+        self._sent_raw: int | None = None
+
+    @property
+    def calibration(self) -> float:
+        """The current calibration factor (the seed, or what reported usage taught)."""
+        if self._learned is not None:
+            return self._learned
+        if self._seed is not None:
+            return self._seed
+        return default_seed(self.estimator, self.model)
+
+    def reset(self) -> None:
+        """Start a new run: calibration back to the seed, no previous send."""
+        self._seed = self.calibration_seed
+        self._learned = None
+        self._sent_raw = None
+
+    def observe(self, usage: Mapping[str, Any] | None, *, raw_tokens: int | None = None) -> float:
+        """Learn from the usage a provider reported; returns the calibration.
+
+        ``raw_tokens`` is the uncalibrated estimate of the request that
+        ``usage`` counts; by default the last request :meth:`fit` returned.
+        Usage without a recognizable prompt count teaches nothing.
+        """
+        raw = self._sent_raw if raw_tokens is None else raw_tokens
+        reported = prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
+        if raw is not None and reported is not None:
+            self._learned = grow(self.calibration, raw, reported)
+        return self.calibration
+
+    def evaluate(self, request: Any) -> ManagedFit:
+        """Fit ``request`` at the current calibration (no change but the run's seed).
+
+        The first request of a run fixes the run's seed when none was given
+        (it may depend on the request's model). Never raises for an overflow:
+        ``result.overflow_at_floor`` says so. Raises
+        :class:`~ctxwin.errors.InputError` for a body it cannot read.
+        """
+        return self.evaluate_transcript(load(request, self.fmt, self.estimator))
+
+    def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
+        """:meth:`evaluate` for a request that is already read."""
+        if self._learned is None and self._seed is None:
+            self._seed = default_seed(self.estimator, self.model or transcript.view.model)
+        p = plan(
+            transcript,
+            model=self.model,
+            context_length=self.context_length,
+            max_output_tokens=self.max_output_tokens,
+            max_tokens=self.max_tokens,
+            spec=self.spec,
+            calibration=self.calibration,
+        )
+        result = p.result
+        raw_sent = _raw_of_kept(transcript, result.keep) if result.pruned else result.raw_tokens
+        return ManagedFit(p.output(), result, p.budget, transcript, raw_sent)
+
+    def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:
+        """Bound ``request`` before a send.
+
+        ``last_usage`` is the usage the previous call of this run reported
+        (``None`` starts a new run and resets the calibration). Returns the
+        body to send; raises :class:`~ctxwin.errors.ContextTruncated` (carrying
+        the fit of the floor) when even head + newest turn exceed the budget.
+        """
+        if last_usage is None:
+            self.reset()
+        else:
+            self.observe(last_usage)
+        managed = self.evaluate(request)
+        if managed.result.overflow_at_floor:
+            self._sent_raw = None
+            raise ContextTruncated(managed.result)
+        self._sent_raw = managed.raw_tokens_sent
+        return managed

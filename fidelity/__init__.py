@@ -1,0 +1,1 @@
+"""Estimator fidelity harness: estimate ÷ real tokens, per content class and per transcript."""

@@ -1,0 +1,247 @@
+"""Estimator fidelity: estimate ÷ real tokens, per stress class, transcript and provider call.
+
+    python -m fidelity.run [--corpus DIR] [--out fidelity/results.md] [--estimator NAME ...]
+
+*Real* tokens of a body, for a tokenizer: the tokens of every string the
+adapter counts (message contents, tool names, arguments and call ids, the
+serialized ``tools`` block) + 3 per message + the request-level framing the
+estimators add (:func:`ctxwin.estimate.provider_framing`: 3 for the reply
+priming, and a provider's hidden tool prompt when the body has tools) —
+applied alike to all four encodings. A stress sample is
+one user message holding the generated text. *Estimate*: the estimator's raw
+count × its default calibration seed (what ``ctxwin estimate`` reports with
+default settings). Provider rows divide the estimate of the exact body sent,
+read by its own adapter, by the prompt tokens the provider reported (cache
+included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctxwin.estimate import (
+    TOKENIZERS,
+    Estimator,
+    TokenizerEstimator,
+    calibrated,
+    default_calibration,
+    get_estimator,
+)
+from ctxwin.formats import get_adapter
+from ctxwin.prune import total_cost
+from fidelity import corpus, stress
+
+SHORT = {"o200k_base": "o200k", "cl100k_base": "cl100k", "llama3": "Llama 3", "qwen3": "Qwen 3"}
+
+
+class RealCount(TokenizerEstimator):
+    """The harness's definition of real tokens (see the module docstring)."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__(encoding, per_message=3, per_tool_call=0)
+
+
+def count(body: Any, est: Estimator, fmt: str = "auto") -> int:
+    """Raw tokens of ``body``, read by the adapter for ``fmt`` (detected by default)."""
+    view = get_adapter(body, fmt).read(body, est)
+    return est.raw(total_cost(view))
+
+
+def estimate(body: Any, est: Estimator, fmt: str = "auto", model: str | None = None) -> int:
+    return calibrated(count(body, est, fmt), default_calibration(est.name, model))
+
+
+def _r(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+@dataclass
+class Summary:
+    under: int = 0
+    checked: int = 0
+
+    def see(self, ratio: float) -> None:
+        self.checked += 1
+        if ratio < 1:
+            self.under += 1
+
+
+def stress_section(ests: Sequence[Estimator], reals: Sequence[RealCount]) -> list[str]:
+    lines = ["## Stress classes", ""]
+    lines.append(
+        "Worst (lowest) estimate ÷ real over 5 seeded samples per class (20,000 characters "
+        "and 4 random shorter sizes); below 1.00 is an under-count."
+    )
+    lines.append("")
+    header = ["class"]
+    for est in ests:
+        header += [f"{est.name} ÷ {SHORT[r.encoding]}" for r in reals]
+    rows = []
+    summaries = {e.name: Summary() for e in ests}
+    for label, texts in stress.samples().items():
+        row = [label]
+        for est in ests:
+            for real in reals:
+                worst = min(estimate(_msg(t), est) / count(_msg(t), real) for t in texts)
+                summaries[est.name].see(worst)
+                row.append(_r(worst))
+        rows.append(row)
+    lines += _table(header, rows)
+    lines.append("")
+    for name, s in summaries.items():
+        lines.append(f"- `{name}`: {s.under} under-counts in {s.checked} class × tokenizer cells.")
+    lines.append("")
+    return lines
+
+
+def _msg(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def transcript_section(
+    root: Path, ests: Sequence[Estimator], reals: Sequence[RealCount]
+) -> tuple[list[str], list[str]]:
+    by_source: dict[str, list[tuple[str, dict[str, list[float]]]]] = {}
+    detail = ["## Every transcript", ""]
+    header = ["source", "transcript", "o200k tokens"]
+    for est in ests:
+        header += [f"{est.name} ÷ {SHORT[r.encoding]}" for r in reals]
+    rows = []
+    for t in corpus.transcripts(root):
+        real = {r.encoding: count(t.body, r) for r in reals}
+        ratios: dict[str, list[float]] = {}
+        row = [t.source, t.name, f"{real['o200k_base']:,}"]
+        for est in ests:
+            e = estimate(t.body, est)
+            ratios[est.name] = [e / real[r.encoding] for r in reals]
+            row += [_r(x) for x in ratios[est.name]]
+        rows.append(row)
+        by_source.setdefault(t.source, []).append((t.name, ratios))
+    detail += _table(header, rows)
+    detail.append("")
+    lines = ["## Real transcripts", ""]
+    lines.append("Estimate ÷ real per transcript: median (min–max) over each source's transcripts.")
+    lines.append("")
+    header = ["source", "n"]
+    for est in ests:
+        header += [f"{est.name} ÷ {SHORT[r.encoding]}" for r in reals]
+    rows = []
+    groups = [*by_source.items(), ("all", [x for v in by_source.values() for x in v])]
+    for source, items in groups:
+        row = [source, str(len(items))]
+        for est in ests:
+            for i in range(len(reals)):
+                xs = [r[est.name][i] for _, r in items]
+                row.append(f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})")
+        rows.append(row)
+    lines += _table(header, rows)
+    lines.append("")
+    everything = groups[-1][1]
+    for est in ests:
+        under = sum(1 for _, r in everything for x in r[est.name] if x < 1)
+        med = statistics.median(r[est.name][0] for _, r in everything)
+        lines.append(
+            f"- `{est.name}`: median over-count vs o200k_base {100 * (med - 1):.1f} %; "
+            f"{under} under-counts in {len(everything) * len(reals)} transcript × tokenizer pairs."
+        )
+    lines.append("")
+    return lines, detail
+
+
+def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], list[str]]:
+    detail = ["## Every provider-reported call", ""]
+    header = ["source", "call", "format", "model", "reported"]
+    header += [f"{e.name} ÷ reported" for e in ests]
+    rows = []
+    groups: dict[str, list[list[float]]] = {}
+    for u in corpus.usages(root):
+        ratios = [estimate(u.body, e, u.fmt, u.model) / u.reported for e in ests]
+        rows.append([u.source, u.name, u.fmt, u.model, f"{u.reported:,}", *map(_r, ratios)])
+        key = f"{u.source}: {_family(u.model)} ({u.fmt})"
+        groups.setdefault(key, []).append(ratios)
+    detail += _table(header, rows)
+    detail.append("")
+    lines = ["## Provider-reported prompt tokens", ""]
+    lines.append(
+        "Estimate of the exact request body ÷ the prompt tokens its provider reported: "
+        "median (min–max) per source."
+    )
+    lines.append("")
+    head = ["source", "calls"] + [f"{e.name} ÷ reported" for e in ests]
+    srows = []
+    every = [r for v in groups.values() for r in v]
+    for key, items in [*sorted(groups.items()), ("all", every)]:
+        row = [key, str(len(items))]
+        for i in range(len(ests)):
+            xs = [r[i] for r in items]
+            row.append(f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})")
+        srows.append(row)
+    lines += _table(head, srows)
+    lines.append("")
+    for i, e in enumerate(ests):
+        under = sum(1 for r in every if r[i] < 1)
+        lines.append(f"- `{e.name}`: {under} under-counts in {len(every)} provider-reported calls.")
+    lines.append("")
+    return lines, detail
+
+
+def _family(model: str) -> str:
+    """``litellm_proxy/claude-sonnet-4-20250514`` → ``claude-sonnet-4``."""
+    name = model.rsplit("/", 1)[-1]
+    parts = name.split("-")
+    while parts and parts[-1].isdigit() and len(parts[-1]) >= 4:
+        parts.pop()
+    if len(parts) > 3 and parts[-3:] and all(p.isdigit() for p in parts[-3:]):
+        parts = parts[:-3]
+    return "-".join(parts) or "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fidelity.run", description=__doc__)
+    parser.add_argument("--corpus", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results.md")
+    parser.add_argument("--estimator", action="append", default=None)
+    args = parser.parse_args(argv)
+    ests = [get_estimator(n) for n in (args.estimator or ["content", "seed"])]
+    reals = [RealCount(name) for name in TOKENIZERS]
+    root = args.corpus or corpus.corpus_dir()
+    out = ["# Estimator fidelity", ""]
+    out.append(
+        "Generated by `make fidelity` (`python -m fidelity.run`). Estimates use each "
+        "estimator's default calibration seed ("
+        + ", ".join(f"`{e.name}` × {default_calibration(e.name):g}" for e in ests)
+        + ")."
+    )
+    out.append("")
+    out += stress_section(ests, reals)
+    details: list[str] = []
+    if root is None:
+        out.append("Corpus not found (set CTXWIN_CORPUS or place it at ../shared/corpus).")
+    else:
+        lines, detail = transcript_section(root, ests, reals)
+        out += lines
+        details += detail
+        lines, detail = provider_section(root, ests)
+        out += lines
+        details += detail
+    text = "\n".join(out)
+    sys.stdout.write(text + "\n")
+    args.out.write_text(text + "\n" + "\n".join(details) + "\n", encoding="utf-8")
+    sys.stderr.write(f"wrote {args.out}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""The content-aware default estimator: additive, monotonic, content-sensitive."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from ctxwin.cli import app
+from ctxwin.errors import UsageError
+from ctxwin.estimate import (
+    ANTHROPIC_TOOL_PROMPT,
+    SCALE,
+    ContentEstimator,
+    Kind,
+    TokenizerEstimator,
+    default_calibration,
+    default_estimator,
+    get_estimator,
+    provider_framing,
+)
+
+HAS_BPE = importlib.util.find_spec("quicktok") is not None
+needs_bpe = pytest.mark.skipif(not HAS_BPE, reason="needs the bpe extra (quicktok)")
+
+
+def cost(text: str) -> list[int]:
+    est = ContentEstimator()
+    c = [0] * est.width
+    est.add_text(c, text, Kind.PROSE)
+    return c
+
+
+def test_default_is_content() -> None:
+    assert default_estimator().name == "content"
+    assert get_estimator("content").name == "content"
+    assert get_estimator("seed").name == "seed"
+
+
+@settings(max_examples=300)
+@given(st.text(), st.text())
+def test_additive(a: str, b: str) -> None:
+    together = cost(a + b)
+    apart = [x + y for x, y in zip(cost(a), cost(b), strict=True)]
+    assert together == apart
+
+
+@settings(max_examples=300)
+@given(st.text(), st.text(min_size=1))
+def test_monotonic(a: str, b: str) -> None:
+    est = ContentEstimator()
+    assert est.raw(cost(a + b)) >= est.raw(cost(a))
+    assert cost(b)[1] > 0
+
+
+@settings(max_examples=100)
+@given(st.binary())
+def test_bytes_and_text_agree(data: bytes) -> None:
+    text = data.decode("utf-8", "replace")
+    est = ContentEstimator()
+    c = [0, 0]
+    est.add_bytes(c, text.encode(), Kind.DENSE)
+    assert c == cost(text)
+
+
+def test_kind_does_not_change_cost() -> None:
+    est = ContentEstimator()
+    a, b = [0, 0], [0, 0]
+    est.add_text(a, "abc 123 {}", Kind.PROSE)
+    est.add_text(b, "abc 123 {}", Kind.DENSE)
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    ("cheap", "dear"),
+    [
+        ("abcdefghij", "0123456789"),
+        ("abcdefghij", "aBcDeFgHiJ"),
+        ("abcdefghij", "abcde{}[]:"),
+        ("abcdefghij" * 3, "中文字符测试一二三四"),
+        ("abcdefghij" * 3, "🙂🙂🙂🙂🙂🙂🙂🙂"),
+    ],
+)
+def test_dense_content_costs_more_per_byte(cheap: str, dear: str) -> None:
+    per_byte = [cost(t)[1] / len(t.encode()) for t in (cheap, dear)]
+    assert per_byte[1] > per_byte[0]
+
+
+def test_raw_rounds_up() -> None:
+    est = ContentEstimator()
+    assert est.raw([5, 1]) == 6
+    assert est.raw([5, SCALE]) == 6
+    assert est.raw([5, SCALE + 1]) == 7
+    assert est.raw([0, 0]) == 0
+
+
+def test_framing() -> None:
+    assert provider_framing("anthropic", has_tools=True) >= ANTHROPIC_TOOL_PROMPT
+    assert provider_framing("anthropic", has_tools=False) < ANTHROPIC_TOOL_PROMPT
+    assert provider_framing("openai-chat", has_tools=True) > provider_framing(
+        "openai-chat", has_tools=False
+    )
+
+
+def test_default_calibration() -> None:
+    assert default_calibration("seed") == 1.15
+    assert default_calibration("seed", "claude-sonnet-4-5") == 1.15
+    assert default_calibration("content") == 1.0
+    assert default_calibration("content", "gpt-4o") == 1.0
+    assert default_calibration("content", "claude-sonnet-4-5") > 1.0
+
+
+BODY = {
+    "model": "gpt-4o",
+    "messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Sum 1234 and 5678, please."},
+    ],
+}
+
+
+def _report(*args: str) -> dict[str, object]:
+    result = CliRunner().invoke(
+        app, ["estimate", "-", "--json", "-q", *args], input=orjson.dumps(BODY)
+    )
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    assert isinstance(report, dict)
+    return report
+
+
+def test_cli_default_estimator_and_calibration() -> None:
+    report = _report()
+    assert report["estimator"] == "content"
+    assert report["calibration"] == 1.0
+    assert report["estimated_tokens"] == report["raw_tokens"]
+
+
+def test_cli_seed_keeps_the_adr_formula() -> None:
+    report = _report("--estimator", "seed")
+    assert report["estimator"] == "seed"
+    assert report["calibration"] == 1.15
+    # 2 messages × 8 + ceil(14/3.5) + ceil(26/3.5) = 16 + 4 + 8 = 28; × 1.15 = 32.2 → 33
+    assert report["raw_tokens"] == 28
+    assert report["estimated_tokens"] == 33
+
+
+def test_cli_explicit_calibration_wins() -> None:
+    report = _report("--calibration", "1.5")
+    assert report["calibration"] == 1.5
+
+
+def test_tokenizer_missing_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "quicktok", None)
+    with pytest.raises(UsageError, match=r"pip install 'ctxwin\[bpe\]'"):
+        TokenizerEstimator("o200k_base")
+    result = CliRunner().invoke(
+        app, ["estimate", "-", "--tokenizer", "o200k_base"], input=orjson.dumps(BODY)
+    )
+    assert result.exit_code == 2
+    assert "ctxwin[bpe]" in result.stderr
+    assert result.stdout == ""
+
+
+def test_tokenizer_unknown_encoding() -> None:
+    result = CliRunner().invoke(
+        app, ["estimate", "-", "--tokenizer", "gpt2"], input=orjson.dumps(BODY)
+    )
+    assert result.exit_code == 2
+    assert "unknown encoding" in result.stderr
+
+
+@needs_bpe
+def test_cli_tokenizer_counts_exactly() -> None:
+    import quicktok  # type: ignore[import-not-found, unused-ignore]
+
+    report = _report("--tokenizer", "o200k_base")
+    enc = quicktok.get_encoding("o200k_base")
+    body_tokens = sum(enc.count(m["content"]) for m in BODY["messages"])  # type: ignore[index]
+    assert report["estimator"] == "tokenizer:o200k_base"
+    assert report["raw_tokens"] == body_tokens + 2 * 3 + 3
+    assert report["calibration"] == 1.0
+
+
+@needs_bpe
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base", "llama3", "qwen3"])
+def test_bounds_every_stress_class(encoding: str) -> None:
+    from fidelity import stress
+
+    tok = TokenizerEstimator(encoding, per_message=0, per_tool_call=0)
+    est = ContentEstimator()
+    for label, texts in stress.samples(seed=7, size=4000, count=3).items():
+        for text in texts:
+            exact = [0]
+            tok.add_text(exact, text, Kind.PROSE)
+            assert est.raw(cost(text)) >= exact[0], label
+
+
+@needs_bpe
+def test_bounds_random_mixtures() -> None:
+    from fidelity import stress
+
+    rng = random.Random(3)
+    fns = list(stress.CLASSES.values())
+    toks = [TokenizerEstimator(e) for e in ("o200k_base", "cl100k_base", "llama3", "qwen3")]
+    est = ContentEstimator()
+    for _ in range(40):
+        text = "".join(rng.choice(fns)(rng, rng.randint(20, 600)) for _ in range(4))
+        for tok in toks:
+            exact = [0]
+            tok.add_text(exact, text, Kind.PROSE)
+            assert est.raw(cost(text)) >= exact[0]
+
+
+def test_tokenizer_counts_need_no_calibration() -> None:
+    assert default_calibration("tokenizer:o200k_base") == 1.0
+
+
+@needs_bpe
+def test_cli_prune_with_tokenizer(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    report_path = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        app,
+        ["prune", "-", str(out), "--tokenizer", "qwen3", "--report", str(report_path), "-q"],
+        input=orjson.dumps(BODY),
+    )
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(out.read_bytes()) == BODY
+    assert orjson.loads(report_path.read_bytes())["estimator"] == "tokenizer:qwen3"
