@@ -123,7 +123,7 @@ def lint(
 ) -> None:
     """List every structural problem of transcripts, by message and rule.
 
-    Rules: orphan-result, duplicate-call-id, duplicate-result, unanswered-call
+    Rules: orphan-result, duplicate-call-id, reused-call-id, duplicate-result, unanswered-call
     (a call with no result before the next turn), the format's own rules
     (e.g. Anthropic's call-answered-next), bad-input and big-integer. Exit 0
     when clean, 1 when any problem is found.

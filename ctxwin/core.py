@@ -145,35 +145,68 @@ def find_big_integer(data: bytes | bytearray | memoryview) -> str | None:
 
     orjson reads such an integer as a float, so writing the body back would
     change it; a pruned output must never silently rewrite a value. Runs of
-    19 or more digits are found at C speed; each is a number token when an
-    even number of unescaped quotes precede it (outside every string).
+    19 or more digits are found at C speed, a chunk at a time. A run is a
+    number token only if the byte before it (past a minus sign and
+    whitespace) is ``:``, ``[`` or ``,`` — most runs, inside strings, fail
+    that test at once — and an even number of unescaped quotes precede it
+    (outside every string); quotes are counted only for the runs that pass.
     """
     raw = bytes(data)
-    digits = raw.translate(_DIGIT_MAP)
-    pos = digits.find(_LONG_RUN)
+    size = len(raw)
     quotes = 0
     counted = 0
-    size = len(raw)
-    while pos >= 0:
-        end = digits.find(b"x", pos)
-        if end < 0:
-            end = size
-        quotes += _unescaped_quotes(raw, counted, pos)
-        counted = pos
-        if quotes % 2 == 0:  # outside strings: part of a number
-            before = raw[pos - 1 : pos]
-            sign = before == b"-" and raw[pos - 2 : pos - 1] not in (b"e", b"E")
-            in_fraction = before in (b".", b"e", b"E", b"+") or (before == b"-" and not sign)
-            after = raw[end : end + 1]
-            if not in_fraction and after not in (b".", b"e", b"E"):
-                begin = pos - 1 if sign else pos
-                value = int(raw[begin:end])
-                if value < _INT64_MIN or value > _UINT64_MAX:
-                    token = raw[begin:end].decode()
-                    shown = token if len(token) <= 30 else f"{token[:27]}..."
-                    return f"integer {shown} at {_byte_at(raw, begin)}"
-        pos = digits.find(_LONG_RUN, end)
+    chunk = 1 << 24
+    start = 0
+    while start < size:
+        stop = min(size, start + chunk)
+        digits = raw[start : stop + len(_LONG_RUN) - 1].translate(_DIGIT_MAP)
+        pos = digits.find(_LONG_RUN)
+        while pos >= 0 and start + pos < stop:
+            at = start + pos
+            if at == 0 or raw[at - 1] not in _DIGITS:  # a run's start, not a chunk-split middle
+                found, quotes, counted = _number_at(raw, at, quotes, counted)
+                if found is not None:
+                    return found
+            run_end = digits.find(b"x", pos)  # every non-digit reads as "x"
+            if run_end < 0:
+                break
+            pos = digits.find(_LONG_RUN, run_end)
+        start = stop
     return None
+
+
+_DIGITS = frozenset(b"0123456789")
+_TOKEN_BEFORE = frozenset(b":[,")
+_SPACE = frozenset(b" \t\r\n")
+
+
+def _number_at(raw: bytes, pos: int, quotes: int, counted: int) -> tuple[str | None, int, int]:
+    """Check the digit run at ``pos``: ``(message or None, quotes, counted)``."""
+    j = pos - 1
+    negative = j >= 0 and raw[j] == 0x2D  # "-"
+    if negative:
+        j -= 1
+    while j >= 0 and raw[j] in _SPACE:
+        j -= 1
+    if j >= 0 and raw[j] not in _TOKEN_BEFORE:
+        return None, quotes, counted  # inside a string, a fraction or an exponent
+    quotes += _unescaped_quotes(raw, counted, pos)
+    counted = pos
+    if quotes % 2:
+        return None, quotes, counted  # inside a string
+    end = pos
+    size = len(raw)
+    while end < size and raw[end] in _DIGITS:
+        end += 1
+    if raw[end : end + 1] in (b".", b"e", b"E"):
+        return None, quotes, counted  # a float
+    begin = pos - 1 if negative else pos
+    # more than 20 digits never fit (and int() refuses thousands of them)
+    if end - pos <= 20 and _INT64_MIN <= int(raw[begin:end]) <= _UINT64_MAX:
+        return None, quotes, counted
+    token = raw[begin:end].decode()
+    shown = token if len(token) <= 30 else f"{token[:27]}..."
+    return f"integer {shown} at {_byte_at(raw, begin)}", quotes, counted
 
 
 def dumps(body: Any, *, indent: bool = False, newline: bool = False) -> bytes:

@@ -9,15 +9,19 @@ result must sit, and so on).
 Generic rules, by name:
 
 * ``orphan-result``: a tool result answers a call id no earlier item made;
-* ``duplicate-call-id``: a call id is made twice;
+* ``duplicate-call-id``: a call id is made again while an earlier call with
+  that id still awaits its result, so a result could answer either;
+* ``reused-call-id``: a call id is made again after its earlier call was
+  answered. Providers accept this (recorded gpt-4o runs reuse ids across
+  turns): a result answers the latest call with its id;
 * ``duplicate-result``: a call id is answered twice;
 * ``unanswered-call``: a call gets no result before the next turn (a user,
   system or new model item). A call left open at the very end of the
   transcript is the agent's pending step, not a problem.
 
-The first two break tool-call pairing: the pruner refuses an input that
-breaks them (or a format's rule) when it must drop something. The last two
-are *advisory* (:data:`ADVISORY_RULES`): ``lint`` reports them and the CLI
+``orphan-result`` and ``duplicate-call-id`` break tool-call pairing: the
+pruner refuses an input that breaks them (or a format's rule) when it must
+drop something. The other three are *advisory* (:data:`ADVISORY_RULES`): ``lint`` reports them and the CLI
 warns, but the pruner goes on, because a drop unit keeps a call and all its
 results together (however late they come), so pruning never makes them
 worse; the pruner's guard refuses any problem its output has that the input
@@ -38,10 +42,16 @@ from ctxwin.view import TOOL, Problem, View
 if TYPE_CHECKING:
     from ctxwin.formats.base import Adapter
 
-GENERIC_RULES = ("orphan-result", "duplicate-call-id", "duplicate-result", "unanswered-call")
+GENERIC_RULES = (
+    "orphan-result",
+    "duplicate-call-id",
+    "reused-call-id",
+    "duplicate-result",
+    "unanswered-call",
+)
 """The rules :func:`generic_problems` checks."""
 
-ADVISORY_RULES = frozenset({"duplicate-result", "unanswered-call"})
+ADVISORY_RULES = frozenset({"reused-call-id", "duplicate-result", "unanswered-call"})
 """Rules reported and warned about, which do not stop the pruner (see above)."""
 
 
@@ -50,17 +60,20 @@ def _indices(view: View, keep: Sequence[int] | None) -> Sequence[int]:
 
 
 def pairing_problems(view: View, keep: Sequence[int] | None = None) -> list[Problem]:
-    """Tool results that answer no call made earlier, and call ids made twice.
+    """Tool results that answer no call made earlier, and call ids made again while
+    an earlier call with the id awaits its result.
 
     The two rules a pruned transcript must never break (the provider rejects
     both). Checks the items at ``keep`` (all items when ``None``).
     """
     items = view.items
     made: dict[str, int] = {}
+    open_calls: set[str] = set()
     problems: list[Problem] = []
     for i in _indices(view, keep):
         item = items[i]
         for call_id in item.answers:
+            open_calls.discard(call_id)
             if call_id not in made:
                 problems.append(
                     Problem(
@@ -71,17 +84,19 @@ def pairing_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
                     )
                 )
         for call_id in item.calls:
-            if call_id in made:
+            if call_id in open_calls:
                 problems.append(
                     Problem(
                         i,
                         view.where(i),
                         "duplicate-call-id",
-                        f"call id {call_id!r} was already made by {view.where(made[call_id])}",
+                        f"call id {call_id!r} was already made by {view.where(made[call_id])}, "
+                        "which has no result yet",
                     )
                 )
             else:
                 made[call_id] = i
+                open_calls.add(call_id)
     return problems
 
 
@@ -95,7 +110,9 @@ def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
     made: dict[str, int] = {}
     answered: dict[str, int] = {}
     pending: dict[str, int] = {}
-    """Call id → index of the item that made it, for calls still awaiting a result."""
+    """Call id → index of the item that made it, for calls awaiting a result in this turn."""
+    open_ids: set[str] = set()
+    """Call ids made and not answered yet, whatever the turn."""
     problems: list[Problem] = []
     add = problems.append
     for i in _indices(view, keep):
@@ -126,6 +143,7 @@ def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
                 else:
                     answered[call_id] = i
                 pending.pop(call_id, None)
+                open_ids.discard(call_id)
         if pending and item.role != TOOL and not item.joins:
             # A new turn opens: every call still pending was never answered.
             for call_id, at in pending.items():
@@ -142,17 +160,30 @@ def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
         if calls:
             for call_id in calls:
                 if call_id in made:
-                    add(
-                        Problem(
-                            i,
-                            where(i),
-                            "duplicate-call-id",
-                            f"call id {call_id!r} was already made by {where(made[call_id])}",
+                    if call_id in open_ids:
+                        add(
+                            Problem(
+                                i,
+                                where(i),
+                                "duplicate-call-id",
+                                f"call id {call_id!r} was already made by "
+                                f"{where(made[call_id])}, which has no result yet",
+                            )
                         )
-                    )
+                    else:
+                        add(
+                            Problem(
+                                i,
+                                where(i),
+                                "reused-call-id",
+                                f"call id {call_id!r} reuses the id of the answered call "
+                                f"in {where(made[call_id])}",
+                            )
+                        )
                     answered.pop(call_id, None)  # its next result answers this call
                 made[call_id] = i
                 pending[call_id] = i
+                open_ids.add(call_id)
     problems.sort(key=lambda p: p.index)  # stable: same-index problems keep their order
     return problems
 
@@ -173,7 +204,13 @@ def check(
     return found
 
 
-_RANK = {"orphan-result": 0, "duplicate-call-id": 0, "duplicate-result": 2, "unanswered-call": 2}
+_RANK = {
+    "orphan-result": 0,
+    "duplicate-call-id": 0,
+    "reused-call-id": 2,
+    "duplicate-result": 2,
+    "unanswered-call": 2,
+}
 
 
 def most_telling(found: Sequence[Problem]) -> Problem:

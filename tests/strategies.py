@@ -21,12 +21,18 @@ def transcripts(draw: st.DrawFn, max_steps: int = 24) -> list[Message]:
     if draw(st.booleans()) or draw(st.booleans()):
         messages.append({"role": "user", "content": draw(TEXT)})
     pending: list[str] = []
+    answered: list[str] = []
     counter = 0
     for _ in range(draw(st.integers(0, max_steps))):
         choice = draw(st.integers(0, 9))
         if choice <= 4:  # an assistant message, with 0-3 parallel calls
             calls = []
             for _ in range(draw(st.integers(0, 3))):
+                reusable = [c for c in answered if c not in calls and c not in pending]
+                if reusable and draw(st.integers(0, 9)) == 0:
+                    # providers accept an id reused after its call was answered
+                    calls.append(draw(st.sampled_from(reusable)))
+                    continue
                 counter += 1
                 calls.append(f"call_{counter}")
             msg: dict[str, Any] = {
@@ -46,6 +52,7 @@ def transcripts(draw: st.DrawFn, max_steps: int = 24) -> list[Message]:
             pending.extend(calls)
         elif choice <= 8 and pending:  # a result for some pending call
             call_id = pending.pop(draw(st.integers(0, len(pending) - 1)))
+            answered.append(call_id)
             size = draw(st.sampled_from([0, 10, 200, 2000, 6000]))
             messages.append({"role": "tool", "tool_call_id": call_id, "content": "x" * size})
         else:

@@ -218,9 +218,10 @@ CATALOGUE = [
     Case("model not a string", mutated(_set("model", 4)), 1, "model: expected a string"),
     Case(
         "duplicate tool-call ids",
-        mutated(_set("messages[4].tool_calls[0].id", "call_0")),
+        mutated(_set("messages[4].tool_calls", [call(1), call(1)])),
         1,
-        "messages[4]: call id 'call_0' was already made by messages[2] [duplicate-call-id]",
+        "messages[4]: call id 'call_1' was already made by messages[4], which has no result "
+        "yet [duplicate-call-id]",
     ),
     Case(
         "a tool result with no call",

@@ -60,11 +60,15 @@ def test_pruner_promises(messages: list[Message], budget: int, calibration: floa
     # 3. pairing intact: every result answers a call made earlier in the output,
     #    and no call lost any of the results it had in the input
     made: set[str] = set()
+    open_calls: set[str] = set()
     for m in out:
         for c in m.get("tool_calls") or []:
+            assert c["id"] not in open_calls  # never two open calls with one id
             made.add(c["id"])
+            open_calls.add(c["id"])
         if m["role"] == "tool":
-            assert m["tool_call_id"] in made
+            assert m["tool_call_id"] in open_calls  # answers a call still awaiting it
+            open_calls.discard(m["tool_call_id"])
     answered_in = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
     answered_out = {m["tool_call_id"] for m in out if m["role"] == "tool"}
     assert (made & answered_in) <= answered_out

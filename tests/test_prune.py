@@ -119,11 +119,26 @@ def test_broken_pairing_is_refused_only_when_pruning_is_needed() -> None:
     assert "'ghost'" in str(err.value)
 
 
-def test_duplicate_call_ids_are_a_pairing_problem() -> None:
-    msgs = [user(), assistant("a"), tool("a"), assistant("a"), tool("a")]
+def test_a_call_id_made_again_before_its_result_is_a_pairing_problem() -> None:
+    msgs = [user(), assistant("a"), assistant("a"), tool("a"), tool("a")]
     problems = pairing_problems(load(msgs).view)
     assert [p.rule for p in problems] == ["duplicate-call-id"]
-    assert problems[0].where == "messages[3]"
+    assert problems[0].where == "messages[2]"
+
+
+def test_a_call_id_reused_after_its_result_is_accepted_and_prunable() -> None:
+    # Recorded provider-accepted runs reuse ids across turns; a result answers the
+    # latest call with its id, so each turn is still its own drop unit.
+    est = SeedEstimator()
+    msgs = [system(), user()]
+    for _ in range(3):
+        msgs += [assistant("same"), tool("same", "x" * 4000)]
+    view = load(msgs, estimator=est).view
+    assert pairing_problems(view) == []
+    assert segment(view.items).unit_starts == [0, 1, 2]
+    result = fit(view, 2000, est)
+    assert result.pruned and not result.overflow_at_floor
+    assert result.keep == [0, 1, 6, 7]
 
 
 def test_result_before_its_call_is_an_orphan() -> None:

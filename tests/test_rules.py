@@ -56,8 +56,14 @@ def test_orphan_result() -> None:
 
 
 def test_duplicate_call_id_is_reported_once_per_repeat() -> None:
+    v = view(S, U, a("c1"), a("c1"), t("c1"), t("c1"))
+    assert found(v) == [(2, "unanswered-call"), (3, "duplicate-call-id"), (5, "duplicate-result")]
+
+
+def test_reusing_an_answered_call_id_is_advisory() -> None:
     v = view(S, U, a("c1"), t("c1"), a("c1"), t("c1"))
-    assert found(v) == [(4, "duplicate-call-id")]
+    assert found(v) == [(4, "reused-call-id")]
+    assert rules.blocking(rules.generic_problems(v)) == []
 
 
 def test_duplicate_result() -> None:
@@ -114,6 +120,8 @@ def test_pairing_problems_is_still_importable_from_prune() -> None:
         (3, "orphan-result"),
         (4, "duplicate-call-id"),
     ]
+    v = view(S, U, a("c1"), t("c1"), a("c1"), t("c1"))
+    assert pairing_problems(v) == []
 
 
 class FlagsEveryUser:
@@ -169,7 +177,11 @@ def test_plan_refuses_broken_pairing_and_goes_on_with_advisory_problems() -> Non
 
 
 def test_advisory_and_blocking_rules() -> None:
-    assert sorted(rules.ADVISORY_RULES) == ["duplicate-result", "unanswered-call"]
+    assert sorted(rules.ADVISORY_RULES) == [
+        "duplicate-result",
+        "reused-call-id",
+        "unanswered-call",
+    ]
     v = view(S, U, a("c1", "c2"), t("c1"), t("c1"), U, t("c9"))
     found = rules.generic_problems(v)
     assert [p.rule for p in rules.blocking(found)] == ["orphan-result"]
