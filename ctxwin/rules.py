@@ -21,10 +21,10 @@ Generic rules, by name:
 
 ``orphan-result`` and ``duplicate-call-id`` break tool-call pairing: the
 pruner refuses an input that breaks them (or a format's rule) when it must
-drop something. The other three are *advisory* (:data:`ADVISORY_RULES`): ``lint`` reports them and the CLI
-warns, but the pruner goes on, because a drop unit keeps a call and all its
-results together (however late they come), so pruning never makes them
-worse; the pruner's guard refuses any problem its output has that the input
+drop something. The other three are *advisory* (:data:`ADVISORY_RULES`):
+``lint`` reports them and the CLI warns, but the pruner goes on, because a
+drop unit keeps a call and all its results together (however late they
+come), so pruning never makes them worse; the pruner's guard refuses any problem its output has that the input
 did not.
 
 Every rule reads the items at ``keep`` (all items when ``None``) as one
