@@ -24,8 +24,8 @@ pruner refuses an input that breaks them (or a format's rule) when it must
 drop something. The other three are *advisory* (:data:`ADVISORY_RULES`):
 ``lint`` reports them and the CLI warns, but the pruner goes on, because a
 drop unit keeps a call and all its results together (however late they
-come), so pruning never makes them worse; the pruner's guard refuses any problem its output has that the input
-did not.
+come), so pruning never makes them worse; the pruner's guard refuses any
+problem its output has that the input did not.
 
 Every rule reads the items at ``keep`` (all items when ``None``) as one
 transcript, so the same code checks an input and a pruned output. Problems
