@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from ctxwin.errors import PairingError
 from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated
@@ -170,8 +171,8 @@ def fit(
 
     The estimate after dropping the ``k`` oldest units is non-increasing in
     ``k`` (an estimator's ``raw`` is monotone in every slot), so the fewest
-    units that fit are found by binary search over prefix sums of the units'
-    cost vectors: one pass over the items, then O(log units) estimates.
+    units that fit are found by binary search over prefix sums of the items'
+    cost vectors: C-speed passes over the items, then O(log units) estimates.
     """
     items = view.items
     n = len(items)
@@ -213,15 +214,14 @@ def fit(
     turns = seg.turn_starts
     # cuts[k]: first kept item after the head when the k oldest units are dropped
     cuts = [seg.head_end] + [turns[u] for u in seg.unit_starts[1:]]
-    # removed[k][slot]: cost of items [head_end, cuts[k])
-    removed: list[list[int]] = [[0] * len(total)]
-    for k in range(1, len(cuts)):
-        a, b = cuts[k - 1], cuts[k]
-        prev = removed[-1]
-        removed.append([prev[j] + sum(col[a:b]) for j, col in enumerate(columns)])
+    # prefix[slot][i]: cost of items [0, i); dropping the k oldest units removes
+    # items [head_end, cuts[k]).
+    prefix = [[0, *accumulate(col)] for col in columns]
+    start = seg.head_end
 
     def after(k: int) -> int:
-        kept = [t - r for t, r in zip(total, removed[k], strict=True)]
+        c = cuts[k]
+        kept = [t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)]
         return calibrated(estimator.raw(kept), calibration)
 
     lo, hi = 0, len(cuts) - 1  # the newest unit is never dropped
