@@ -444,6 +444,18 @@ def collect(tool: Tool, row: Row, job: Job, stdout: Path, python: str, *, first:
         row.check = describe_check(summary)
 
 
+def compile_package(python: str) -> None:
+    """Write ctxwin's bytecode, as installing a wheel does: an editable install run
+    with PYTHONDONTWRITEBYTECODE would otherwise compile every module at every start."""
+    where = subprocess.run(
+        [python, "-c", "import ctxwin, os; print(os.path.dirname(ctxwin.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subprocess.run([python, "-m", "compileall", "-q", where], check=True)
+
+
 def startup_check(ctxwin: list[str], python: str, reps: int, seed: int) -> dict[str, list[float]]:
     """``ctxwin estimate`` on a 10-message file vs ``python -c 'import orjson'``."""
     tiny = dataset(10, seed)
@@ -457,6 +469,13 @@ def startup_check(ctxwin: list[str], python: str, reps: int, seed: int) -> dict[
             "--context-length",
             str(STARTUP_CONTEXT),
             "--json",
+        ],
+        "ctxwin estimate (10 messages), summary": [
+            *ctxwin,
+            "estimate",
+            str(tiny),
+            "--context-length",
+            str(STARTUP_CONTEXT),
         ],
         "python -c 'import orjson'": [python, "-c", "import orjson"],
     }
@@ -513,14 +532,17 @@ def render(
     ]
     for name, ts in startup.items():
         lines.append(f"| `{name}` | {statistics.median(ts) * 1000:.1f} | {min(ts) * 1000:.1f} |")
-    names = list(startup)
-    if len(names) == 2:
-        a, b = (statistics.median(startup[k]) for k in names)
-        lines += [
-            "",
-            f"ctxwin start-up overhead over bare `import orjson`: "
-            f"{(a - b) * 1000:+.1f} ms ({a / b:.2f}×).",
-        ]
+    base_name = "python -c 'import orjson'"
+    if base_name in startup:
+        base = statistics.median(startup[base_name])
+        lines.append("")
+        for name, ts in startup.items():
+            if name != base_name:
+                a = statistics.median(ts)
+                lines.append(
+                    f"- `{name}` over bare `import orjson`: {(a - base) * 1000:+.1f} ms "
+                    f"({a / base:.2f}×)."
+                )
     for res in results:
         by = {r.tool: r for r in res.rows}
         floor = by.get("floor")
@@ -606,7 +628,15 @@ def main(argv: list[str] | None = None) -> int:
             writes_output=True,
         ),
         Tool("floor", lambda j: [python, floor, str(j.src), str(j.dst)], writes_output=True),
+        # The same floor with the cyclic collector off, as ctxwin runs: a reference
+        # row, so the ratios above can be read with and without that difference.
+        Tool(
+            "floor (gc off)",
+            lambda j: [python, floor, "--no-gc", str(j.src), str(j.dst)],
+            writes_output=True,
+        ),
     ]
+    compile_package(python)
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} CPUs, {mem_total_kib() / 2**20:.1f} GiB RAM, "

@@ -1,3 +1,3 @@
-from ctxwin.cli import run
+from ctxwin._entry import run
 
 run()

@@ -13,10 +13,8 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import stat
 import sys
-import tempfile
 
 from ctxwin.errors import InputError, UsageError
 
@@ -183,6 +181,8 @@ def _replace(path: str, real: str, folder: str, st: os.stat_result | None, data:
     try:
         fd = _open_anonymous(folder)
         if fd is None:
+            import tempfile  # only when a file is written: keeps start-up light
+
             fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -222,7 +222,7 @@ def _link_anonymous(fd: int, folder: str, base: str) -> str:
     dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for _ in range(100):
-            name = f".{base}.{secrets.token_hex(4)}.tmp"
+            name = f".{base}.{os.urandom(4).hex()}.tmp"
             try:
                 # linkat(AT_SYMLINK_FOLLOW) through /proc names an O_TMPFILE file.
                 os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd, follow_symlinks=True)

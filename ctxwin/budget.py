@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ctxwin.errors import SpecError
@@ -81,7 +81,7 @@ class Budget:
 @cache
 def model_table() -> tuple[ModelRow, ...]:
     """The built-in model table, in file order."""
-    text = resources.files("ctxwin").joinpath("data/models.json").read_text("utf-8")
+    text = (Path(__file__).parent / "data" / "models.json").read_text("utf-8")
     rows = json.loads(text)["models"]
     return tuple(
         ModelRow(

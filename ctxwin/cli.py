@@ -336,7 +336,6 @@ def _truncated_message(report: dict[str, Any]) -> str:
     )
 
 
-@app.command()
 @_guard
 def estimate(
     input_: InputArg = STDIO,
@@ -388,7 +387,6 @@ def estimate(
         raise typer.Exit(int(ExitCode.CONTEXT_TRUNCATED))
 
 
-@app.command()
 @_guard
 def prune(
     input_: InputArg = STDIO,
@@ -476,7 +474,6 @@ def _looks_indented(data: bytes) -> bool:
     return head[:1] in (b"{", b"[") and head[1:2] == b"\n"
 
 
-@app.command()
 @_guard
 def models(
     json_: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
@@ -530,16 +527,27 @@ def models(
     Console().print(table)
 
 
-from ctxwin.cli_lint import lint as _lint  # noqa: E402
+def _register_commands() -> None:
+    """Register the commands: all of them, or only the one the entry point saw requested."""
+    from ctxwin import _entry
 
-app.command(name="lint")(_guard(_lint))
+    wanted = _entry.requested
+    core: dict[str, Callable[..., Any]] = {"estimate": estimate, "prune": prune, "models": models}
+    for name, fn in core.items():
+        if wanted is None or wanted == name:
+            app.command(name)(fn)
+    if wanted is not None:
+        return
+    from ctxwin import cli_runs
+    from ctxwin.cli_lint import lint
 
-# Recorded-run commands live in their own module (it imports the option types above).
-from ctxwin import cli_runs as _cli_runs  # noqa: E402
+    app.command("lint")(_guard(lint))
+    app.command("replay")(_guard(cli_runs.replay))
+    app.command("check")(_guard(cli_runs.check))
+    app.command("calibrate")(_guard(cli_runs.calibrate))
 
-app.command("replay")(_guard(_cli_runs.replay))
-app.command("check")(_guard(_cli_runs.check))
-app.command("calibrate")(_guard(_cli_runs.calibrate))
+
+_register_commands()
 
 
 def main_exit_code(argv: list[str] | None = None) -> int:
