@@ -7,6 +7,7 @@ Only this module (and ``__main__``) knows about processes: it maps every
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -293,6 +294,7 @@ def _plan(
     # on large inputs, and find nothing. This one-shot process does without it.
     gc.disable()
     body = core.parse(data)
+    _KEEP_UNTIL_EXIT.append(body)
     transcript = core.load(body, format_, est)
     plan = core.plan(
         transcript,
@@ -571,6 +573,23 @@ def main_exit_code(argv: list[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
+_KEEP_UNTIL_EXIT: list[Any] = []
+"""Parsed inputs, held so they are not freed object by object when a command returns:
+:func:`run` ends the process without that teardown (a second or more on large inputs)."""
+
+
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main_exit_code())
+    """Console-script entry point.
+
+    Every file the command wrote is closed (and fsynced) by then; the standard
+    streams are flushed here, and the process ends without the interpreter's
+    teardown, which would free a large parsed body one object at a time.
+    """
+    code = main_exit_code()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            if code == 0:
+                code = int(ExitCode.BAD_INPUT)
+    os._exit(code)
