@@ -35,6 +35,13 @@ def expect_str(value: Any, where: str) -> str:
     return value
 
 
+def required_str(obj: dict[str, Any], key: str, where: str) -> str:
+    """``obj[key]``, which must be present and a string (``where`` is ``obj``'s path)."""
+    if key not in obj:
+        raise InputError(f'missing "{key}"', f"{where}.{key}")
+    return expect_str(obj[key], f"{where}.{key}")
+
+
 def expect_list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise InputError(f"expected a list, got {kind_of(value)}", where)

@@ -44,6 +44,7 @@ from ctxwin.formats._util import (
     optional_int,
     optional_model,
     replace_key,
+    required_str,
     unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
@@ -210,8 +211,8 @@ class Anthropic:
         elif t == "tool_use":
             if role is not ASSISTANT:
                 raise InputError("a tool_use block belongs in an assistant message", f"{at}.type")
-            call_id = _required_str(block, "id", at)
-            est.add_text(cost, _required_str(block, "name", at), Kind.PROSE)
+            call_id = required_str(block, "id", at)
+            est.add_text(cost, required_str(block, "name", at), Kind.PROSE)
             if "input" not in block:
                 raise InputError('missing "input"', f"{at}.input")
             add_json(cost, block["input"], est)
@@ -221,7 +222,7 @@ class Anthropic:
         elif t == "tool_result":
             if role is not USER:
                 raise InputError("a tool_result block belongs in a user message", f"{at}.type")
-            call_id = _required_str(block, "tool_use_id", at)
+            call_id = required_str(block, "tool_use_id", at)
             est.add_text(cost, call_id, Kind.DENSE)
             is_error = block.get("is_error")
             if is_error is not None and not isinstance(is_error, bool):
@@ -240,12 +241,12 @@ class Anthropic:
         elif t == "redacted_thinking":
             est.add_text(cost, expect_str(block.get("data"), f"{at}.data"), Kind.DENSE)
         elif t in ("server_tool_use", "mcp_tool_use"):
-            est.add_text(cost, _required_str(block, "id", at), Kind.DENSE)
-            est.add_text(cost, _required_str(block, "name", at), Kind.PROSE)
+            est.add_text(cost, required_str(block, "id", at), Kind.DENSE)
+            est.add_text(cost, required_str(block, "name", at), Kind.PROSE)
             add_json(cost, block.get("input"), est)
             cost[0] += est.per_tool_call
         elif t.endswith("_tool_result"):
-            est.add_text(cost, _required_str(block, "tool_use_id", at), Kind.DENSE)
+            est.add_text(cost, required_str(block, "tool_use_id", at), Kind.DENSE)
             add_json(cost, block.get("content"), est)
         else:
             add_json(cost, block, est)
@@ -283,12 +284,6 @@ class Anthropic:
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return adjacency_problems(view, keep)
-
-
-def _required_str(block: dict[str, Any], key: str, at: str) -> str:
-    if key not in block:
-        raise InputError(f'missing "{key}"', f"{at}.{key}")
-    return expect_str(block[key], f"{at}.{key}")
 
 
 def _source(source: Any, where: str, kind: str) -> media.Media:

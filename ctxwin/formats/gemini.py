@@ -39,6 +39,7 @@ from ctxwin.formats._util import (
     kind_of,
     optional_model,
     replace_key,
+    required_str,
     unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
@@ -159,7 +160,7 @@ class Gemini:
             if role != ASSISTANT:
                 raise InputError("a function call belongs in a model content", where)
             call = expect_dict(call, where)
-            name = _required_str(call, "name", where)
+            name = required_str(call, "name", where)
             call_id = call.get("id")
             if call_id is None:
                 call_id = f"{name}{synthetic}"
@@ -178,7 +179,7 @@ class Gemini:
             if role != USER:
                 raise InputError("a function response belongs in a user content", where)
             response = expect_dict(response, where)
-            name = _required_str(response, "name", where)
+            name = required_str(response, "name", where)
             queue = pending.get(name, [])
             response_id = response.get("id")
             if response_id is not None:
@@ -230,9 +231,3 @@ class Gemini:
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return adjacency_problems(view, keep)
-
-
-def _required_str(obj: dict[str, Any], key: str, where: str) -> str:
-    if key not in obj:
-        raise InputError(f'missing "{key}"', f"{where}.{key}")
-    return expect_str(obj[key], f"{where}.{key}")

@@ -36,6 +36,7 @@ from ctxwin.formats._util import (
     kind_of,
     optional_int,
     optional_model,
+    replace_key,
     unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
@@ -266,8 +267,7 @@ class OpenAIChat:
         if isinstance(body, list):
             return [body[i] for i in keep]
         messages = body["messages"]
-        kept = [messages[i] for i in keep]
-        return {k: (kept if k == "messages" else v) for k, v in body.items()}
+        return replace_key(body, "messages", [messages[i] for i in keep])
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return []

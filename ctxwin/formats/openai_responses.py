@@ -42,6 +42,7 @@ from ctxwin.formats._util import (
     optional_int,
     optional_model,
     replace_key,
+    required_str,
     unknown_documents_note,
 )
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
@@ -184,15 +185,15 @@ class OpenAIResponses:
         if not isinstance(t, str):
             raise InputError(f"expected a string, got {kind_of(t)}", f"{where}.type")
         if t in ("function_call", "custom_tool_call"):
-            call_id = _required_str(it, "call_id", where)
-            est.add_text(cost, _required_str(it, "name", where), Kind.PROSE)
+            call_id = required_str(it, "call_id", where)
+            est.add_text(cost, required_str(it, "name", where), Kind.PROSE)
             key = "arguments" if t == "function_call" else "input"
-            est.add_text(cost, _required_str(it, key, where), Kind.DENSE)
+            est.add_text(cost, required_str(it, key, where), Kind.DENSE)
             est.add_text(cost, call_id, Kind.DENSE)
             cost[0] += est.per_tool_call
             return Item(ASSISTANT, cost, calls=(call_id,))
         if t.endswith("_call_output"):
-            call_id = _required_str(it, "call_id", where)
+            call_id = required_str(it, "call_id", where)
             est.add_text(cost, call_id, Kind.DENSE)
             if "output" not in it:
                 raise InputError('missing "output"', f"{where}.output")
@@ -221,10 +222,10 @@ class OpenAIResponses:
             return Item(ASSISTANT, cost)
         if t == "mcp_approval_request":
             add_json(cost, it, est)
-            return Item(ASSISTANT, cost, calls=(_required_str(it, "id", where),))
+            return Item(ASSISTANT, cost, calls=(required_str(it, "id", where),))
         if t == "mcp_approval_response":
             add_json(cost, it, est)
-            return Item(TOOL, cost, answers=(_required_str(it, "approval_request_id", where),))
+            return Item(TOOL, cost, answers=(required_str(it, "approval_request_id", where),))
         add_json(cost, it, est)
         if t.endswith("_call") or t in ("mcp_list_tools",):
             ref = it.get("call_id")
@@ -310,12 +311,6 @@ class OpenAIResponses:
                     )
                 )
         return problems
-
-
-def _required_str(obj: dict[str, Any], key: str, where: str) -> str:
-    if key not in obj:
-        raise InputError(f'missing "{key}"', f"{where}.{key}")
-    return expect_str(obj[key], f"{where}.{key}")
 
 
 def _file_media(part: dict[str, Any], at: str) -> media.Media:
