@@ -351,45 +351,38 @@ def _other(media: Media) -> int | None:
     return None
 
 
-def openai_cost(media: Media, detail: str | None = None) -> int:
-    """Tokens an OpenAI model is charged for ``media``."""
-    if media.kind == "image":
-        return openai_image_tokens(media.size, detail)
-    if media.kind in ("audio", "video"):
+def _non_image_cost(media: Media, video_per_second: float, per_page: int) -> int:
+    """Tokens for audio, video, documents and other files, given a provider's rates."""
+    if media.kind == "audio":
         return math.ceil(_seconds(media) * AUDIO_PER_SECOND)
+    if media.kind == "video":
+        return math.ceil(_seconds(media) * video_per_second)
     other = _other(media)
     if other is not None:
         return other
     pages = media.pages if media.pages is not None else UNKNOWN_DOC_PAGES
-    return pages * (PDF_PAGE_TEXT + OPENAI_UNKNOWN_IMAGE)
+    return pages * per_page
+
+
+def openai_cost(media: Media, detail: str | None = None) -> int:
+    """Tokens an OpenAI model is charged for ``media``."""
+    if media.kind == "image":
+        return openai_image_tokens(media.size, detail)
+    return _non_image_cost(media, AUDIO_PER_SECOND, PDF_PAGE_TEXT + OPENAI_UNKNOWN_IMAGE)
 
 
 def anthropic_cost(media: Media) -> int:
     """Tokens an Anthropic model is charged for ``media``."""
     if media.kind == "image":
         return anthropic_image_tokens(media.size)
-    if media.kind in ("audio", "video"):
-        return math.ceil(_seconds(media) * AUDIO_PER_SECOND)
-    other = _other(media)
-    if other is not None:
-        return other
-    pages = media.pages if media.pages is not None else UNKNOWN_DOC_PAGES
-    return pages * (PDF_PAGE_TEXT + ANTHROPIC_IMAGE_CAP)
+    return _non_image_cost(media, AUDIO_PER_SECOND, PDF_PAGE_TEXT + ANTHROPIC_IMAGE_CAP)
 
 
 def gemini_cost(media: Media) -> int:
     """Tokens a Gemini model is charged for ``media``."""
     if media.kind == "image":
         return gemini_image_tokens(media.size)
-    if media.kind == "audio":
-        return math.ceil(_seconds(media) * AUDIO_PER_SECOND)
-    if media.kind == "video":
-        return math.ceil(_seconds(media) * GEMINI_VIDEO_PER_SECOND)
-    other = _other(media)
-    if other is not None:
-        return other
-    pages = media.pages if media.pages is not None else UNKNOWN_DOC_PAGES
-    return pages * GEMINI_PDF_PAGE
+    return _non_image_cost(media, GEMINI_VIDEO_PER_SECOND, GEMINI_PDF_PAGE)
 
 
 def unknown(kind: str) -> Media:
