@@ -59,45 +59,19 @@ def _indices(view: View, keep: Sequence[int] | None) -> Sequence[int]:
     return range(len(view.items)) if keep is None else keep
 
 
+PAIRING_RULES = frozenset({"orphan-result", "duplicate-call-id"})
+"""The rules that break tool-call pairing."""
+
+
 def pairing_problems(view: View, keep: Sequence[int] | None = None) -> list[Problem]:
     """Tool results that answer no call made earlier, and call ids made again while
     an earlier call with the id awaits its result.
 
     The two rules a pruned transcript must never break (the provider rejects
-    both). Checks the items at ``keep`` (all items when ``None``).
+    both): :func:`generic_problems` restricted to :data:`PAIRING_RULES`.
+    Checks the items at ``keep`` (all items when ``None``).
     """
-    items = view.items
-    made: dict[str, int] = {}
-    open_calls: set[str] = set()
-    problems: list[Problem] = []
-    for i in _indices(view, keep):
-        item = items[i]
-        for call_id in item.answers:
-            open_calls.discard(call_id)
-            if call_id not in made:
-                problems.append(
-                    Problem(
-                        i,
-                        view.where(i),
-                        "orphan-result",
-                        f"tool result answers call id {call_id!r}, which no earlier message made",
-                    )
-                )
-        for call_id in item.calls:
-            if call_id in open_calls:
-                problems.append(
-                    Problem(
-                        i,
-                        view.where(i),
-                        "duplicate-call-id",
-                        f"call id {call_id!r} was already made by {view.where(made[call_id])}, "
-                        "which has no result yet",
-                    )
-                )
-            else:
-                made[call_id] = i
-                open_calls.add(call_id)
-    return problems
+    return [p for p in generic_problems(view, keep) if p.rule in PAIRING_RULES]
 
 
 def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Problem]:
@@ -240,6 +214,7 @@ def problems(
 __all__ = [
     "ADVISORY_RULES",
     "GENERIC_RULES",
+    "PAIRING_RULES",
     "FormatRules",
     "blocking",
     "check",
