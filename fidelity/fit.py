@@ -111,20 +111,12 @@ def features(body: Any, fmt: str = "auto") -> list[int]:
     return total_cost(get_adapter(body, fmt).read(body, _Features()))
 
 
-KNOWN_UNDER = {
-    # Anthropic expands a tool_reference block into a tool definition the body lacks.
-    "test_anthropic_count_tokens_with_tool_search_replay#0",
-}
-
-
 def provider_rows(root: Path | None) -> tuple[np.ndarray, np.ndarray]:
     """Features of every provider-reported request, and reported ÷ calibration seed."""
     xs: list[list[int]] = []
     ts: list[float] = []
     if root is not None:
         for u in corpus.usages(root):
-            if u.name in KNOWN_UNDER:
-                continue
             xs.append(features(u.body, u.fmt))
             ts.append(u.reported / default_calibration("content", u.model))
     return np.array(xs, float), np.array(ts, float)

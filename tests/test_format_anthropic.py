@@ -58,6 +58,43 @@ def test_system_and_tools_count_in_base() -> None:
     assert sum(base) > sum(core.load(body2, "anthropic").view.base)
 
 
+def _tool_search_body(result: list[Any]) -> dict[str, Any]:
+    pair = {"type": "string", "description": "x" * 400}
+    schema = {"type": "object", "properties": {"pair": pair}}
+    return {
+        "tools": [{"name": "rate", "description": "Exchange rates.", "input_schema": schema}],
+        "messages": [
+            {"role": "user", "content": "USD to EUR?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "s1", "name": "search", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "s1", "content": result}],
+            },
+        ],
+    }
+
+
+def test_tool_reference_costs_the_tool_definition_and_the_search_prompt() -> None:
+    from ctxwin.formats.anthropic import TOOL_SEARCH_TOKENS
+
+    est = SeedEstimator()
+    text = Anthropic().read(_tool_search_body([{"type": "text", "text": "rate"}]), est)
+    ref = Anthropic().read(
+        _tool_search_body([{"type": "tool_reference", "tool_name": "rate"}]), est
+    )
+    assert ref.base[0] == text.base[0] + TOOL_SEARCH_TOKENS
+    # The result holds the referenced tool's whole definition (its 400-byte schema).
+    assert ref.items[2].cost[2] > text.items[2].cost[2] + 400
+    missing = Anthropic().read(
+        _tool_search_body([{"type": "tool_reference", "tool_name": "other"}]), est
+    )
+    assert missing.base[0] == ref.base[0]
+    assert missing.items[2].cost[2] < ref.items[2].cost[2]
+
+
 @pytest.mark.corpus
 def test_corpus_bodies_detect_estimate_and_prune() -> None:
     seen = 0

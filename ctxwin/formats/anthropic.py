@@ -33,7 +33,7 @@ from typing import Any
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator, Kind
+from ctxwin.estimate import ANTHROPIC_TOOL_PROMPT, Estimator, Kind
 from ctxwin.formats._util import (
     add_json,
     adjacency_problems,
@@ -124,6 +124,7 @@ class Anthropic:
         width = estimator.width
         base = [0] * width
         refs: list[str] = []
+        ctx = _Context(refs)
         system = body.get("system")
         if system is not None:
             base[0] += estimator.per_message
@@ -132,11 +133,14 @@ class Anthropic:
             else:
                 for k, block in enumerate(expect_list(system, "system")):
                     self._block(
-                        block, f"system[{k}]", base, estimator, None, [], [], Kind.PROSE, refs
+                        block, f"system[{k}]", base, estimator, None, [], [], Kind.PROSE, ctx
                     )
         tools = body.get("tools")
         if tools is not None:
             add_json(base, expect_list(tools, "tools"), estimator)
+            for tool in tools:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    ctx.tools[tool["name"]] = tool
         base[0] += estimator.framing(self.name, has_tools=tools is not None)
         max_tokens = optional_int(body, "max_tokens", "max_tokens")
         view = View(self.name, [], base, optional_model(body), max_tokens, "messages")
@@ -174,9 +178,11 @@ class Anthropic:
                         calls,
                         answers,
                         Kind.PROSE,
-                        refs,
+                        ctx,
                     )
             view.items.append(Item(role, cost, tuple(calls), tuple(answers)))
+        if ctx.tool_search:
+            base[0] += TOOL_SEARCH_TOKENS
         view.notes.extend(self._notes(refs))
         return view
 
@@ -196,7 +202,7 @@ class Anthropic:
         calls: list[str],
         answers: list[str],
         kind: Kind,
-        refs: list[str],
+        ctx: _Context,
     ) -> None:
         block = expect_dict(block, at)
         t = block.get("type")
@@ -207,7 +213,7 @@ class Anthropic:
         elif t == "image":
             cost[0] += media.anthropic_cost(_source(block.get("source"), f"{at}.source", "image"))
         elif t == "document":
-            self._document(block, at, cost, est, refs)
+            self._document(block, at, cost, est, ctx)
         elif t == "tool_use":
             if role is not ASSISTANT:
                 raise InputError("a tool_use block belongs in an assistant message", f"{at}.type")
@@ -233,7 +239,7 @@ class Anthropic:
             elif content is not None:
                 for j, inner in enumerate(expect_list(content, f"{at}.content")):
                     self._block(
-                        inner, f"{at}.content[{j}]", cost, est, None, [], [], Kind.DENSE, refs
+                        inner, f"{at}.content[{j}]", cost, est, None, [], [], Kind.DENSE, ctx
                     )
             answers.append(call_id)
         elif t == "thinking":
@@ -248,11 +254,16 @@ class Anthropic:
         elif t.endswith("_tool_result"):
             est.add_text(cost, required_str(block, "tool_use_id", at), Kind.DENSE)
             add_json(cost, block.get("content"), est)
+        elif t == "tool_reference":
+            # The provider replaces the block with the named tool's full definition.
+            name = required_str(block, "tool_name", at)
+            add_json(cost, ctx.tools.get(name, block), est)
+            ctx.tool_search = True
         else:
             add_json(cost, block, est)
 
     def _document(
-        self, block: dict[str, Any], at: str, cost: list[int], est: Estimator, refs: list[str]
+        self, block: dict[str, Any], at: str, cost: list[int], est: Estimator, ctx: _Context
     ) -> None:
         for key in ("title", "context"):
             value = block.get(key)
@@ -270,12 +281,12 @@ class Anthropic:
             else:
                 for j, inner in enumerate(expect_list(content, f"{where}.content")):
                     self._block(
-                        inner, f"{where}.content[{j}]", cost, est, None, [], [], Kind.PROSE, refs
+                        inner, f"{where}.content[{j}]", cost, est, None, [], [], Kind.PROSE, ctx
                     )
         else:
             found = _source(source, where, "pdf")
             if found.nbytes is None:
-                refs.append(at)
+                ctx.refs.append(at)
             cost[0] += media.anthropic_cost(found)
 
     def write(self, body: Any, keep: Sequence[int]) -> Any:
@@ -284,6 +295,31 @@ class Anthropic:
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return adjacency_problems(view, keep)
+
+
+TOOL_SEARCH_TOKENS = ANTHROPIC_TOOL_PROMPT
+"""Added once to a request whose messages hold a ``tool_reference`` block.
+
+With tool search the provider expands each ``tool_reference`` into the named
+tool's full definition (charged in place, from ``tools``) and brings in its
+tool-search instructions, which the body never shows and Anthropic does not
+publish a size for. They are charged as a second tool-use system prompt
+(:data:`ctxwin.estimate.ANTHROPIC_TOOL_PROMPT`, 346 tokens) — an assumption that
+errs high: the one recorded ``count_tokens`` answer for such a body (641
+tokens) sits below the estimate, and 219 tokens above the body plus its
+documented tool prompt.
+"""
+
+
+class _Context:
+    """What one ``read`` gathers across blocks."""
+
+    __slots__ = ("refs", "tool_search", "tools")
+
+    def __init__(self, refs: list[str]) -> None:
+        self.refs = refs
+        self.tools: dict[str, Any] = {}
+        self.tool_search = False
 
 
 def _source(source: Any, where: str, kind: str) -> media.Media:
