@@ -442,16 +442,16 @@ def prune(
     report = build_report(plan)
     out = data
     if result.pruned and not result.overflow_at_floor:
-        from ctxwin.core import dumps, find_big_integer
+        from ctxwin.core import dumps, find_big_integer, may_hold_big_number
         from ctxwin.errors import InputError
 
-        big = find_big_integer(data)
+        out = dumps(plan.output(), indent=_looks_indented(data), newline=data.endswith(b"\n"))
+        big = find_big_integer(data) if may_hold_big_number(out) else None
         if big is not None:
             raise InputError(
                 f"{big} is beyond 64 bits: it would be written back as a float, "
                 "so this transcript cannot be pruned without changing it"
             )
-        out = dumps(plan.output(), indent=_looks_indented(data), newline=data.endswith(b"\n"))
     if report_path is not None:
         write_output(str(report_path), render_json(report))
     if result.overflow_at_floor:

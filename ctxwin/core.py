@@ -175,6 +175,31 @@ def find_big_integer(data: bytes | bytearray | memoryview) -> str | None:
     return None
 
 
+def may_hold_big_number(out: bytes) -> bool:
+    """False when JSON ``out``, as :func:`dumps` writes it, holds no number of
+    magnitude 10¹⁶ or more; True when it may.
+
+    Both writers (orjson and the standard library) put every float from 10¹⁶
+    up in exponent form, ``1.8446744073709552e+19``, and an integer beyond 64
+    bits is read as such a float. So where ``out`` has no digit, ``e+``, digit
+    sequence, no value in it was rewritten, and the input need not be scanned
+    (:func:`find_big_integer`): one C-speed search of the output instead. Text
+    inside strings can hold the sequence too; after a few matches this gives up
+    and answers True.
+    """
+    at = out.find(b"e+")
+    seen = 0
+    while at >= 0:
+        if at and out[at - 1] in _DIGITS and out[at + 2 : at + 3].isdigit():
+            return True
+        seen += 1
+        if seen > _E_PLUS_LIMIT:
+            return True
+        at = out.find(b"e+", at + 2)
+    return False
+
+
+_E_PLUS_LIMIT = 10_000
 _DIGITS = frozenset(b"0123456789")
 _TOKEN_BEFORE = frozenset(b":[,")
 _SPACE = frozenset(b" \t\r\n")

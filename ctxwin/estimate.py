@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum
 from fractions import Fraction
 from typing import Protocol, runtime_checkable
+from zlib import adler32
 
 SEED_CALIBRATION = 1.15
 """The ADR's calibration seed: the estimate starts 15 % above the raw count."""
@@ -158,18 +159,8 @@ EXTRA_STEPS = {
 """Extra cost of each byte class over :data:`_BYTE`, in steps of :data:`_STEP`."""
 
 
-def _steps_byte(k: int) -> int:
-    """``k`` steps (0-20) as a byte: 1 bits in the low nibble count one step,
-    1 bits in the high nibble four."""
-    high = min(k // 4, 4)
-    low = k - 4 * high
-    if not 0 <= low <= 4:
-        raise ValueError(f"{k} steps do not fit in a byte")
-    return (((1 << high) - 1) << 4) | ((1 << low) - 1)
-
-
 def _weight_table() -> bytes:
-    """Byte → its class's extra steps, as :func:`_steps_byte` encodes them."""
+    """Byte → its class's extra steps (0-20)."""
     classes = {
         **dict.fromkeys(range(ord("A"), ord("Z") + 1), "upper"),
         **dict.fromkeys(range(ord("0"), ord("9") + 1), "digit"),
@@ -182,7 +173,7 @@ def _weight_table() -> bytes:
     }
     table = bytearray(256)
     for c, cls in classes.items():
-        table[c] = _steps_byte(EXTRA_STEPS[cls])
+        table[c] = EXTRA_STEPS[cls]
     return bytes(table)
 
 
@@ -190,28 +181,33 @@ _WEIGHTS = _weight_table()
 _PLAIN = bytes(c for c in range(256) if _WEIGHTS[c] == 0)
 """Bytes with no extra cost (lower-case letters, space): deleted while translating."""
 
+_ADLER_MOD = 65521
+"""Adler-32 sums bytes modulo this prime."""
+
+_SUM_SPAN = (_ADLER_MOD - 2) // max(_WEIGHTS)
+"""Longest run of weights whose sum Adler-32 gives exactly (4,094 bytes)."""
+
 _SHORT = 64
 _SHORT_MEMO = 4096
-_CHUNK = 1 << 16
-_LOW_NIBBLES = int.from_bytes(b"\x0f" * _CHUNK, "little")
+
+
+def _steps(weights: bytes) -> int:
+    """The sum of the byte values of ``weights`` (each at most ``max(_WEIGHTS)``), at C speed.
+
+    Adler-32's low half is ``(1 + sum of the bytes) mod 65521``; for up to
+    :data:`_SUM_SPAN` bytes the sum cannot wrap, so it is read off exactly.
+    Longer input is summed a span at a time.
+    """
+    n = len(weights)
+    if n <= _SUM_SPAN:
+        return (adler32(weights) & 0xFFFF) - 1
+    view = memoryview(weights)
+    return sum((adler32(view[i : i + _SUM_SPAN]) & 0xFFFF) - 1 for i in range(0, n, _SUM_SPAN))
 
 
 def _cost(data: bytes) -> int:
     """Cost of UTF-8 ``data`` in :data:`SCALE` units; see :class:`ContentEstimator`."""
-    t = data.translate(_WEIGHTS, _PLAIN)
-    if not t:
-        return _BYTE * len(data)
-    if len(t) <= _CHUNK:
-        x = int.from_bytes(t, "little")
-        low = (x & _LOW_NIBBLES).bit_count()
-        return _BYTE * len(data) + _STEP * (low + 4 * (x.bit_count() - low))
-    steps = 0
-    view = memoryview(t)
-    for i in range(0, len(t), _CHUNK):
-        x = int.from_bytes(view[i : i + _CHUNK], "little")
-        low = (x & _LOW_NIBBLES).bit_count()
-        steps += low + 4 * (x.bit_count() - low)
-    return _BYTE * len(data) + _STEP * steps
+    return _BYTE * len(data) + _STEP * _steps(data.translate(_WEIGHTS, _PLAIN))
 
 
 class ContentEstimator:
@@ -236,11 +232,11 @@ class ContentEstimator:
     (``python -m fidelity.fit --transcript-margin 1.0``); ``make fidelity``
     re-measures them (README, "Estimator fidelity").
 
-    Speed: each byte's extra steps are stored as 1 bits (low nibble: one step
-    per bit, high nibble: four), so one ``bytes.translate`` that also drops the
-    plain bytes (lower-case letters, space), one ``int.from_bytes`` and two
-    ``int.bit_count`` price a whole string — no per-character Python loop.
-    Short strings (call ids, tool names) are memoized.
+    Speed: one ``bytes.translate`` maps each byte to its extra steps and drops
+    the plain bytes (lower-case letters, space); the low half of
+    ``zlib.adler32`` of the result is one plus the sum of its bytes, exact up to
+    4,094 bytes (:func:`_steps`) — no per-character Python loop. Short strings
+    (call ids, tool names) are memoized.
 
     Costs add: the cost of two strings is the sum of their costs, so a string
     that mixes prose and a base64 blob is costed as both parts would be.
@@ -269,14 +265,10 @@ class ContentEstimator:
             return
         data = text.encode("utf-8", "surrogatepass")
         t = data.translate(_WEIGHTS, _PLAIN)
-        if not t:
-            cost[1] += _BYTE * len(data)
-        elif len(t) <= _CHUNK:  # inline of _cost's common case: this is the hot path
-            x = int.from_bytes(t, "little")
-            low = (x & _LOW_NIBBLES).bit_count()
-            cost[1] += _BYTE * len(data) + _STEP * (low + 4 * (x.bit_count() - low))
+        if len(t) <= _SUM_SPAN:  # inline of _cost's common case: this is the hot path
+            cost[1] += _BYTE * len(data) + _STEP * ((adler32(t) & 0xFFFF) - 1)
         else:
-            cost[1] += _cost(data)
+            cost[1] += _BYTE * len(data) + _STEP * _steps(t)
 
     def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
         cost[1] += _cost(data)

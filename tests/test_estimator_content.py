@@ -60,6 +60,23 @@ def test_monotonic(a: str, b: str) -> None:
     assert cost(b)[1] > 0
 
 
+def reference_cost(data: bytes) -> int:
+    """The documented price, one byte at a time."""
+    from ctxwin.estimate import _BYTE, _STEP, _WEIGHTS
+
+    return sum(_BYTE + _STEP * _WEIGHTS[b] for b in data)
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=20_000), st.sampled_from([b"", b"0", b"\xf0", b"A7"]))
+def test_fast_sum_equals_the_byte_by_byte_price(data: bytes, pad: bytes) -> None:
+    from ctxwin.estimate import _SUM_SPAN, _cost
+
+    # Long runs of the dearest bytes exceed one Adler-32 span several times over.
+    for sample in (data, pad * (3 * _SUM_SPAN), data + pad * _SUM_SPAN):
+        assert _cost(sample) == reference_cost(sample)
+
+
 @settings(max_examples=100)
 @given(st.binary())
 def test_bytes_and_text_agree(data: bytes) -> None:

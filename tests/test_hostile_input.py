@@ -616,3 +616,63 @@ def test_a_list_where_a_type_name_belongs_is_bad_input_not_a_crash() -> None:
     run = cli(["estimate", "-c", "100000", "-"], stdin=b'[{"type": ["x"]}, {"role": "user"}]')
     assert run.exit_code == 1, run.stderr
     assert "internal error" not in run.stderr
+
+
+BIG = 123456789012345678901234567890
+
+
+@pytest.mark.parametrize(
+    ("index", "text", "refused"),
+    [
+        (3, "ok", False),  # in the oldest turn, which is dropped: nothing is rewritten
+        (-1, "ok", True),  # in the newest turn, which is kept
+        # Kept text that looks like a big float sends ctxwin to the full input scan,
+        # which cannot tell kept from dropped: refused, to be safe.
+        (3, "overflow at 1.5e+20 bytes", True),
+    ],
+    ids=["dropped", "kept", "dropped-but-kept-text-has-e+"],
+)
+def test_big_integer_matters_only_if_written_back(
+    index: int, text: str, refused: bool, tmp_path: Path
+) -> None:
+    def change(body: dict[str, Any]) -> None:
+        body["messages"][index]["seq"] = "BIG"
+        body["messages"][-1]["content"] = text
+
+    src = tmp_path / "in.json"
+    src.write_bytes(mutated(change).replace(b'"BIG"', str(BIG).encode()))
+    out = tmp_path / "out.json"
+    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    if refused:
+        assert_one_line_error(run, 1, "is beyond 64 bits")
+        assert not out.exists()
+    else:
+        assert run.exit_code == 0, run.stderr
+        kept = orjson.loads(out.read_bytes())["messages"]
+        assert len(kept) < len(transcript()["messages"])
+        assert all("seq" not in m for m in kept)
+
+
+@given(value=_JSON)
+@settings(max_examples=300, deadline=None)
+def test_output_without_e_plus_holds_no_big_number(value: Any) -> None:
+    """``may_hold_big_number`` may say True needlessly, never False when a float of
+    10**16 or more (as every integer beyond 64 bits becomes) is in the output."""
+    parsed = orjson.loads(json.dumps(value))  # big integers come back as floats
+    out = core.dumps(parsed)
+    if not core.may_hold_big_number(out):
+        numbers: list[float] = []
+
+        def walk(v: Any) -> None:
+            if isinstance(v, dict):
+                for x in v.values():
+                    walk(x)
+            elif isinstance(v, list):
+                for x in v:
+                    walk(x)
+            elif isinstance(v, float):
+                numbers.append(abs(v))
+
+        walk(parsed)
+        # Every integer beyond 64 bits was read as a float of at least 2**63.
+        assert all(n < 1e16 for n in numbers), out
