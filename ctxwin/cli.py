@@ -6,18 +6,18 @@ Only this module (and ``__main__``) knows about processes: it maps every
 
 from __future__ import annotations
 
-import gc
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ctxwin import __version__
-from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_output, write_stdout
-from ctxwin.errors import CtxwinError, ExitCode, SpecError, UsageError
+from ctxwin import __version__, commands
+from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, STDIO, write_stdout
+from ctxwin.commands import exit_code_for, finish
+from ctxwin.commands import say as _say
+from ctxwin.errors import ExitCode, SpecError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 bad input (unreadable, invalid JSON, wrong shape, unsafe pairing, "
@@ -159,18 +159,9 @@ QuietOpt = Annotated[
 ]
 
 
-def _say(message: str) -> None:
-    sys.stderr.write(f"ctxwin: {message}\n")
-    sys.stderr.flush()
-
-
-def _fail(exc: CtxwinError) -> NoReturn:
-    _say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {exc}")
-    raise typer.Exit(int(exc.exit_code))
-
-
 def _guard(fn: F) -> F:
-    """Turn ctxwin errors into one stderr line and their exit code."""
+    """Turn ctxwin errors into one stderr line and their exit code
+    (:func:`ctxwin.commands.exit_code_for`); with ``--debug``, a traceback."""
     import functools
 
     @functools.wraps(fn)
@@ -179,46 +170,17 @@ def _guard(fn: F) -> F:
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
-        except BrokenPipeError:  # stdout closed by the reader (e.g. `| head`)
+        except Exception as exc:
             if _state["debug"]:
                 raise
-            _quiet_stdout()
-            _say("error: output closed before all data was written (broken pipe)")
-            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
-        except CtxwinError as exc:
-            if _state["debug"]:
-                raise
-            _fail(exc)
-        except MemoryError:
-            if _state["debug"]:
-                raise
-            _say("error: out of memory (try a smaller input)")
-            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
-        except RecursionError:
-            if _state["debug"]:
-                raise
-            _say("error: input nested too deeply")
-            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
-        except Exception as exc:  # a bug: still one line, unless --debug
-            if _state["debug"]:
-                raise
-            _say(
-                f"internal error: {type(exc).__name__}: {exc} "
-                "(run with --debug for a traceback, and please report it)"
-            )
-            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
+            raise typer.Exit(exit_code_for(exc)) from None
 
     return wrapper  # type: ignore[return-value]
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
-    import contextlib
-    import os
-
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+def _exit(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
 
 
 def _version(value: bool) -> None:
@@ -241,101 +203,6 @@ def _root(
 ) -> None:
     """Keep LLM agent transcripts inside the model's context window."""
     _state["debug"] = debug
-
-
-def _load_spec(path: Path | None) -> Any:
-    if path is None:
-        return None
-    from ctxwin.core import parse
-    from ctxwin.errors import InputError
-
-    try:
-        return parse(read_input(str(path), 0))
-    except InputError as exc:
-        raise SpecError(f"--model-spec {exc}") from None
-
-
-def _plan(
-    input_: str,
-    *,
-    model: str | None,
-    model_spec: Path | None,
-    context_length: int | None,
-    max_output_tokens: int | None,
-    max_tokens: int | None,
-    calibration: float | None,
-    format_: str,
-    estimator: str,
-    max_input_bytes: int,
-    quiet: bool,
-    tokenizer: str | None = None,
-) -> tuple[Any, bytes]:
-    from ctxwin import core, estimate, formats
-
-    if format_ != formats.AUTO and format_ not in formats.names():
-        raise UsageError(
-            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
-        )
-    if tokenizer is not None:
-        est: estimate.Estimator = estimate.TokenizerEstimator(tokenizer)
-        if calibration is None:
-            calibration = 1.0
-    else:
-        try:
-            est = estimate.get_estimator(estimator)
-        except ValueError as exc:
-            raise UsageError(f"--estimator: {exc}") from None
-    spec = _load_spec(model_spec)
-    data = read_input(input_, max_input_bytes)
-    if data.startswith(core.BOM) and not quiet:
-        _say("warning: ignoring the UTF-8 byte order mark at the start of the input")
-    # A parsed body is millions of acyclic objects that live until exit: the cyclic
-    # collector would re-scan them on every allocation burst, up to half the run time
-    # on large inputs, and find nothing. This one-shot process does without it.
-    gc.disable()
-    body = core.parse(data)
-    _KEEP_UNTIL_EXIT.append(body)
-    transcript = core.load(body, format_, est)
-    plan = core.plan(
-        transcript,
-        model=model,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        spec=spec,
-        calibration=calibration,
-    )
-    if not quiet:
-        s = plan.budget.spec
-        if s.context_length_source == "fallback":
-            named = f"model {s.name!r}" if s.name else "no model named"
-            _say(
-                f"warning: unknown context length ({named}); assuming {s.context_length:,} "
-                "tokens. Pass --context-length, --model or --model-spec."
-            )
-        for note in transcript.view.notes + plan.result.warnings:
-            _say(f"warning: {note}")
-        if not plan.result.pruned and not plan.result.overflow_at_floor:
-            # Nothing is dropped, so fit did not check the rules: say what a provider may reject.
-            _warn_problems(transcript.problems())
-    return plan, data
-
-
-def _warn_problems(problems: list[Any]) -> None:
-    from ctxwin.rules import summary
-
-    if problems:
-        _say(f"warning: {summary(problems)}; passed through unchanged (see `ctxwin lint`)")
-
-
-def _truncated_message(report: dict[str, Any]) -> str:
-    return (
-        f"context truncated: even the head plus the newest turn need "
-        f"{report['estimated_tokens_after']:,} tokens, over the budget of {report['budget']:,} "
-        f"({report['context_length']:,} window − {report['reserve']:,} reserve − "
-        f"{report['safety']:,} safety). Use a model with a larger window, a smaller "
-        "--max-tokens, or a shorter system prompt or newest turn."
-    )
 
 
 @_guard
@@ -361,32 +228,23 @@ def estimate(
     Exit 0 whether or not pruning is needed; 3 when even the floor (head plus
     newest turn) exceeds the budget.
     """
-    from ctxwin.report import build_report, render_json, render_summary
-
-    plan, _ = _plan(
-        input_,
-        model=model,
-        model_spec=model_spec,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        calibration=calibration,
-        format_=format_,
-        estimator=estimator,
-        max_input_bytes=max_input_bytes,
-        quiet=quiet,
-        tokenizer=tokenizer,
+    _exit(
+        commands.estimate_command(
+            input_=input_,
+            model=model,
+            model_spec=model_spec,
+            context_length=context_length,
+            max_output_tokens=max_output_tokens,
+            max_tokens=max_tokens,
+            calibration=calibration,
+            format_=format_,
+            estimator=estimator,
+            tokenizer=tokenizer,
+            json_=json_,
+            max_input_bytes=max_input_bytes,
+            quiet=quiet,
+        )
     )
-    report = build_report(plan)
-    if json_:
-        write_stdout(render_json(report))
-    else:
-        from rich.console import Console
-
-        render_summary(report, Console())
-    if plan.result.overflow_at_floor:
-        _say(_truncated_message(report))
-        raise typer.Exit(int(ExitCode.CONTEXT_TRUNCATED))
 
 
 @_guard
@@ -422,58 +280,24 @@ def prune(
     same JSON values, and a transcript that fits is written back unchanged.
     Exit 3 (and nothing written to OUT) when even the floor does not fit.
     """
-    from ctxwin.report import build_report, render_json
-
-    plan, data = _plan(
-        input_,
-        model=model,
-        model_spec=model_spec,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        calibration=calibration,
-        format_=format_,
-        estimator=estimator,
-        max_input_bytes=max_input_bytes,
-        quiet=quiet,
-        tokenizer=tokenizer,
-    )
-    result = plan.result
-    report = build_report(plan)
-    out = data
-    if result.pruned and not result.overflow_at_floor:
-        from ctxwin.core import dumps, find_big_integer, may_hold_big_number
-        from ctxwin.errors import InputError
-
-        out = dumps(plan.output(), indent=_looks_indented(data), newline=data.endswith(b"\n"))
-        big = find_big_integer(data) if may_hold_big_number(out) else None
-        if big is not None:
-            raise InputError(
-                f"{big} is beyond 64 bits: it would be written back as a float, "
-                "so this transcript cannot be pruned without changing it"
-            )
-    if report_path is not None:
-        write_output(str(report_path), render_json(report))
-    if result.overflow_at_floor:
-        _say(_truncated_message(report))
-        raise typer.Exit(int(ExitCode.CONTEXT_TRUNCATED))
-    write_output(output, out)
-    if result.pruned and not quiet:
-        _say(
-            f"dropped {_plural(result.dropped_turns, 'turn')} "
-            f"({_plural(len(result.dropped), 'message')}): "
-            f"{result.estimated_tokens:,} → {result.estimated_tokens_after:,} tokens, "
-            f"budget {result.budget:,}"
+    _exit(
+        commands.prune_command(
+            input_=input_,
+            output=output,
+            model=model,
+            model_spec=model_spec,
+            context_length=context_length,
+            max_output_tokens=max_output_tokens,
+            max_tokens=max_tokens,
+            calibration=calibration,
+            format_=format_,
+            estimator=estimator,
+            tokenizer=tokenizer,
+            report_path=report_path,
+            max_input_bytes=max_input_bytes,
+            quiet=quiet,
         )
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
-def _looks_indented(data: bytes) -> bool:
-    head = data[:259].removeprefix(b"\xef\xbb\xbf").lstrip()
-    return head[:1] in (b"{", b"[") and head[1:2] == b"\n"
+    )
 
 
 @_guard
@@ -573,23 +397,6 @@ def main_exit_code(argv: list[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
-_KEEP_UNTIL_EXIT: list[Any] = []
-"""Parsed inputs, held so they are not freed object by object when a command returns:
-:func:`run` ends the process without that teardown (a second or more on large inputs)."""
-
-
 def run() -> None:
-    """Console-script entry point.
-
-    Every file the command wrote is closed (and fsynced) by then; the standard
-    streams are flushed here, and the process ends without the interpreter's
-    teardown, which would free a large parsed body one object at a time.
-    """
-    code = main_exit_code()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            if code == 0:
-                code = int(ExitCode.BAD_INPUT)
-    os._exit(code)
+    """Console-script entry point: run the command line, then :func:`~ctxwin.commands.finish`."""
+    finish(main_exit_code())

@@ -29,9 +29,9 @@ from ctxwin.cli import (
     QuietOpt,
     SpecOpt,
     TokenizerOpt,
-    _load_spec,
-    _say,
 )
+from ctxwin.commands import load_spec as _load_spec
+from ctxwin.commands import say as _say
 from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
 from ctxwin.estimate import default_estimator
 

@@ -1,0 +1,297 @@
+"""What ``ctxwin estimate`` and ``ctxwin prune`` do, without the command-line framework.
+
+The Typer app (``ctxwin.cli``) declares the commands, their flags and help,
+and calls these functions. The console entry point (``ctxwin._entry``) calls
+them directly when :mod:`ctxwin._fastargs` can read the command line — a
+plain ``estimate`` or ``prune`` call — so such a call never imports Typer or
+Click, which would take longer to import than the work on a small transcript.
+
+Each command returns its exit code; :func:`exit_code_for` turns an exception
+into one line on stderr and its code, exactly as the Typer commands do.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ctxwin._io import read_input, write_output, write_stdout
+from ctxwin.errors import CtxwinError, ExitCode, SpecError, UsageError
+
+KEEP_UNTIL_EXIT: list[Any] = []
+"""Parsed inputs, held so they are not freed object by object when a command returns:
+:func:`finish` ends the process without that teardown (a second or more on large inputs)."""
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"ctxwin: {message}\n")
+    sys.stderr.flush()
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """Say what went wrong in one stderr line and return the exit code for it.
+
+    Raises ``exc`` again when it is not one ctxwin reports this way.
+    """
+    if isinstance(exc, BrokenPipeError):  # stdout closed by the reader (e.g. `| head`)
+        quiet_stdout()
+        say("error: output closed before all data was written (broken pipe)")
+        return int(ExitCode.BAD_INPUT)
+    if isinstance(exc, CtxwinError):
+        say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {exc}")
+        return int(exc.exit_code)
+    if isinstance(exc, MemoryError):
+        say("error: out of memory (try a smaller input)")
+        return int(ExitCode.BAD_INPUT)
+    if isinstance(exc, RecursionError):
+        say("error: input nested too deeply")
+        return int(ExitCode.BAD_INPUT)
+    if isinstance(exc, Exception):  # a bug: still one line, unless --debug
+        say(
+            f"internal error: {type(exc).__name__}: {exc} "
+            "(run with --debug for a traceback, and please report it)"
+        )
+        return int(ExitCode.BAD_INPUT)
+    raise exc
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def finish(code: int) -> None:
+    """Flush the standard streams and end the process with ``code``.
+
+    Every file the command wrote is closed (and fsynced) by then; the process
+    ends without the interpreter's teardown, which would free a large parsed
+    body one object at a time.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            if code == 0:
+                code = int(ExitCode.BAD_INPUT)
+    os._exit(code)
+
+
+def load_spec(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from ctxwin.core import parse
+    from ctxwin.errors import InputError
+
+    try:
+        return parse(read_input(str(path), 0))
+    except InputError as exc:
+        raise SpecError(f"--model-spec {exc}") from None
+
+
+def _plan(
+    input_: str,
+    *,
+    model: str | None,
+    model_spec: Path | None,
+    context_length: int | None,
+    max_output_tokens: int | None,
+    max_tokens: int | None,
+    calibration: float | None,
+    format_: str,
+    estimator: str,
+    max_input_bytes: int,
+    quiet: bool,
+    tokenizer: str | None = None,
+) -> tuple[Any, bytes]:
+    from ctxwin import core, estimate, formats
+
+    if format_ != formats.AUTO and format_ not in formats.names():
+        raise UsageError(
+            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
+        )
+    if tokenizer is not None:
+        est: estimate.Estimator = estimate.TokenizerEstimator(tokenizer)
+        if calibration is None:
+            calibration = 1.0
+    else:
+        try:
+            est = estimate.get_estimator(estimator)
+        except ValueError as exc:
+            raise UsageError(f"--estimator: {exc}") from None
+    spec = load_spec(model_spec)
+    data = read_input(input_, max_input_bytes)
+    if data.startswith(core.BOM) and not quiet:
+        say("warning: ignoring the UTF-8 byte order mark at the start of the input")
+    # A parsed body is millions of acyclic objects that live until exit: the cyclic
+    # collector would re-scan them on every allocation burst, up to half the run time
+    # on large inputs, and find nothing. This one-shot process does without it.
+    gc.disable()
+    body = core.parse(data)
+    KEEP_UNTIL_EXIT.append(body)
+    transcript = core.load(body, format_, est)
+    plan = core.plan(
+        transcript,
+        model=model,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        spec=spec,
+        calibration=calibration,
+    )
+    if not quiet:
+        s = plan.budget.spec
+        if s.context_length_source == "fallback":
+            named = f"model {s.name!r}" if s.name else "no model named"
+            say(
+                f"warning: unknown context length ({named}); assuming {s.context_length:,} "
+                "tokens. Pass --context-length, --model or --model-spec."
+            )
+        for note in transcript.view.notes + plan.result.warnings:
+            say(f"warning: {note}")
+        if not plan.result.pruned and not plan.result.overflow_at_floor:
+            # Nothing is dropped, so fit did not check the rules: say what a provider may reject.
+            _warn_problems(transcript.problems())
+    return plan, data
+
+
+def _warn_problems(problems: list[Any]) -> None:
+    from ctxwin.rules import summary
+
+    if problems:
+        say(f"warning: {summary(problems)}; passed through unchanged (see `ctxwin lint`)")
+
+
+def truncated_message(report: dict[str, Any]) -> str:
+    return (
+        f"context truncated: even the head plus the newest turn need "
+        f"{report['estimated_tokens_after']:,} tokens, over the budget of {report['budget']:,} "
+        f"({report['context_length']:,} window − {report['reserve']:,} reserve − "
+        f"{report['safety']:,} safety). Use a model with a larger window, a smaller "
+        "--max-tokens, or a shorter system prompt or newest turn."
+    )
+
+
+def estimate_command(
+    *,
+    input_: str,
+    model: str | None,
+    model_spec: Path | None,
+    context_length: int | None,
+    max_output_tokens: int | None,
+    max_tokens: int | None,
+    calibration: float | None,
+    format_: str,
+    estimator: str,
+    tokenizer: str | None,
+    json_: bool,
+    max_input_bytes: int,
+    quiet: bool,
+) -> int:
+    """``ctxwin estimate``: print the report; the exit code."""
+    from ctxwin.report import build_report, render_json, render_summary
+
+    plan, _ = _plan(
+        input_,
+        model=model,
+        model_spec=model_spec,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        calibration=calibration,
+        format_=format_,
+        estimator=estimator,
+        max_input_bytes=max_input_bytes,
+        quiet=quiet,
+        tokenizer=tokenizer,
+    )
+    report = build_report(plan)
+    if json_:
+        write_stdout(render_json(report))
+    else:
+        from rich.console import Console
+
+        render_summary(report, Console())
+    if plan.result.overflow_at_floor:
+        say(truncated_message(report))
+        return int(ExitCode.CONTEXT_TRUNCATED)
+    return 0
+
+
+def prune_command(
+    *,
+    input_: str,
+    output: str,
+    model: str | None,
+    model_spec: Path | None,
+    context_length: int | None,
+    max_output_tokens: int | None,
+    max_tokens: int | None,
+    calibration: float | None,
+    format_: str,
+    estimator: str,
+    tokenizer: str | None,
+    report_path: Path | None,
+    max_input_bytes: int,
+    quiet: bool,
+) -> int:
+    """``ctxwin prune``: write the fitted body to ``output``; the exit code."""
+    from ctxwin.report import build_report, render_json
+
+    plan, data = _plan(
+        input_,
+        model=model,
+        model_spec=model_spec,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        calibration=calibration,
+        format_=format_,
+        estimator=estimator,
+        max_input_bytes=max_input_bytes,
+        quiet=quiet,
+        tokenizer=tokenizer,
+    )
+    result = plan.result
+    report = build_report(plan)
+    out = data
+    if result.pruned and not result.overflow_at_floor:
+        from ctxwin.core import dumps, find_big_integer, may_hold_big_number
+        from ctxwin.errors import InputError
+
+        out = dumps(plan.output(), indent=_looks_indented(data), newline=data.endswith(b"\n"))
+        big = find_big_integer(data) if may_hold_big_number(out) else None
+        if big is not None:
+            raise InputError(
+                f"{big} is beyond 64 bits: it would be written back as a float, "
+                "so this transcript cannot be pruned without changing it"
+            )
+    if report_path is not None:
+        write_output(str(report_path), render_json(report))
+    if result.overflow_at_floor:
+        say(truncated_message(report))
+        return int(ExitCode.CONTEXT_TRUNCATED)
+    write_output(output, out)
+    if result.pruned and not quiet:
+        say(
+            f"dropped {_plural(result.dropped_turns, 'turn')} "
+            f"({_plural(len(result.dropped), 'message')}): "
+            f"{result.estimated_tokens:,} → {result.estimated_tokens_after:,} tokens, "
+            f"budget {result.budget:,}"
+        )
+    return 0
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _looks_indented(data: bytes) -> bool:
+    head = data[:259].removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head[:1] in (b"{", b"[") and head[1:2] == b"\n"
