@@ -1,8 +1,10 @@
 """The console entry point: start only what the requested command needs.
 
-Building the command line costs start-up time per registered command (typer
-reads every command's signature), and the recorded-run and lint commands pull
-in modules of their own. When the command named on the command line is one
+A plain ``estimate`` or ``prune`` command line (:mod:`ctxwin._fastargs`) runs
+without the command-line framework at all. Otherwise: building the command
+line costs start-up time per registered command (typer reads every command's
+signature), and the recorded-run and lint commands pull in modules of their
+own. When the command named on the command line is one
 of the transcript commands, only that one is registered; anything else
 (``--help``, no command, an unknown name) registers them all, so help and
 "no such command" messages list every command.
@@ -31,7 +33,15 @@ def command_in(argv: list[str]) -> str | None:
 def run() -> None:
     """Console-script entry point (``ctxwin``)."""
     global requested
-    requested = command_in(sys.argv[1:])
+    argv = sys.argv[1:]
+    from ctxwin._fastargs import parse
+
+    plain = parse(argv)
+    if plain is not None:
+        from ctxwin import commands
+
+        commands.finish(commands.run(*plain))
+    requested = command_in(argv)
     from ctxwin.cli import run as cli_run
 
     cli_run()

@@ -15,11 +15,13 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwin._io import read_input, write_output, write_stdout
 from ctxwin.errors import CtxwinError, ExitCode, SpecError, UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 KEEP_UNTIL_EXIT: list[Any] = []
 """Parsed inputs, held so they are not freed object by object when a command returns:
@@ -65,6 +67,27 @@ def quiet_stdout() -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+def run(command: str, debug: bool, kwargs: dict[str, Any]) -> int:
+    """Run ``estimate`` or ``prune`` with the keyword arguments the Typer command
+    would pass (:func:`ctxwin._fastargs.parse`); the exit code.
+
+    Errors are handled as the Typer app handles them: one line and its code
+    (with ``debug``, the exception propagates: a traceback); an interrupt is
+    "aborted", exit 1.
+    """
+    fn = estimate_command if command == "estimate" else prune_command
+    try:
+        return fn(**kwargs)
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        say("aborted")
+        return int(ExitCode.BAD_INPUT)
+    except Exception as exc:
+        if debug:
+            raise
+        return exit_code_for(exc)
 
 
 def finish(code: int) -> None:

@@ -1,0 +1,236 @@
+"""The Typer-free reading of plain command lines agrees with the Typer app."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from ctxwin import _fastargs, cli, commands
+from ctxwin.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "agent-run.json"
+
+
+def click_command(name: str) -> Any:
+    """The Click command Typer builds (Typer bundles its own Click: duck-typed here)."""
+    return typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+
+
+def kind_of(param: Any) -> tuple[str, float | None]:
+    t = param.type
+    names = {cls.__name__ for cls in type(t).__mro__}
+    if param.is_flag:
+        return "flag", None
+    if "IntRange" in names:
+        assert not t.clamp and t.max is None and not t.min_open
+        return "int", t.min
+    if "FloatRange" in names:
+        assert not t.clamp and t.max is None and not t.min_open
+        return "float", t.min
+    if "Path" in names or "TyperPath" in names:
+        assert t.file_okay and not t.dir_okay and not t.exists and t.readable
+        assert not (t.writable or t.resolve_path or t.allow_dash)
+        return "path", None
+    assert "StringParamType" in names, names
+    return "str", None
+
+
+@pytest.mark.parametrize("command", sorted(_fastargs.OPTIONS))
+def test_tables_mirror_the_typer_declarations(command: str) -> None:
+    params = click_command(command).params
+    arguments = tuple(p.name for p in params if p.param_type_name == "argument")
+    assert arguments == _fastargs.ARGUMENTS[command]
+    options: dict[str, _fastargs.Spec] = {}
+    for p in params:
+        if p.param_type_name == "option":
+            assert not p.secondary_opts and not p.multiple and p.envvar is None
+            assert p.name is not None
+            kind, minimum = kind_of(p)
+            for opt in p.opts:
+                options[opt] = (p.name, kind, minimum)
+    assert options == _fastargs.OPTIONS[command]
+    assert {p.name: p.default for p in params} == _fastargs.DEFAULTS[command]
+
+
+def test_root_options_other_than_debug_are_left_to_typer() -> None:
+    group = typer.main.get_command(app)
+    names = {opt for p in group.params for opt in p.opts}
+    assert names == {"--debug", "--version"}
+    assert _fastargs.parse(["--version"]) is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["prune", "in.json", "out.json", "-c", "4000", "--max-tokens", "0"],
+        ["estimate", "-", "--json", "-m", "gpt-4o"],
+        ["--debug", "prune", "--context-length=128000", "in.json", "-q"],
+        ["estimate"],
+    ],
+)
+def test_plain_command_lines_are_read(argv: list[str]) -> None:
+    assert _fastargs.parse(argv) is not None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--help"],
+        ["prune", "--help"],
+        ["estimate", "-h"],
+        ["models"],
+        ["check", "runs/"],
+        ["prune", "a", "b", "c"],
+        ["prune", "-c", "4000", "-c", "5000"],
+        ["prune", "-c", "0"],
+        ["prune", "-c", "many"],
+        ["prune", "--calibration", "nan"],
+        ["prune", "--model", "-x"],
+        ["prune", "-c"],
+        ["prune", "--quiet=yes"],
+        ["prune", "-c4000"],
+        ["prune", "--", "in.json"],
+        ["estimate", "--report", "r.json"],
+        ["prune", "--model-spec", "."],
+    ],
+)
+def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
+    assert _fastargs.parse(argv) is None
+
+
+_VALUES = st.sampled_from(
+    ["4000", "0", "1", "-1", "+7", " 12 ", "1_000", "0x10", "2.5", "1e3", "inf", "nan", "",
+     "gpt-4o", "auto", "-", "--json", "x=y", "seed", "in.json", "."]
+)  # fmt: skip
+_OPTION_NAMES = sorted({name for spec in _fastargs.OPTIONS.values() for name in spec})
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> list[str]:
+    argv = ["--debug"] * draw(st.integers(0, 2))
+    argv.append(draw(st.sampled_from(["estimate", "prune"])))
+    for _ in range(draw(st.integers(0, 6))):
+        shape = draw(st.integers(0, 4))
+        if shape == 0:
+            argv.append(draw(st.sampled_from(["in.json", "out.json", "-", "", "a b"])))
+        elif shape == 1:
+            argv.append(draw(st.sampled_from([*_OPTION_NAMES, "--help", "--nope", "-z"])))
+        elif shape == 2:
+            argv += [draw(st.sampled_from(_OPTION_NAMES)), draw(_VALUES)]
+        elif shape == 3:
+            argv.append(f"{draw(st.sampled_from(_OPTION_NAMES))}={draw(_VALUES)}")
+        else:
+            argv.append(draw(_VALUES))
+    return argv
+
+
+_GOOD = {
+    "int": ["1", "4000", "+7", " 12 ", "1_000", "0"],
+    "float": ["0", "1.5", "1e3", " 2 "],
+    "str": ["gpt-4o", "auto", "x=y", "", "a b", "openai-chat"],
+    "path": ["spec.json", "missing/dir/r.json"],
+}
+
+
+@st.composite
+def plain_command_lines(draw: st.DrawFn) -> list[str]:
+    """Mostly well-formed lines, so that many are read by the plain path."""
+    command = draw(st.sampled_from(["estimate", "prune"]))
+    argv = ["--debug"] * draw(st.integers(0, 1)) + [command]
+    options = _fastargs.OPTIONS[command]
+    for name in draw(st.lists(st.sampled_from(sorted(options)), max_size=6, unique=True)):
+        kind = options[name][1]
+        if kind == "flag":
+            argv.append(name)
+            continue
+        value = draw(st.sampled_from(_GOOD[kind]))
+        if name.startswith("--") and draw(st.booleans()):
+            argv.append(f"{name}={value}")
+        else:
+            argv += [name, value]
+    after_command = argv.index(command) + 1
+    for arg in draw(st.lists(st.sampled_from(["in.json", "-", "out.json"]), max_size=2)):
+        argv.insert(draw(st.sampled_from([after_command, len(argv)])), arg)
+    return argv
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(argv=st.one_of(command_lines(), plain_command_lines()))
+def test_every_accepted_command_line_means_what_typer_reads(argv: list[str]) -> None:
+    plain = _fastargs.parse(argv)
+    if plain is None:
+        return
+    command, debug, kwargs = plain
+    seen: dict[str, Any] = {}
+
+    def capture(**given: Any) -> int:
+        seen.update(given)
+        seen["debug"] = cli._state["debug"]
+        return 0
+
+    name = f"{command}_command"
+    original = getattr(commands, name)
+    setattr(commands, name, capture)
+    try:
+        cli._state["debug"] = False
+        result = CliRunner().invoke(app, argv)
+    finally:
+        setattr(commands, name, original)
+        cli._state["debug"] = False
+    assert result.exit_code == 0, (argv, result.output)
+    assert seen == {**kwargs, "debug": debug}
+
+
+def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "ctxwin", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def imported(proc: subprocess.CompletedProcess[str]) -> set[str]:
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def test_a_plain_call_never_imports_the_framework(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    proc = run_entry("prune", str(EXAMPLE), str(out), "-c", "12000", "--max-tokens", "0")
+    assert proc.returncode == 0
+    assert out.exists()
+    modules = imported(proc)
+    assert "ctxwin.commands" in modules
+    assert not {"typer", "click", "rich"} & {m.split(".")[0] for m in modules}
+    proc = run_entry("estimate", str(EXAMPLE), "--json")
+    assert proc.returncode == 0 and proc.stdout.startswith("{")
+    assert "typer" not in {m.split(".")[0] for m in imported(proc)}
+
+
+def test_errors_on_the_plain_path_match_the_typer_path(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"messages": [')
+    plain = subprocess.run(
+        [sys.executable, "-m", "ctxwin", "estimate", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    typer_run = CliRunner().invoke(app, ["estimate", str(bad)])
+    assert plain.returncode == typer_run.exit_code == 1
+    assert plain.stderr == typer_run.stderr
+    assert len(plain.stderr.splitlines()) == 1
