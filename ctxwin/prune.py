@@ -16,7 +16,8 @@ Promises, each guarded by a property test:
 1. the output is an ordered subsequence of the input;
 2. the head and the unit holding the newest turn are always kept;
 3. a call and its results are never split, since only whole units go, and the
-   output breaks no structural rule (``ctxwin.rules``; checked after the fit);
+   output breaks no structural rule (``ctxwin.rules``; checked after the fit,
+   the generic rules whenever an id links dropped and kept items);
 4. the kept estimate is within the budget, or ``overflow_at_floor`` is set;
 5. pruning the output again drops nothing.
 
@@ -28,7 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, chain
+from operator import attrgetter
 
 from ctxwin.errors import PairingError
 from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated
@@ -154,6 +156,32 @@ def total_cost(view: View, columns: list[list[int]] | None = None) -> list[int]:
     return [b + sum(col) for b, col in zip(view.base, cols, strict=True)]
 
 
+def _shares_ids(items: Sequence[Item], start: int, cut: int) -> bool:
+    """Whether a call id made or answered in ``items[start:cut]`` is also used outside it.
+
+    When none is, no call, result or repeated id links the dropped items to the
+    kept ones, so the generic rules (``ctxwin.rules``) find on the kept items
+    exactly what they found there on the input, which passed them: the guard
+    after a fit then only needs the format's own rules. Ids are gathered at C
+    speed (``map`` over the items' id tuples).
+    """
+    dropped = items[start:cut]
+    ids = set(chain.from_iterable(map(_calls, dropped)))
+    ids.update(chain.from_iterable(map(_answers, dropped)))
+    if not ids:
+        return False
+    for part in (items[:start], items[cut:]):
+        if not ids.isdisjoint(chain.from_iterable(map(_calls, part))):
+            return True
+        if not ids.isdisjoint(chain.from_iterable(map(_answers, part))):
+            return True
+    return False
+
+
+_calls = attrgetter("calls")
+_answers = attrgetter("answers")
+
+
 def fit(
     view: View,
     budget: int,
@@ -242,11 +270,11 @@ def fit(
     dropped = list(range(seg.head_end, cut))
     if dropped:
         known = {(p.index, p.rule) for p in problems}  # advisory ones, kept as they were
-        guard = [
-            p
-            for p in check(view, rules, keep)
-            if p.rule not in ADVISORY_RULES or (p.index, p.rule) not in known
-        ]
+        if _shares_ids(items, start, cut):
+            found = check(view, rules, keep)
+        else:  # the generic rules cannot find anything new (see _shares_ids)
+            found = rules(view, keep) if rules is not None else []
+        guard = [p for p in found if p.rule not in ADVISORY_RULES or (p.index, p.rule) not in known]
         if guard:
             first = most_telling(guard)
             raise PairingError(f"pruned transcript would break a rule: {first}", first.where)

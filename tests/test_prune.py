@@ -174,3 +174,32 @@ def test_head_extension_is_transitive() -> None:
     assert head_end(items_of(msgs)) == 1
     msgs = [assistant("c0"), user(), assistant("c1"), tool("c0"), tool("c1"), assistant("c2")]
     assert head_end(items_of(msgs)) == 5
+
+
+def test_shares_ids_sees_every_link_across_the_cut() -> None:
+    from ctxwin.prune import _shares_ids
+
+    msgs = [system(), user(), assistant("a"), tool("a"), assistant("b"), tool("b")]
+    items = items_of(msgs)
+    assert not _shares_ids(items, 2, 4)  # drop turn a: nothing links it to b
+    assert _shares_ids(items, 2, 3)  # keeps a's result without its call
+    assert _shares_ids(items, 3, 4)  # keeps a's call without its result
+    reused = items_of([*msgs, assistant("a"), tool("a")])
+    assert _shares_ids(reused, 2, 4)  # the id "a" is made again later
+
+
+def test_the_guard_stops_a_cut_that_splits_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If segmentation ever offered a cut inside a unit, the post-fit guard refuses it."""
+    import sys
+
+    from ctxwin.prune import Segments
+
+    prune_module = sys.modules["ctxwin.prune"]
+
+    big = assistant("a", content="x" * 4000)  # dropping this call alone would fit
+    msgs = [system(), user(), big, tool("a"), assistant("b"), tool("b")]
+    view = load(msgs, estimator=SeedEstimator()).view
+    wrong = Segments(2, [2, 3, 4], [0, 1, 2])  # a "unit" starting at a's result
+    monkeypatch.setattr(prune_module, "segment", lambda items: wrong)
+    with pytest.raises(PairingError, match=r"would break a rule: .*\[orphan-result\]"):
+        fit(view, 400, SeedEstimator(), 1.0)
