@@ -100,8 +100,7 @@ class OpenAIChat:
         items = view.items
         append = items.append
         add_text = estimator.add_text
-        pad = [0] * (estimator.width - 1)
-        per_message = estimator.per_message
+        blank = [estimator.per_message] + [0] * (estimator.width - 1)
         per_tool_call = estimator.per_tool_call
         prose, dense = Kind.PROSE, Kind.DENSE
         pending: dict[str, list[str]] = {}
@@ -120,14 +119,14 @@ class OpenAIChat:
                     if role_name == "tool":
                         call_id = m.get("tool_call_id")
                         if type(call_id) is str:
-                            cost = [per_message, *pad]
+                            cost = blank.copy()
                             add_text(cost, content + call_id, dense)
-                            append(Item(TOOL, cost, answers=(call_id,)))
+                            append(Item(TOOL, cost, (), (call_id,)))
                             continue
                     elif role_name == "assistant":
                         calls = m.get("tool_calls")
                         if m.get("function_call") is None and (calls is None or calls == []):
-                            cost = [per_message, *pad]
+                            cost = blank.copy()
                             add_text(cost, content, prose)
                             append(Item(ASSISTANT, cost))
                             continue
@@ -135,13 +134,14 @@ class OpenAIChat:
                             read = _fast_calls(calls)
                             if read is not None:
                                 ids, names, args = read
-                                cost = [per_message + per_tool_call * len(ids), *pad]
+                                cost = blank.copy()
+                                cost[0] += per_tool_call * len(ids)
                                 add_text(cost, content + names, prose)
                                 add_text(cost, args, dense)
-                                append(Item(ASSISTANT, cost, calls=ids))
+                                append(Item(ASSISTANT, cost, ids))
                                 continue
                     elif role_name in _PLAIN_ROLES:
-                        cost = [per_message, *pad]
+                        cost = blank.copy()
                         add_text(cost, content, prose)
                         append(Item(_PLAIN_ROLES[role_name], cost))
                         continue
