@@ -156,6 +156,9 @@ class Row:
     samples: list[Sample] = field(default_factory=list)
     skipped: str | None = None
     error: str | None = None
+    at_least: float | None = None
+    """Set when one probe run was killed after this many seconds (the time is a lower bound)."""
+    projection: str | None = None
     kept: int | None = None
     check: str | None = None
     phases: list[dict[str, Any]] = field(default_factory=list)
@@ -368,6 +371,7 @@ def run_size(
     mem_kib = mem_total_kib()
     rows = {t.name: Row(t.name) for t in tools}
     active: list[Tool] = []
+    probes: list[Tool] = []
     for tool in tools:
         prev = history.get(tool.name)
         if prev is not None:
@@ -376,8 +380,11 @@ def run_size(
             if tool.time_exponent is not None:
                 projected = pt * scale**tool.time_exponent
                 if projected > args.limit:
-                    rows[tool.name].skipped = f"skipped (>{args.limit:g} s projected)"
+                    rows[tool.name].projection = f"~{projected:,.0f} s projected"
+                    rows[tool.name].skipped = f"skipped ({rows[tool.name].projection})"
                     history[tool.name] = (n, projected, prss * scale)
+                    if n in args.probe:
+                        probes.append(tool)
                     continue
             if mem_kib and prss * scale > 0.8 * mem_kib:
                 gib = prss * scale / 2**20
@@ -415,6 +422,21 @@ def run_size(
         row = rows[tool.name]
         if row.wall is not None and row.rss_mib is not None:
             history[tool.name] = (n, row.wall, row.rss_mib * 1024)
+    for tool in probes:  # one run, killed at --limit: a measured lower bound
+        row = rows[tool.name]
+        job = Job(path, tmp / f"{tool.name}.out.json", context_length, budget)
+        out, err = tmp / f"{tool.name}.stdout", tmp / f"{tool.name}.stderr"
+        s = measure(tool.argv(job), out, err, timeout=args.limit, env=tool.env)
+        log(f"  probe {tool.name:16s} {s.wall:8.3f} s  {'killed' if s.timed_out else s.rc}")
+        row.skipped = None
+        if s.timed_out:
+            row.at_least = args.limit
+        elif s.rc == 0:
+            row.samples.append(s)
+            collect(tool, row, job, out, python, first=True)
+        else:
+            row.error = f"exit {s.rc}"
+        job.dst.unlink(missing_ok=True)
     return SizeResult(
         n,
         path,
@@ -499,10 +521,10 @@ def fmt_s(v: float | None) -> str:
     return f"{v:.3f}" if v < 10 else f"{v:.1f}"
 
 
-def fmt_x(a: float | None, b: float | None) -> str:
+def fmt_x(a: float | None, b: float | None, *, bound: bool = False) -> str:
     if a is None or b is None or b == 0:
         return "—"
-    return f"{a / b:.2f}×"
+    return f"> {a / b:.0f}×" if bound else f"{a / b:.2f}×"
 
 
 def human_n(n: int) -> str:
@@ -561,6 +583,14 @@ def render(
             "|---|---:|---:|---:|---:|---|---:|---:|---|",
         ]
         for r in res.rows:
+            if r.at_least is not None:
+                lines.append(
+                    f"| {r.tool} | > {r.at_least:g} (one run, killed) | | | | | "
+                    f"{fmt_x(r.at_least, floor.wall if floor else None, bound=True)} | "
+                    f"{fmt_x(r.at_least, prune.wall if prune else None, bound=True)} | "
+                    f"time is a lower bound; {r.projection} |"
+                )
+                continue
             if r.skipped or (r.error and r.wall is None):
                 lines.append(f"| {r.tool} | {r.skipped or r.error} | | | | | | | |")
                 continue
@@ -602,6 +632,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context-length", type=int, help="fixed C instead of --fraction")
     ap.add_argument("--limit", type=float, default=120.0, help="peer skip threshold, seconds")
     ap.add_argument("--timeout", type=float, default=900.0, help="kill a run after this")
+    ap.add_argument(
+        "--probe",
+        type=parse_sizes,
+        default=parse_sizes("10k"),
+        help="sizes at which a peer skipped by projection still runs once, killed after "
+        "--limit seconds, so its time is bounded from below (default 10k; '' for none)",
+    )
     ap.add_argument("--litellm-model", default="gpt-4o", help="model litellm counts for")
     ap.add_argument("--out", type=Path, default=BENCH / "results.md")
     args = ap.parse_args(argv)
