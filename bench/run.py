@@ -397,7 +397,7 @@ def run_size(
         k = rep % len(active) if active else 0
         for tool in active[k:] + active[:k]:
             row = rows[tool.name]
-            if row.error:
+            if row.error or (tool.time_exponent is not None and rep >= args.peer_reps):
                 continue
             job = Job(path, tmp / f"{tool.name}.out.json", context_length, budget)
             out, err = tmp / f"{tool.name}.stdout", tmp / f"{tool.name}.stderr"
@@ -544,7 +544,9 @@ def render(
     lines = ["# ctxwin benchmark results", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items()]
     lines += [
-        f"- repetitions: {args.reps} per size (round-robin over tools, rotating order); "
+        f"- repetitions: {args.reps} per size"
+        f"{f' ({args.peer_reps} for the peers)' if args.peer_reps != args.reps else ''} "
+        "(round-robin over tools, rotating order); "
         f"start-up: {args.startup_reps}; all times are whole-process wall seconds, medians",
         "",
         "## Start-up",
@@ -603,7 +605,7 @@ def render(
             if r.error:
                 notes.append(r.error)
             reps = len([s for s in r.samples if s.rc == 0])
-            if reps != args.reps:
+            if reps != (args.peer_reps if r.phases else args.reps):
                 notes.append(f"{reps} reps")
             lines.append(
                 f"| {r.tool} | {fmt_s(r.wall)} | {fmt_s(r.wall_min)} | "
@@ -623,6 +625,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Benchmark ctxwin against the floor and peers.")
     ap.add_argument("--sizes", default="1k,10k,100k", help="message counts (default 1k,10k,100k)")
     ap.add_argument("--reps", type=int, default=5, help="repetitions per size (default 5)")
+    ap.add_argument(
+        "--peer-reps",
+        type=int,
+        help="repetitions of the peers, in the first rounds (default: --reps)",
+    )
     ap.add_argument("--startup-reps", type=int, default=15, help="start-up check reps (>=10)")
     ap.add_argument("--ctxwin", help="ctxwin command (default: .venv/bin/ctxwin, else PATH)")
     ap.add_argument("--python", help="interpreter for the floor (default: ctxwin's)")
@@ -642,8 +649,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--litellm-model", default="gpt-4o", help="model litellm counts for")
     ap.add_argument("--out", type=Path, default=BENCH / "results.md")
     args = ap.parse_args(argv)
-    if args.reps < 1 or args.startup_reps < 1:
-        ap.error("--reps and --startup-reps must be >= 1")
+    if args.peer_reps is None:
+        args.peer_reps = args.reps
+    if min(args.reps, args.startup_reps, args.peer_reps) < 1:
+        ap.error("--reps, --peer-reps and --startup-reps must be >= 1")
 
     sizes = parse_sizes(args.sizes)
     ctxwin = resolve_ctxwin(args.ctxwin)
