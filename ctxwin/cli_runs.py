@@ -30,6 +30,7 @@ from ctxwin.cli import (
     SpecOpt,
     TokenizerOpt,
 )
+from ctxwin.commands import check_calibration as _check_calibration
 from ctxwin.commands import load_spec as _load_spec
 from ctxwin.commands import say as _say
 from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
@@ -61,6 +62,7 @@ def _options(
     from ctxwin import estimate, formats
     from ctxwin.simulate import Options
 
+    _check_calibration(calibration)
     if format_ != formats.AUTO and format_ not in formats.names():
         raise UsageError(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"

@@ -13,6 +13,7 @@ into one line on stderr and its code, exactly as the Typer commands do.
 from __future__ import annotations
 
 import gc
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,12 @@ def finish(code: int) -> None:
     os._exit(code)
 
 
+def check_calibration(calibration: float | None) -> None:
+    """Refuse a ``--calibration`` that is not a finite number (``inf``, ``nan``)."""
+    if calibration is not None and not math.isfinite(calibration):
+        raise UsageError(f"--calibration: expected a finite number, got {calibration!r}")
+
+
 def load_spec(path: Path | None) -> Any:
     if path is None:
         return None
@@ -139,6 +146,7 @@ def _plan(
         raise UsageError(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
         )
+    check_calibration(calibration)
     if tokenizer is not None:
         est: estimate.Estimator = estimate.TokenizerEstimator(tokenizer)
         if calibration is None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from enum import IntEnum
-from fractions import Fraction
 from typing import Protocol, runtime_checkable
 from zlib import adler32
 
@@ -60,15 +59,36 @@ class Estimator(Protocol):
         """Request-level tokens the provider adds that the body does not show."""
 
 
-def _ratio(value: float) -> Fraction:
+def exact_decimal(value: float) -> tuple[int, int]:
+    """``value`` as written (its shortest decimal form, ``repr``) as an exact fraction
+    ``(numerator, denominator)``: 1.15 is 115/100, not the binary float's 1.149999….
+
+    Raises ``ValueError`` for infinities and NaN.
+    """
+    text = repr(float(value))
+    mantissa, _, exponent = text.partition("e")
+    whole, _, digits = mantissa.partition(".")
+    if not (whole.lstrip("-") + digits).isdigit():
+        raise ValueError(f"expected a finite number, got {value!r}")
+    numerator = int(whole + digits)
+    denominator = 10 ** len(digits)
+    shift = int(exponent) if exponent else 0
+    if shift >= 0:
+        numerator *= 10**shift
+    else:
+        denominator *= 10**-shift
+    return numerator, denominator
+
+
+def _ratio(value: float) -> tuple[int, int]:
     if value <= 0:
         raise ValueError(f"bytes per token must be positive, got {value!r}")
-    return Fraction(repr(float(value)))
+    return exact_decimal(value)
 
 
-def _ceil_div(n: int, d: Fraction) -> int:
-    """``ceil(n / d)`` exactly, for ``n >= 0``."""
-    return -((-n * d.denominator) // d.numerator)
+def _ceil_div(n: int, d: tuple[int, int]) -> int:
+    """``ceil(n / d)`` exactly, for ``n >= 0`` and a positive fraction ``d``."""
+    return -((-n * d[1]) // d[0])
 
 
 class SeedEstimator:
@@ -119,12 +139,12 @@ pricing" in the tool-use overview); the larger figure is used.
 
 
 def calibrated(raw: int, calibration: float) -> int:
-    """``ceil(raw × max(1, calibration))`` in exact decimal arithmetic."""
-    factor = Fraction(repr(float(calibration)))
-    if factor <= 1:
+    """``ceil(raw × max(1, calibration))`` in exact decimal arithmetic
+    (:func:`exact_decimal`); ``ValueError`` for a calibration that is not finite."""
+    numerator, denominator = exact_decimal(calibration)
+    if numerator <= denominator:
         return raw
-    scaled = raw * factor
-    return -((-scaled.numerator) // scaled.denominator)
+    return -((-raw * numerator) // denominator)
 
 
 def new_cost(estimator: Estimator) -> list[int]:

@@ -252,3 +252,28 @@ def test_cli_prune_with_tokenizer(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert orjson.loads(out.read_bytes()) == BODY
     assert orjson.loads(report_path.read_bytes())["estimator"] == "tokenizer:qwen3"
+
+
+@settings(max_examples=500)
+@given(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 10**12))
+def test_exact_decimal_and_calibrated_match_fractions(value: float, raw: int) -> None:
+    from fractions import Fraction
+
+    from ctxwin.estimate import calibrated, exact_decimal
+
+    numerator, denominator = exact_decimal(value)
+    assert Fraction(numerator, denominator) == Fraction(repr(value))
+    factor = max(Fraction(repr(abs(value))), Fraction(1))
+    scaled = raw * factor
+    assert calibrated(raw, abs(value)) == -((-scaled.numerator) // scaled.denominator)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+@pytest.mark.parametrize("command", ["estimate", "replay"])
+def test_calibration_must_be_finite(value: str, command: str) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "agent-run.json"
+    result = CliRunner().invoke(app, [command, str(example), "--calibration", value])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"ctxwin: usage error: --calibration: expected a finite number, got {value}"
+    )
