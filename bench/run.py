@@ -1,6 +1,6 @@
 """Benchmark ctxwin against the floor and peer libraries (what ``make bench`` runs).
 
-    python bench/run.py [--sizes 1k,10k,100k] [--reps 5] [--ctxwin CMD] [--skip-peers]
+    python bench/run.py [--sizes 1k,10k,100k] [--reps 11] [--ctxwin CMD] [--skip-peers]
 
 For each size: generate (or reuse) a seeded transcript under ``bench/.data/``, ask
 ``ctxwin estimate`` for its token count, pick the context length ``C`` whose budget is
@@ -624,13 +624,14 @@ def parse_sizes(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Benchmark ctxwin against the floor and peers.")
     ap.add_argument("--sizes", default="1k,10k,100k", help="message counts (default 1k,10k,100k)")
-    ap.add_argument("--reps", type=int, default=5, help="repetitions per size (default 5)")
+    ap.add_argument("--reps", type=int, default=11, help="repetitions per size (default 11)")
     ap.add_argument(
         "--peer-reps",
         type=int,
-        help="repetitions of the peers, in the first rounds (default: --reps)",
+        default=5,
+        help="repetitions of the peers, in the first rounds (default 5, at most --reps)",
     )
-    ap.add_argument("--startup-reps", type=int, default=15, help="start-up check reps (>=10)")
+    ap.add_argument("--startup-reps", type=int, default=21, help="start-up check reps (>=10)")
     ap.add_argument("--ctxwin", help="ctxwin command (default: .venv/bin/ctxwin, else PATH)")
     ap.add_argument("--python", help="interpreter for the floor (default: ctxwin's)")
     ap.add_argument("--skip-peers", action="store_true", help="don't run langchain/litellm")
@@ -649,8 +650,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--litellm-model", default="gpt-4o", help="model litellm counts for")
     ap.add_argument("--out", type=Path, default=BENCH / "results.md")
     args = ap.parse_args(argv)
-    if args.peer_reps is None:
-        args.peer_reps = args.reps
+    args.peer_reps = min(args.peer_reps, args.reps)
     if min(args.reps, args.startup_reps, args.peer_reps) < 1:
         ap.error("--reps, --peer-reps and --startup-reps must be >= 1")
 
