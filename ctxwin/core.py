@@ -184,8 +184,8 @@ def may_hold_big_number(out: bytes) -> bool:
     bits is read as such a float. So where ``out`` has no digit, ``e+``, digit
     sequence, no value in it was rewritten, and the input need not be scanned
     (:func:`find_big_integer`): one C-speed search of the output instead. Text
-    inside strings can hold the sequence too; after a few matches this gives up
-    and answers True.
+    inside strings can hold ``e+`` too: each is checked, and past
+    :data:`_E_PLUS_LIMIT` of them this gives up and answers True.
     """
     at = out.find(b"e+")
     seen = 0
