@@ -30,7 +30,7 @@ from ctxwin.cli import (
     SpecOpt,
     TokenizerOpt,
 )
-from ctxwin.commands import check_calibration as _check_calibration
+from ctxwin.commands import choose_estimator
 from ctxwin.commands import load_spec as _load_spec
 from ctxwin.commands import say as _say
 from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
@@ -59,21 +59,10 @@ def _options(
     estimator: str,
     tokenizer: str | None = None,
 ) -> Options:
-    from ctxwin import estimate, formats
     from ctxwin.simulate import Options
 
-    _check_calibration(calibration)
-    if format_ != formats.AUTO and format_ not in formats.names():
-        raise UsageError(
-            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
-        )
-    if tokenizer is not None:
-        estimator = estimate.TokenizerEstimator(tokenizer).name  # exit 2 when it cannot count
-    else:
-        try:
-            estimate.get_estimator(estimator)
-        except ValueError as exc:
-            raise UsageError(f"--estimator: {exc}") from None
+    # Exit 2 for a bad format, estimator or calibration, or a tokenizer that cannot count.
+    estimator = choose_estimator(format_, estimator, tokenizer, calibration).name
     return Options(
         model=model,
         context_length=context_length,

@@ -16,13 +16,15 @@ import gc
 import math
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from ctxwin._io import read_input, write_output, write_stdout
 from ctxwin.errors import CtxwinError, ExitCode, SpecError, UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from ctxwin.estimate import Estimator
 
 KEEP_UNTIL_EXIT: list[Any] = []
 """Parsed inputs, held so they are not freed object by object when a command returns:
@@ -125,9 +127,49 @@ def load_spec(path: Path | None) -> Any:
         raise SpecError(f"--model-spec {exc}") from None
 
 
+class PlanOptions(TypedDict):
+    """What ``estimate`` and ``prune`` share: where to read and how to estimate and budget."""
+
+    input_: str
+    model: str | None
+    model_spec: Path | None
+    context_length: int | None
+    max_output_tokens: int | None
+    max_tokens: int | None
+    calibration: float | None
+    format_: str
+    estimator: str
+    tokenizer: str | None
+    max_input_bytes: int
+    quiet: bool
+
+
+def choose_estimator(
+    format_: str, estimator: str, tokenizer: str | None, calibration: float | None
+) -> Estimator:
+    """Check the format, estimator and calibration flags; the estimator they name.
+
+    Raises :class:`UsageError` (exit 2) for an unknown format or estimator, a
+    calibration that is not finite, or a tokenizer that cannot count here.
+    """
+    from ctxwin import estimate, formats
+
+    if format_ != formats.AUTO and format_ not in formats.names():
+        raise UsageError(
+            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
+        )
+    check_calibration(calibration)
+    if tokenizer is not None:
+        return estimate.TokenizerEstimator(tokenizer)
+    try:
+        return estimate.get_estimator(estimator)
+    except ValueError as exc:
+        raise UsageError(f"--estimator: {exc}") from None
+
+
 def _plan(
-    input_: str,
     *,
+    input_: str,
     model: str | None,
     model_spec: Path | None,
     context_length: int | None,
@@ -136,26 +178,15 @@ def _plan(
     calibration: float | None,
     format_: str,
     estimator: str,
+    tokenizer: str | None,
     max_input_bytes: int,
     quiet: bool,
-    tokenizer: str | None = None,
 ) -> tuple[Any, bytes]:
-    from ctxwin import core, estimate, formats
+    from ctxwin import core
 
-    if format_ != formats.AUTO and format_ not in formats.names():
-        raise UsageError(
-            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
-        )
-    check_calibration(calibration)
-    if tokenizer is not None:
-        est: estimate.Estimator = estimate.TokenizerEstimator(tokenizer)
-        if calibration is None:
-            calibration = 1.0
-    else:
-        try:
-            est = estimate.get_estimator(estimator)
-        except ValueError as exc:
-            raise UsageError(f"--estimator: {exc}") from None
+    est = choose_estimator(format_, estimator, tokenizer, calibration)
+    if tokenizer is not None and calibration is None:
+        calibration = 1.0
     spec = load_spec(model_spec)
     data = read_input(input_, max_input_bytes)
     if data.startswith(core.BOM) and not quiet:
@@ -209,39 +240,11 @@ def truncated_message(report: dict[str, Any]) -> str:
     )
 
 
-def estimate_command(
-    *,
-    input_: str,
-    model: str | None,
-    model_spec: Path | None,
-    context_length: int | None,
-    max_output_tokens: int | None,
-    max_tokens: int | None,
-    calibration: float | None,
-    format_: str,
-    estimator: str,
-    tokenizer: str | None,
-    json_: bool,
-    max_input_bytes: int,
-    quiet: bool,
-) -> int:
+def estimate_command(*, json_: bool, **options: Unpack[PlanOptions]) -> int:
     """``ctxwin estimate``: print the report; the exit code."""
     from ctxwin.report import build_report, render_json, render_summary
 
-    plan, _ = _plan(
-        input_,
-        model=model,
-        model_spec=model_spec,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        calibration=calibration,
-        format_=format_,
-        estimator=estimator,
-        max_input_bytes=max_input_bytes,
-        quiet=quiet,
-        tokenizer=tokenizer,
-    )
+    plan, _ = _plan(**options)
     report = build_report(plan)
     if json_:
         write_stdout(render_json(report))
@@ -255,40 +258,11 @@ def estimate_command(
     return 0
 
 
-def prune_command(
-    *,
-    input_: str,
-    output: str,
-    model: str | None,
-    model_spec: Path | None,
-    context_length: int | None,
-    max_output_tokens: int | None,
-    max_tokens: int | None,
-    calibration: float | None,
-    format_: str,
-    estimator: str,
-    tokenizer: str | None,
-    report_path: Path | None,
-    max_input_bytes: int,
-    quiet: bool,
-) -> int:
+def prune_command(*, output: str, report_path: Path | None, **options: Unpack[PlanOptions]) -> int:
     """``ctxwin prune``: write the fitted body to ``output``; the exit code."""
     from ctxwin.report import build_report, render_json
 
-    plan, data = _plan(
-        input_,
-        model=model,
-        model_spec=model_spec,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        calibration=calibration,
-        format_=format_,
-        estimator=estimator,
-        max_input_bytes=max_input_bytes,
-        quiet=quiet,
-        tokenizer=tokenizer,
-    )
+    plan, data = _plan(**options)
     result = plan.result
     report = build_report(plan)
     out = data
@@ -309,7 +283,7 @@ def prune_command(
         say(truncated_message(report))
         return int(ExitCode.CONTEXT_TRUNCATED)
     write_output(output, out)
-    if result.pruned and not quiet:
+    if result.pruned and not options["quiet"]:
         say(
             f"dropped {_plural(result.dropped_turns, 'turn')} "
             f"({_plural(len(result.dropped), 'message')}): "
