@@ -37,6 +37,16 @@ from ctxwin.formats import get_adapter
 from ctxwin.prune import total_cost
 from fidelity import corpus, stress
 
+ADVERSARIAL_POINTER = [
+    "## Adversarial classes",
+    "",
+    "`make fidelity` also runs `python -m fidelity.adversarial` (152 generated classes: byte "
+    "classes and their mixtures, scripts, symbols, emoji sequences, code, data formats, "
+    "encodings) and writes the lowest and highest estimate ÷ largest real count per class, "
+    "and per half of the fixed fit/held-out split, to `fidelity/adversarial.md`.",
+    "",
+]
+
 SHORT = {"o200k_base": "o200k", "cl100k_base": "cl100k", "llama3": "Llama 3", "qwen3": "Qwen 3"}
 
 
@@ -226,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     out.append("")
     out += stress_section(ests, reals)
+    out += ADVERSARIAL_POINTER
     details: list[str] = []
     if root is None:
         out.append("Corpus not found (set CTXWIN_CORPUS or place it at ../shared/corpus).")
