@@ -1,3 +1,3 @@
-from ctxwin._entry import run
+from ctxwin.cli.main import run
 
 run()

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ctxwin import core
-from ctxwin.cli import app
+from ctxwin.cli.app import app
+from ctxwin.cli.report import REPORT_KEYS
 from ctxwin.prune import segment
-from ctxwin.report import REPORT_KEYS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASSETTES = (

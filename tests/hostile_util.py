@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from typer.testing import CliRunner
 
-from ctxwin.cli import app
+from ctxwin.cli.app import app
 
 EXIT_CODES = {0, 1, 2, 3, 4}
 """Every exit code ctxwin documents."""

@@ -6,7 +6,7 @@ import orjson
 from typer.testing import CliRunner
 
 import ctxwin
-from ctxwin.cli import app
+from ctxwin.cli.app import app
 from tests.builders import adr_transcript
 
 runner = CliRunner()

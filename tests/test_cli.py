@@ -13,8 +13,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ctxwin.cli import app
-from ctxwin.report import REPORT_KEYS
+from ctxwin.cli.app import app
+from ctxwin.cli.report import REPORT_KEYS
 from tests.builders import adr_transcript, assistant, system, tool, user
 
 runner = CliRunner()

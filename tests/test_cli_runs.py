@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxwin.checking import check_paths, chunks, find_files
-from ctxwin.cli import app
-from ctxwin.cli_runs import check_exit_code
+from ctxwin.cli.app import app
+from ctxwin.cli.runs import check_exit_code
 from ctxwin.simulate import Options
 from tests.builders import adr_transcript, assistant, system, tool, user
 
@@ -246,7 +246,7 @@ def test_replay_errors_are_one_line(tmp_path: Path) -> None:
 def test_chart_renders_bars_and_the_budget_line() -> None:
     from rich.console import Console
 
-    from ctxwin.cli_runs import _render_chart
+    from ctxwin.cli.runs import _render_chart
 
     console = Console(width=60, record=True, force_terminal=True)
     rows: list[dict[str, Any]] = [

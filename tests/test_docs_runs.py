@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ctxwin.checking import SUFFIXES
-from ctxwin.cli import app
+from ctxwin.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text("utf-8")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ctxwin._entry import command_in
+from ctxwin.cli.main import command_in
 
 
 @pytest.mark.parametrize(

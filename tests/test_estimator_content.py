@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ctxwin.cli import app
+from ctxwin.cli.app import app
 from ctxwin.errors import UsageError
 from ctxwin.estimate import (
     ANTHROPIC_TOOL_PROMPT,

@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ctxwin import _fastargs, cli, commands
-from ctxwin.cli import app
+from ctxwin.cli import app as cli
+from ctxwin.cli import commands
+from ctxwin.cli import fastargs as _fastargs
+from ctxwin.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "agent-run.json"
@@ -214,7 +216,7 @@ def test_a_plain_call_never_imports_the_framework(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert out.exists()
     modules = imported(proc)
-    assert "ctxwin.commands" in modules
+    assert "ctxwin.cli.commands" in modules
     assert not {"typer", "click", "rich"} & {m.split(".")[0] for m in modules}
     proc = run_entry("estimate", str(EXAMPLE), "--json")
     assert proc.returncode == 0 and proc.stdout.startswith("{")

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwin import core
-from ctxwin._io import read_input
+from ctxwin.cli.streams import read_input
 from ctxwin.errors import InputError, UsageError
 from tests.hostile_util import (
     assert_one_line_error,

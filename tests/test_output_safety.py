@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxwin import _io
-from ctxwin._io import OutputError, write_output
+from ctxwin.cli import streams as _io
+from ctxwin.cli.streams import OutputError, write_output
 from tests.hostile_util import assert_one_line_error, cli, dump, transcript
 
 PRUNE_HARD = ["-c", "4000", "--max-tokens", "0", "-q"]

@@ -13,10 +13,11 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ctxwin import __version__, commands
-from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, STDIO, write_stdout
-from ctxwin.commands import exit_code_for, finish
-from ctxwin.commands import say as _say
+from ctxwin import __version__
+from ctxwin.cli import commands
+from ctxwin.cli.commands import exit_code_for, finish
+from ctxwin.cli.commands import say as _say
+from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, write_stdout
 from ctxwin.errors import ExitCode, SpecError
 
 EXIT_CODES_HELP = (
@@ -161,7 +162,7 @@ QuietOpt = Annotated[
 
 def _guard(fn: F) -> F:
     """Turn ctxwin errors into one stderr line and their exit code
-    (:func:`ctxwin.commands.exit_code_for`); with ``--debug``, a traceback."""
+    (:func:`ctxwin.cli.commands.exit_code_for`); with ``--debug``, a traceback."""
     import functools
 
     @functools.wraps(fn)
@@ -355,7 +356,7 @@ def models(
 
 def _register_commands() -> None:
     """Register the commands: all of them, or only the one the entry point saw requested."""
-    from ctxwin import _entry
+    from ctxwin.cli import main as _entry
 
     wanted = _entry.requested
     core: dict[str, Callable[..., Any]] = {"estimate": estimate, "prune": prune, "models": models}
@@ -364,8 +365,8 @@ def _register_commands() -> None:
             app.command(name)(fn)
     if wanted is not None:
         return
-    from ctxwin import cli_runs
-    from ctxwin.cli_lint import lint
+    from ctxwin.cli import runs as cli_runs
+    from ctxwin.cli.lint import lint
 
     app.command("lint")(_guard(lint))
     app.command("replay")(_guard(cli_runs.replay))
@@ -398,5 +399,5 @@ def main_exit_code(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """Console-script entry point: run the command line, then :func:`~ctxwin.commands.finish`."""
+    """Console-script entry point: run the command line, then :func:`.commands.finish`."""
     finish(main_exit_code())

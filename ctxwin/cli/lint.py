@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
+from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import ExitCode, InputError, UsageError
 
 BAD_INPUT_RULE = "bad-input"

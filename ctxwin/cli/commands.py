@@ -1,8 +1,8 @@
 """What ``ctxwin estimate`` and ``ctxwin prune`` do, without the command-line framework.
 
 The Typer app (``ctxwin.cli``) declares the commands, their flags and help,
-and calls these functions. The console entry point (``ctxwin._entry``) calls
-them directly when :mod:`ctxwin._fastargs` can read the command line — a
+and calls these functions. The console entry point (``ctxwin.cli.main``) calls
+them directly when :mod:`ctxwin.cli.fastargs` can read the command line — a
 plain ``estimate`` or ``prune`` call — so such a call never imports Typer or
 Click, which would take longer to import than the work on a small transcript.
 
@@ -18,7 +18,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from ctxwin._io import read_input, write_output, write_stdout
+from ctxwin.cli.streams import read_input, write_output, write_stdout
 from ctxwin.errors import CtxwinError, ExitCode, SpecError, UsageError
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def quiet_stdout() -> None:
 
 def run(command: str, debug: bool, kwargs: dict[str, Any]) -> int:
     """Run ``estimate`` or ``prune`` with the keyword arguments the Typer command
-    would pass (:func:`ctxwin._fastargs.parse`); the exit code.
+    would pass (:func:`ctxwin.cli.fastargs.parse`); the exit code.
 
     Errors are handled as the Typer app handles them: one line and its code
     (with ``debug``, the exception propagates: a traceback); an interrupt is
@@ -242,7 +242,7 @@ def truncated_message(report: dict[str, Any]) -> str:
 
 def estimate_command(*, json_: bool, **options: Unpack[PlanOptions]) -> int:
     """``ctxwin estimate``: print the report; the exit code."""
-    from ctxwin.report import build_report, render_json, render_summary
+    from ctxwin.cli.report import build_report, render_json, render_summary
 
     plan, _ = _plan(**options)
     report = build_report(plan)
@@ -260,7 +260,7 @@ def estimate_command(*, json_: bool, **options: Unpack[PlanOptions]) -> int:
 
 def prune_command(*, output: str, report_path: Path | None, **options: Unpack[PlanOptions]) -> int:
     """``ctxwin prune``: write the fitted body to ``output``; the exit code."""
-    from ctxwin.report import build_report, render_json
+    from ctxwin.cli.report import build_report, render_json
 
     plan, data = _plan(**options)
     result = plan.result

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
-from ctxwin.cli import (
+from ctxwin.cli.app import (
     CalibrationOpt,
     ContextOpt,
     EstimatorOpt,
@@ -30,9 +29,10 @@ from ctxwin.cli import (
     SpecOpt,
     TokenizerOpt,
 )
-from ctxwin.commands import choose_estimator
-from ctxwin.commands import load_spec as _load_spec
-from ctxwin.commands import say as _say
+from ctxwin.cli.commands import choose_estimator
+from ctxwin.cli.commands import load_spec as _load_spec
+from ctxwin.cli.commands import say as _say
+from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
 from ctxwin.estimate import default_estimator
 

@@ -5,7 +5,7 @@ transcript, and an agent loop or a CI job may run ctxwin thousands of times.
 :func:`parse` reads the common shape of those two commands — root ``--debug``,
 the command, its positional arguments and its options, each at most once,
 as ``--name value``, ``--name=value`` or ``-x value`` — into the keyword
-arguments the Typer command would pass to :mod:`ctxwin.commands`.
+arguments the Typer command would pass to :mod:`ctxwin.cli.commands`.
 
 Anything else (``--help``, ``--version``, another command, an unknown or
 repeated option, a value that does not convert or is out of range, a value
@@ -14,7 +14,7 @@ starting with ``-``, a directory or unreadable file given as a path) gives
 error messages. So this module never has to produce an error of its own.
 
 ``OPTIONS``, ``ARGUMENTS`` and ``DEFAULTS`` mirror the Typer declarations in
-``ctxwin.cli``; ``tests/test_fastargs.py`` checks that they match, and that
+``ctxwin.cli.app``; ``tests/test_fastargs.py`` checks that they match, and that
 every command line accepted here gives the Typer command the same arguments.
 """
 
@@ -24,7 +24,7 @@ import math
 import os
 from typing import Any
 
-from ctxwin._io import DEFAULT_MAX_INPUT_BYTES, STDIO
+from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO
 
 Spec = tuple[str, str, float | None]
 """``(keyword, kind, minimum)``; kind is ``str``, ``int``, ``float``, ``path`` or ``flag``."""

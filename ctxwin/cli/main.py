@@ -1,6 +1,6 @@
 """The console entry point: start only what the requested command needs.
 
-A plain ``estimate`` or ``prune`` command line (:mod:`ctxwin._fastargs`) runs
+A plain ``estimate`` or ``prune`` command line (:mod:`ctxwin.cli.fastargs`) runs
 without the command-line framework at all. Otherwise: building the command
 line costs start-up time per registered command (typer reads every command's
 signature), and the recorded-run and lint commands pull in modules of their
@@ -34,14 +34,14 @@ def run() -> None:
     """Console-script entry point (``ctxwin``)."""
     global requested
     argv = sys.argv[1:]
-    from ctxwin._fastargs import parse
+    from ctxwin.cli.fastargs import parse
 
     plain = parse(argv)
     if plain is not None:
-        from ctxwin import commands
+        from ctxwin.cli import commands
 
         commands.finish(commands.run(*plain))
     requested = command_in(argv)
-    from ctxwin.cli import run as cli_run
+    from ctxwin.cli.app import run as cli_run
 
     cli_run()
