@@ -48,3 +48,42 @@ def test_unknown_command_is_one_usage_line() -> None:
     assert proc.stderr.strip().splitlines() == [
         "ctxwin: usage error: No such command 'frobnicate'. (see `ctxwin --help`)"
     ]
+
+
+def _reading_stdin(*args: str) -> subprocess.Popen[str]:
+    """Start ctxwin on ``args``, blocked reading a stdin that never ends."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ctxwin", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("estimate", "-"),  # the Typer-free fast path
+        ("estimate", "-", "--model", "gpt-4o", "--model", "gpt-4o"),  # repeated: Typer reads it
+        ("lint", "-"),  # a command only Typer runs
+    ],
+)
+def test_ctrl_c_is_one_line_and_exit_130(args: tuple[str, ...]) -> None:
+    import signal
+    import time
+
+    proc = _reading_stdin(*args)
+    assert proc.stdin is not None
+    proc.stdin.write("[")  # started reading: the command is past its imports
+    proc.stdin.flush()
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert out == ""
+    assert err.strip().splitlines()[-1] == "ctxwin: aborted"
+    assert "Traceback" not in err

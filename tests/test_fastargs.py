@@ -13,8 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ctxwin.cli import app as cli
-from ctxwin.cli import commands
+from ctxwin.cli import commands, options
 from ctxwin.cli import fastargs as _fastargs
 from ctxwin.cli.app import app
 
@@ -177,18 +176,18 @@ def test_every_accepted_command_line_means_what_typer_reads(argv: list[str]) -> 
 
     def capture(**given: Any) -> int:
         seen.update(given)
-        seen["debug"] = cli._state["debug"]
+        seen["debug"] = options.state["debug"]
         return 0
 
     name = f"{command}_command"
     original = getattr(commands, name)
     setattr(commands, name, capture)
     try:
-        cli._state["debug"] = False
+        options.state["debug"] = False
         result = CliRunner().invoke(app, argv)
     finally:
         setattr(commands, name, original)
-        cli._state["debug"] = False
+        options.state["debug"] = False
     assert result.exit_code == 0, (argv, result.output)
     assert seen == {**kwargs, "debug": debug}
 

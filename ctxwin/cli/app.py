@@ -1,182 +1,51 @@
-"""The ``ctxwin`` command: parse flags, read, call the core, render, exit.
+"""The Typer application: ``estimate``, ``prune`` and ``models``, and the root options.
 
-Only this module (and ``__main__``) knows about processes: it maps every
-:class:`~ctxwin.errors.CtxwinError` to one line on stderr and its exit code.
+:func:`make_app` builds the application with every command, or with just the
+one the entry point saw requested (registering a command makes Typer read its
+signature, which costs start-up time). ``ctxwin.cli.app.app`` is the full
+application, built on first use, for embedding and for tests
+(``typer.testing.CliRunner().invoke(app, ...)``).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
 from ctxwin import __version__
 from ctxwin.cli import commands
-from ctxwin.cli.commands import exit_code_for, finish
-from ctxwin.cli.commands import say as _say
+from ctxwin.cli.funnel import INTERRUPTED, say
+from ctxwin.cli.options import (
+    EXIT_CODES_HELP,
+    CalibrationOpt,
+    ContextOpt,
+    EstimatorOpt,
+    FormatOpt,
+    InputArg,
+    MaxInputOpt,
+    MaxOutputOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    QuietOpt,
+    SpecOpt,
+    TokenizerOpt,
+    guard,
+    state,
+)
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, write_stdout
-from ctxwin.errors import ExitCode, SpecError
+from ctxwin.errors import SpecError
 
-EXIT_CODES_HELP = (
-    "Exit codes: 0 ok; 1 bad input (unreadable, invalid JSON, wrong shape, unsafe pairing, "
-    "write failure); 2 usage error; 3 context truncated (even the head plus the newest turn "
-    "exceed the budget); 4 needs pruning (check only)."
+HELP = (
+    "Keep LLM agent transcripts inside the model's context window.\n\n"
+    "Estimate a request's tokens, derive the budget (context length − reserve − safety) "
+    "and drop the oldest whole tool-call turns until it fits, never splitting a call from "
+    "its results.\n\n" + EXIT_CODES_HELP
 )
-
-app = typer.Typer(
-    name="ctxwin",
-    help=(
-        "Keep LLM agent transcripts inside the model's context window.\n\n"
-        "Estimate a request's tokens, derive the budget (context length − reserve − safety) "
-        "and drop the oldest whole tool-call turns until it fits, never splitting a call from "
-        "its results.\n\n" + EXIT_CODES_HELP
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-_state = {"debug": False}
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-MODEL_PANEL = "Model and budget"
-EST_PANEL = "Estimation"
-
-InputArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="IN",
-        help="Transcript JSON file: a request body or a bare messages array. '-' reads stdin.",
-        show_default=True,
-    ),
-]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="Model to budget for, looked up in the built-in table "
-        "(default: the body's 'model'). See `ctxwin models`.",
-        rich_help_panel=MODEL_PANEL,
-    ),
-]
-SpecOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--model-spec",
-        help="JSON file with context_length and max_output_tokens "
-        "(LiteLLM's max_input_tokens/max_tokens/max_output_tokens also work, "
-        "as does a whole LiteLLM model map).",
-        rich_help_panel=MODEL_PANEL,
-        dir_okay=False,
-    ),
-]
-ContextOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--context-length",
-        "-c",
-        min=1,
-        help="Context window in tokens (overrides spec file and table).",
-        rich_help_panel=MODEL_PANEL,
-    ),
-]
-MaxOutputOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-output-tokens",
-        min=1,
-        help="The model's output cap in tokens (used as the reserve when the body sets none).",
-        rich_help_panel=MODEL_PANEL,
-    ),
-]
-MaxTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        min=0,
-        help="Tokens to reserve for the response (overrides the body's max_tokens).",
-        rich_help_panel=MODEL_PANEL,
-    ),
-]
-CalibrationOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--calibration",
-        min=0.0,
-        help="Factor the raw estimate is scaled by (values below 1 count as 1). "
-        "Default: 1.15 for --estimator seed; 1.0 for content, or its model family's "
-        "measured seed (Claude 1.35, Llama 4 1.3, DeepSeek 1.2); 1.0 with --tokenizer.",
-        show_default=False,
-        rich_help_panel=EST_PANEL,
-    ),
-]
-FormatOpt = Annotated[
-    str,
-    typer.Option(
-        "--format",
-        "-f",
-        help="Wire format of the input: auto (detect by shape), anthropic, openai-responses, "
-        "gemini or openai-chat.",
-        rich_help_panel=EST_PANEL,
-    ),
-]
-EstimatorOpt = Annotated[
-    str,
-    typer.Option(
-        "--estimator",
-        help="Estimator: 'content' (default) costs each byte by its class (digits, "
-        "upper-case, punctuation, non-ASCII) and bounds o200k, cl100k, Llama 3 and Qwen 3 "
-        "from above; 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
-        rich_help_panel=EST_PANEL,
-    ),
-]
-TokenizerOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--tokenizer",
-        help="Count exactly with this BPE encoding (o200k_base, cl100k_base, llama3, qwen3) "
-        "plus chat framing, instead of --estimator. Needs: pip install 'ctxwin\\[bpe]' "
-        "(exit 2 when it is missing).",
-        rich_help_panel=EST_PANEL,
-    ),
-]
-MaxInputOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-input-bytes",
-        min=0,
-        help="Refuse inputs larger than this many bytes (0: no limit).",
-    ),
-]
-QuietOpt = Annotated[
-    bool,
-    typer.Option("--quiet", "-q", help="No info lines or warnings on stderr."),
-]
-
-
-def _guard(fn: F) -> F:
-    """Turn ctxwin errors into one stderr line and their exit code
-    (:func:`ctxwin.cli.commands.exit_code_for`); with ``--debug``, a traceback."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except typer.Exit:
-            raise
-        except Exception as exc:
-            if _state["debug"]:
-                raise
-            raise typer.Exit(exit_code_for(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _exit(code: int) -> None:
@@ -190,7 +59,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show a traceback instead of a one-line error.")
@@ -203,10 +71,10 @@ def _root(
     ] = False,
 ) -> None:
     """Keep LLM agent transcripts inside the model's context window."""
-    _state["debug"] = debug
+    state["debug"] = debug
 
 
-@_guard
+@guard
 def estimate(
     input_: InputArg = STDIO,
     model: ModelOpt = None,
@@ -248,7 +116,7 @@ def estimate(
     )
 
 
-@_guard
+@guard
 def prune(
     input_: InputArg = STDIO,
     output: Annotated[
@@ -301,7 +169,7 @@ def prune(
     )
 
 
-@_guard
+@guard
 def models(
     json_: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
     name: Annotated[
@@ -354,36 +222,60 @@ def models(
     Console().print(table)
 
 
-def _register_commands() -> None:
-    """Register the commands: all of them, or only the one the entry point saw requested."""
-    from ctxwin.cli import main as _entry
-
-    wanted = _entry.requested
-    core: dict[str, Callable[..., Any]] = {"estimate": estimate, "prune": prune, "models": models}
-    for name, fn in core.items():
-        if wanted is None or wanted == name:
-            app.command(name)(fn)
-    if wanted is not None:
-        return
-    from ctxwin.cli import runs as cli_runs
-    from ctxwin.cli.lint import lint
-
-    app.command("lint")(_guard(lint))
-    app.command("replay")(_guard(cli_runs.replay))
-    app.command("check")(_guard(cli_runs.check))
-    app.command("calibrate")(_guard(cli_runs.calibrate))
+LEAN_COMMANDS: dict[str, Callable[..., Any]] = {
+    "estimate": estimate,
+    "prune": prune,
+    "models": models,
+}
+"""The commands that need no module beyond this one."""
 
 
-_register_commands()
+def make_app(only: str | None = None) -> typer.Typer:
+    """The ``ctxwin`` application with every command, or only the lean command ``only``."""
+    application = typer.Typer(
+        name="ctxwin",
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    application.callback()(_root)
+    for name, fn in LEAN_COMMANDS.items():
+        if only is None or only == name:
+            application.command(name)(fn)
+    if only is None:
+        from ctxwin.cli import runs
+        from ctxwin.cli.lint import lint
+
+        application.command("lint")(guard(lint))
+        application.command("replay")(guard(runs.replay))
+        application.command("check")(guard(runs.check))
+        application.command("calibrate")(guard(runs.calibrate))
+    return application
 
 
-def main_exit_code(argv: list[str] | None = None) -> int:
-    """Run the command line and return its exit code (usage errors are one line)."""
+@functools.cache
+def _full_app() -> typer.Typer:
+    return make_app()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # built on first use: importing this module registers nothing
+        return _full_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main_exit_code(argv: list[str] | None = None, only: str | None = None) -> int:
+    """Run the command line and return its exit code (usage errors are one line).
+
+    ``only`` names the lean command the entry point saw requested, if any.
+    """
     try:
-        code = app(args=argv, prog_name="ctxwin", standalone_mode=False)
-    except typer.Abort:
-        _say("aborted")
-        return int(ExitCode.BAD_INPUT)
+        code = make_app(only)(args=argv, prog_name="ctxwin", standalone_mode=False)
+    except typer.Abort:  # Ctrl-C (Click has already ended the line)
+        say("aborted")
+        return INTERRUPTED
     except Exception as exc:
         message = getattr(exc, "format_message", None)
         exit_code = getattr(exc, "exit_code", None)
@@ -393,11 +285,6 @@ def main_exit_code(argv: list[str] | None = None) -> int:
         if text:  # an empty message follows help shown for a bare command
             ctx = getattr(exc, "ctx", None)
             hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-            _say(f"usage error: {text}{hint}")
+            say(f"usage error: {text}{hint}")
         return exit_code
     return code if isinstance(code, int) else 0
-
-
-def run() -> None:
-    """Console-script entry point: run the command line, then :func:`.commands.finish`."""
-    finish(main_exit_code())

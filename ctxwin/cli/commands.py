@@ -1,112 +1,52 @@
 """What ``ctxwin estimate`` and ``ctxwin prune`` do, without the command-line framework.
 
-The Typer app (``ctxwin.cli``) declares the commands, their flags and help,
+The Typer app (:mod:`ctxwin.cli.app`) declares the commands, their flags and help,
 and calls these functions. The console entry point (``ctxwin.cli.main``) calls
 them directly when :mod:`ctxwin.cli.fastargs` can read the command line — a
 plain ``estimate`` or ``prune`` call — so such a call never imports Typer or
 Click, which would take longer to import than the work on a small transcript.
 
-Each command returns its exit code; :func:`exit_code_for` turns an exception
-into one line on stderr and its code, exactly as the Typer commands do.
+Each command returns its exit code; :func:`ctxwin.cli.funnel.exit_code_for`
+turns an exception into one line on stderr and its code, for both paths.
 """
 
 from __future__ import annotations
 
-import gc
 import math
-import os
-import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from ctxwin.cli.funnel import exit_code_for, say
 from ctxwin.cli.streams import read_input, write_output, write_stdout
-from ctxwin.errors import CtxwinError, ExitCode, SpecError, UsageError
+from ctxwin.errors import ExitCode, SpecError, UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from ctxwin.estimate import Estimator
 
-KEEP_UNTIL_EXIT: list[Any] = []
-"""Parsed inputs, held so they are not freed object by object when a command returns:
-:func:`finish` ends the process without that teardown (a second or more on large inputs)."""
-
-
-def say(message: str) -> None:
-    sys.stderr.write(f"ctxwin: {message}\n")
-    sys.stderr.flush()
-
-
-def exit_code_for(exc: BaseException) -> int:
-    """Say what went wrong in one stderr line and return the exit code for it.
-
-    Raises ``exc`` again when it is not one ctxwin reports this way.
-    """
-    if isinstance(exc, BrokenPipeError):  # stdout closed by the reader (e.g. `| head`)
-        quiet_stdout()
-        say("error: output closed before all data was written (broken pipe)")
-        return int(ExitCode.BAD_INPUT)
-    if isinstance(exc, CtxwinError):
-        say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {exc}")
-        return int(exc.exit_code)
-    if isinstance(exc, MemoryError):
-        say("error: out of memory (try a smaller input)")
-        return int(ExitCode.BAD_INPUT)
-    if isinstance(exc, RecursionError):
-        say("error: input nested too deeply")
-        return int(ExitCode.BAD_INPUT)
-    if isinstance(exc, Exception):  # a bug: still one line, unless --debug
-        say(
-            f"internal error: {type(exc).__name__}: {exc} "
-            "(run with --debug for a traceback, and please report it)"
-        )
-        return int(ExitCode.BAD_INPUT)
-    raise exc
-
-
-def quiet_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
-    import contextlib
-
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+retain: Callable[[Any], object] = id
+"""Called with each parsed body. The entry point (:mod:`ctxwin.cli.main`) makes it
+keep the bodies alive until the process ends; by default it does nothing."""
 
 
 def run(command: str, debug: bool, kwargs: dict[str, Any]) -> int:
     """Run ``estimate`` or ``prune`` with the keyword arguments the Typer command
     would pass (:func:`ctxwin.cli.fastargs.parse`); the exit code.
 
-    Errors are handled as the Typer app handles them: one line and its code
-    (with ``debug``, the exception propagates: a traceback); an interrupt is
-    "aborted", exit 1.
+    Errors go through the same funnel as the Typer app's
+    (:func:`ctxwin.cli.funnel.exit_code_for`): one line and its code; with
+    ``debug``, the exception propagates (a traceback).
     """
     fn = estimate_command if command == "estimate" else prune_command
     try:
         return fn(**kwargs)
-    except KeyboardInterrupt:
-        sys.stderr.write("\n")
-        say("aborted")
-        return int(ExitCode.BAD_INPUT)
+    except KeyboardInterrupt as exc:
+        return exit_code_for(exc)
     except Exception as exc:
         if debug:
             raise
         return exit_code_for(exc)
-
-
-def finish(code: int) -> None:
-    """Flush the standard streams and end the process with ``code``.
-
-    Every file the command wrote is closed (and fsynced) by then; the process
-    ends without the interpreter's teardown, which would free a large parsed
-    body one object at a time.
-    """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            if code == 0:
-                code = int(ExitCode.BAD_INPUT)
-    os._exit(code)
 
 
 def check_calibration(calibration: float | None) -> None:
@@ -191,12 +131,8 @@ def _plan(
     data = read_input(input_, max_input_bytes)
     if data.startswith(core.BOM) and not quiet:
         say("warning: ignoring the UTF-8 byte order mark at the start of the input")
-    # A parsed body is millions of acyclic objects that live until exit: the cyclic
-    # collector would re-scan them on every allocation burst, up to half the run time
-    # on large inputs, and find nothing. This one-shot process does without it.
-    gc.disable()
     body = core.parse(data)
-    KEEP_UNTIL_EXIT.append(body)
+    retain(body)
     transcript = core.load(body, format_, est)
     plan = core.plan(
         transcript,

@@ -1,24 +1,34 @@
-"""The console entry point: start only what the requested command needs.
+"""The console entry point (``ctxwin``): process policy, and the way in.
 
-A plain ``estimate`` or ``prune`` command line (:mod:`ctxwin.cli.fastargs`) runs
-without the command-line framework at all. Otherwise: building the command
-line costs start-up time per registered command (typer reads every command's
-signature), and the recorded-run and lint commands pull in modules of their
-own. When the command named on the command line is one
-of the transcript commands, only that one is registered; anything else
-(``--help``, no command, an unknown name) registers them all, so help and
-"no such command" messages list every command.
+Only this module decides how the process runs and ends:
+
+- a plain ``estimate`` or ``prune`` command line (:mod:`ctxwin.cli.fastargs`)
+  runs without the command-line framework at all;
+- otherwise the Typer application is built with only the requested lean
+  command (``estimate``, ``prune``, ``models``) when there is one — typer reads
+  every registered command's signature, which costs start-up time — and with
+  all of them for ``--help``, no command or an unknown name, so help and
+  "no such command" messages list every command;
+- ``estimate`` and ``prune`` run with the cyclic garbage collector off and keep
+  what they parsed alive until the end: a parsed body is millions of acyclic
+  objects, which the collector would re-scan for nothing and which would
+  otherwise be freed one by one on return;
+- the process ends with :func:`finish`: streams flushed, then ``os._exit``,
+  without the interpreter's teardown.
 """
 
 from __future__ import annotations
 
+import gc
+import os
 import sys
+from typing import Any
 
 LEAN_COMMANDS = frozenset({"estimate", "prune", "models"})
+TRANSCRIPT_COMMANDS = frozenset({"estimate", "prune"})
 ROOT_FLAGS = frozenset({"--debug"})
 
-requested: str | None = None
-"""The command this process runs, when the entry point could tell; else None."""
+_KEEP_UNTIL_EXIT: list[Any] = []
 
 
 def command_in(argv: list[str]) -> str | None:
@@ -30,18 +40,35 @@ def command_in(argv: list[str]) -> str | None:
     return None
 
 
+def finish(code: int) -> None:
+    """Flush the standard streams and end the process with ``code``.
+
+    Every file the command wrote is closed (and fsynced) by then; a failed
+    flush of a successful run's output turns exit 0 into 1.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            if code == 0:
+                code = 1
+    os._exit(code)
+
+
 def run() -> None:
     """Console-script entry point (``ctxwin``)."""
-    global requested
     argv = sys.argv[1:]
+    requested = command_in(argv)
+    from ctxwin.cli import commands
+
+    if requested in TRANSCRIPT_COMMANDS:
+        gc.disable()
+        commands.retain = _KEEP_UNTIL_EXIT.append
     from ctxwin.cli.fastargs import parse
 
     plain = parse(argv)
     if plain is not None:
-        from ctxwin.cli import commands
+        finish(commands.run(*plain))
+    from ctxwin.cli.app import main_exit_code
 
-        commands.finish(commands.run(*plain))
-    requested = command_in(argv)
-    from ctxwin.cli.app import run as cli_run
-
-    cli_run()
+    finish(main_exit_code(argv, only=requested))

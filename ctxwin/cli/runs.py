@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ctxwin.cli.app import (
+from ctxwin.cli.commands import choose_estimator
+from ctxwin.cli.commands import load_spec as _load_spec
+from ctxwin.cli.funnel import say as _say
+from ctxwin.cli.options import (
     CalibrationOpt,
     ContextOpt,
     EstimatorOpt,
@@ -29,9 +32,6 @@ from ctxwin.cli.app import (
     SpecOpt,
     TokenizerOpt,
 )
-from ctxwin.cli.commands import choose_estimator
-from ctxwin.cli.commands import load_spec as _load_spec
-from ctxwin.cli.commands import say as _say
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
 from ctxwin.estimate import default_estimator

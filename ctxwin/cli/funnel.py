@@ -1,0 +1,70 @@
+"""The one place an exception becomes a line on stderr and an exit code.
+
+Both ways into the command line use it: the Typer commands (through
+:func:`ctxwin.cli.options.guard`) and the plain ``estimate``/``prune`` fast
+path (:func:`ctxwin.cli.commands.run`). So a given failure reads the same and
+exits the same, whichever parser read the command line.
+
+- a ctxwin error (:class:`~ctxwin.errors.CtxwinError`): its message and its code
+  (1 bad input, 2 usage, 3 context truncated, 4 needs pruning);
+- a closed stdout (``| head``), out of memory, nesting too deep: one line, exit 1;
+- Ctrl-C: "aborted", exit 130 (128 + SIGINT), as shells expect;
+- anything else is a bug: one line naming it and ``--debug``, exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ctxwin.errors import CtxwinError, ExitCode, UsageError
+
+INTERRUPTED = 130
+"""Exit code after Ctrl-C: 128 + SIGINT, the shell convention."""
+
+
+def say(message: str) -> None:
+    """Write ``ctxwin: message`` as one line on stderr."""
+    sys.stderr.write(f"ctxwin: {message}\n")
+    sys.stderr.flush()
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """Say what went wrong in one stderr line and return the exit code for it.
+
+    Raises ``exc`` again when it is not one ctxwin reports this way
+    (``SystemExit`` and the like).
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        sys.stderr.write("\n")
+        say("aborted")
+        return INTERRUPTED
+    if isinstance(exc, BrokenPipeError):  # stdout closed by the reader (e.g. `| head`)
+        quiet_stdout()
+        say("error: output closed before all data was written (broken pipe)")
+        return int(ExitCode.BAD_INPUT)
+    if isinstance(exc, CtxwinError):
+        say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {exc}")
+        return int(exc.exit_code)
+    if isinstance(exc, MemoryError):
+        say("error: out of memory (try a smaller input)")
+        return int(ExitCode.BAD_INPUT)
+    if isinstance(exc, RecursionError):
+        say("error: input nested too deeply")
+        return int(ExitCode.BAD_INPUT)
+    if isinstance(exc, Exception):  # a bug: still one line, unless --debug
+        say(
+            f"internal error: {type(exc).__name__}: {exc} "
+            "(run with --debug for a traceback, and please report it)"
+        )
+        return int(ExitCode.BAD_INPUT)
+    raise exc
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

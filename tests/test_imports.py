@@ -1,0 +1,110 @@
+"""Every module of ctxwin imports on its own, and no two modules import each other.
+
+The first check imports each module in an interpreter where no other ctxwin
+module has been imported (a fresh subprocess, all modules in turn); the second
+reads the module-level imports of every file and looks for a cycle. Imports
+inside functions are how the command line stays lean and are not edges here.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import ctxwin
+
+PACKAGE = Path(ctxwin.__file__).parent
+
+OPTIONAL = ("ctxwin.integrations", "ctxwin.proxy", "ctxwin.engines")
+"""Layers that need an optional extra: they import on their own only where it is installed."""
+
+
+def module_names() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__main__":
+            continue
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+def test_there_are_modules_to_check() -> None:
+    names = module_names()
+    assert "ctxwin.cli.app" in names and "ctxwin.estimate" in names and len(names) > 20
+
+
+def test_every_module_imports_on_its_own_in_a_fresh_interpreter() -> None:
+    script = (
+        "import importlib, sys\n"
+        "failed = []\n"
+        "for name in sys.argv[1:]:\n"
+        "    for loaded in [m for m in sys.modules if m == 'ctxwin' or m.startswith('ctxwin.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as exc:\n"
+        f"        if not name.startswith({OPTIONAL!r}) or 'ctxwin' in str(exc):\n"
+        "            failed.append(f'{name}: {type(exc).__name__}: {exc}')\n"
+        "    except Exception as exc:\n"
+        "        failed.append(f'{name}: {type(exc).__name__}: {exc}')\n"
+        "print('\\n'.join(failed))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *module_names()], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""
+
+
+def _top_level_imports(path: Path, name: str) -> set[str]:
+    """The ctxwin modules ``path`` imports at module level (not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {m for m in found if m == "ctxwin" or m.startswith("ctxwin.")}
+
+
+def test_no_import_cycle_among_module_level_imports() -> None:
+    names = set(module_names())
+    graph: dict[str, set[str]] = {}
+    for name in names:
+        rel = Path(*name.split("."))
+        path = PACKAGE.parent / rel / "__init__.py"
+        if not path.exists():
+            path = PACKAGE.parent / rel.with_suffix(".py")
+        graph[name] = {m for m in _top_level_imports(path, name) if m in names and m != name}
+    # Importing ctxwin.a.b first imports the package ctxwin.a: that edge is implied, not a cycle.
+    for name, deps in graph.items():
+        graph[name] = {d for d in deps if not name.startswith(d + ".")}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                cycles.append([*stack[stack.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, [*stack, dep])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
