@@ -36,112 +36,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from ctxwin.core import Transcript, load
+from ctxwin import sessions
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator
-from ctxwin.formats import AUTO
-from ctxwin.view import ASSISTANT, View
+from ctxwin.recorded import Call, Run, calls_from_transcript, prepared_calls
+from ctxwin.sessions.openhands import openhands_events
 
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One provider call: the request body sent and the usage reported."""
-
-    request: Any
-    usage: Mapping[str, Any] | None = None
-    where: str = ""
-    """Where the call is in its source (``interactions[2]``, ``messages[14]``)."""
-    model: str | None = None
-    """Model named outside the body (a request URI), for bodies that name none."""
-
-
-@dataclass(slots=True)
-class Run:
-    """One recorded run: a transcript body, or recorded calls, or an error."""
-
-    name: str
-    """Label within its file (``line 3``, ``[17]``, an instance id); ``""`` for the whole file."""
-    shape: str
-    """Which recorded shape it came from (``chat``, ``pairs``, ``openhands``, ...)."""
-    body: Any = None
-    """The whole transcript, for transcript runs."""
-    usage_at: dict[int, Mapping[str, Any]] = field(default_factory=dict)
-    """Usage reported for the call that produced the model message at each index."""
-    recorded: list[Call] | None = None
-    """The recorded calls, for runs that are lists of calls."""
-    error: str | None = None
-    """Why the entry could not be read (the run is then empty)."""
-
-    @property
-    def is_transcript(self) -> bool:
-        return self.recorded is None and self.error is None
-
-    def requests(self) -> list[Any]:
-        """The request bodies to check: the whole transcript, or every recorded call."""
-        if self.error is not None:
-            return []
-        if self.recorded is not None:
-            return [c.request for c in self.recorded]
-        return [self.body]
-
-    def calls(self, estimator: Estimator | None = None, fmt: str = AUTO) -> list[Call]:
-        """The provider calls of this run, in order (see the module docstring).
-
-        Raises :class:`~ctxwin.errors.InputError` when the transcript cannot be read.
-        """
-        if self.error is not None:
-            raise InputError(self.error)
-        if self.recorded is not None:
-            return list(self.recorded)
-        return calls_from_transcript(self.body, self.usage_at, estimator, fmt)
-
-
-def calls_from_transcript(
-    body: Any,
-    usage_at: Mapping[int, Mapping[str, Any]] | None = None,
-    estimator: Estimator | None = None,
-    fmt: str = AUTO,
-) -> list[Call]:
-    """One call per model message of ``body``: the request is everything before it."""
-    return [call for call, _ in prepared_calls(body, usage_at, estimator, fmt)]
-
-
-def prepared_calls(
-    body: Any,
-    usage_at: Mapping[int, Mapping[str, Any]] | None = None,
-    estimator: Estimator | None = None,
-    fmt: str = AUTO,
-) -> list[tuple[Call, Transcript]]:
-    """The calls of a transcript, each with its request already read.
-
-    ``body`` is read once; every call's view shares the items (and their
-    cost vectors) of that one reading, so a run of *n* calls costs one
-    estimate of the transcript, not *n*.
-    """
-    t = load(body, fmt, estimator)
-    view = t.view
-    usage_at = usage_at or {}
-    out = []
-    for i, item in enumerate(view.items):
-        if item.role == ASSISTANT and not item.joins:
-            request = t.adapter.write(body, list(range(i)))
-            sub = View(
-                view.format,
-                view.items[:i],
-                view.base,
-                view.model,
-                view.max_tokens,
-                view.items_path,
-                list(view.notes),
-            )
-            call = Call(request, usage_at.get(i), view.where(i))
-            out.append((call, Transcript(request, t.adapter, sub, t.estimator)))
-    return out
+__all__ = [
+    "Call",
+    "Run",
+    "calls_from_transcript",
+    "join_recorded",
+    "parse_values",
+    "prepared_calls",
+    "read_runs",
+    "runs_from_value",
+    "usage_of",
+]
 
 
 # --- reading -----------------------------------------------------------------
@@ -179,10 +93,20 @@ def parse_values(data: bytes) -> Iterator[tuple[str, Any, str | None]]:
             yield f"line {n}", None, f"invalid JSON: {exc}"
 
 
-def read_runs(data: bytes) -> list[Run]:
-    """Every run in a recorded file's bytes (JSON or JSONL); never raises for bad content."""
+def read_runs(data: bytes, run_format: str = "auto") -> list[Run]:
+    """Every run in a recorded file's bytes (JSON or JSONL); never raises for bad content.
+
+    Session files of agent tools (:mod:`ctxwin.sessions`) are detected by shape
+    first; ``run_format`` names a session reader to use without detection.
+    A JSONL session whose last line is cut off (still being written) is read
+    up to its last complete line, with a warning on each run.
+    """
+    values = list(parse_values(data))
+    session = _read_session(values, run_format)
+    if session is not None:
+        return session
     runs: list[Run] = []
-    for label, value, error in parse_values(data):
+    for label, value, error in values:
         if error is not None:
             runs.append(Run(label, "invalid", error=error))
             continue
@@ -192,6 +116,42 @@ def read_runs(data: bytes) -> list[Run]:
             runs.append(Run(label, "invalid", error=str(exc)))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             runs.append(Run(label, "invalid", error=f"unexpected shape: {type(exc).__name__}"))
+    return runs
+
+
+def _read_session(values: list[tuple[str, Any, str | None]], run_format: str) -> list[Run] | None:
+    """The runs of a session file, or ``None`` when it is not one (auto-detection)."""
+    sessions.check_name(run_format)
+    jsonl = bool(values) and values[0][0].startswith("line ")
+    warnings: list[str] = []
+    if jsonl and len(values) > 1 and values[-1][2] is not None:
+        label = values[-1][0]
+        if all(e is None for _, _, e in values[:-1]):
+            warnings.append(
+                f"{label} is cut off (the session may still be being written): "
+                f"read up to {values[-2][0]}"
+            )
+            values = values[:-1]
+    if any(e is not None for _, _, e in values):
+        if run_format == sessions.AUTO:
+            return None
+        label, _, error = next(v for v in values if v[2] is not None)
+        return [Run(label, "invalid", error=error)]
+    entries = [v for _, v, _ in values]
+    labels = [label for label, _, _ in values]
+    name = run_format if run_format != sessions.AUTO else sessions.detect(entries, jsonl)
+    if name is None:
+        return None
+    try:
+        runs = sessions.read(name, entries, labels)
+    except InputError as exc:
+        return [Run("", name, error=str(exc))]
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        return [Run("", name, error=f"not a {name} session: {type(exc).__name__}")]
+    if not runs:
+        return [Run("", name, error=f"no model calls in this {name} session")]
+    for run in runs:
+        run.warnings.extend(warnings)
     return runs
 
 
@@ -303,96 +263,11 @@ def _swe_agent(history: list[dict[str, Any]], label: str) -> Run:
     return Run(label, "swe-agent", body={"messages": messages})
 
 
-def _recall_text(extras: Any) -> str:
-    if not isinstance(extras, dict):
-        return ""
-    parts: list[str] = []
-    for key in (
-        "repo_name",
-        "repo_directory",
-        "repo_instructions",
-        "additional_agent_instructions",
-    ):
-        text = extras.get(key)
-        if isinstance(text, str) and text:
-            parts.append(text)
-    hosts = extras.get("runtime_hosts")
-    if isinstance(hosts, dict) and hosts:
-        parts.append("\n".join(f"* {h} (port {p})" for h, p in hosts.items()))
-    date = extras.get("date")
-    if isinstance(date, str) and date:
-        parts.append(f"Today's date is {date}")
-    for k in extras.get("microagent_knowledge") or ():
-        if isinstance(k, dict) and isinstance(k.get("content"), str):
-            parts.append(k["content"])
-    return "\n\n".join(parts)
-
-
 def _openhands(value: dict[str, Any], label: str) -> Run:
     """An OpenHands evaluation record: its event history as one chat transcript."""
     name = value.get("instance_id")
     label = _join(label, str(name)) if name is not None else label
-    messages: list[dict[str, Any]] = []
-    tools: Any = None
-    usage_at: dict[int, Mapping[str, Any]] = {}
-    seen: set[str] = set()
-    model: str | None = None
-    for event in value["history"]:
-        if not isinstance(event, dict):
-            continue
-        action = event.get("action")
-        observation = event.get("observation")
-        raw_meta = event.get("tool_call_metadata")
-        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-        raw_args = event.get("args")
-        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-        if action == "system":
-            messages.append({"role": "system", "content": args.get("content", "")})
-            tools = args.get("tools")
-        elif action is not None:
-            response = meta.get("model_response")
-            if isinstance(response, dict):
-                rid = str(response.get("id"))
-                if rid in seen:
-                    continue
-                seen.add(rid)
-                choice = response["choices"][0]["message"]
-                msg: dict[str, Any] = {"role": "assistant", "content": choice.get("content")}
-                if choice.get("tool_calls"):
-                    msg["tool_calls"] = choice["tool_calls"]
-                usage = response.get("usage")
-                if isinstance(usage, Mapping):
-                    usage_at[len(messages)] = usage
-                if model is None and isinstance(response.get("model"), str):
-                    model = response["model"]
-                messages.append(msg)
-            elif action == "message":
-                role = "user" if event.get("source") == "user" else "assistant"
-                messages.append({"role": role, "content": args.get("content", "")})
-        elif observation is not None:
-            call_id = meta.get("tool_call_id")
-            content = event.get("content", "")
-            if call_id is not None:
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "content": content,
-                    }
-                )
-            elif observation == "recall":
-                text = _recall_text(event.get("extras"))
-                if text:
-                    messages.append({"role": "user", "content": text})
-            else:
-                messages.append({"role": "user", "content": content})
-    body: dict[str, Any] = {}
-    if model is not None:
-        body["model"] = model
-    body["messages"] = messages
-    if tools:
-        body["tools"] = tools
-    return Run(label, "openhands", body=body, usage_at=usage_at)
+    return openhands_events(value["history"], label)
 
 
 def join_recorded(runs: list[Run], name: str = "") -> list[Run]:

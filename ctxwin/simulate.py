@@ -55,18 +55,27 @@ class Options:
         return get_estimator(self.estimator)
 
     def manager(
-        self, model_hint: str | None = None, estimator: Estimator | None = None
+        self,
+        model_hint: str | None = None,
+        estimator: Estimator | None = None,
+        fmt: str | None = None,
+        context_length: int | None = None,
     ) -> ContextWindowManager:
-        """A fresh manager for one run (``model_hint`` names the model when no flag does)."""
+        """A fresh manager for one run (``model_hint`` names the model when no flag does,
+        ``context_length`` the window when neither a flag nor a spec does)."""
+        if self.spec is None and self.context_length is None and self.model is None:
+            window = context_length
+        else:
+            window = self.context_length
         return ContextWindowManager(
             self.model or model_hint,
-            context_length=self.context_length,
+            context_length=window,
             max_output_tokens=self.max_output_tokens,
             max_tokens=self.max_tokens,
             spec=self.spec,
             calibration_seed=self.calibration,
             estimator=estimator or self.make_estimator(),
-            fmt=self.fmt,
+            fmt=fmt or self.fmt,
         )
 
 
@@ -98,12 +107,16 @@ def replay_run(run: Run, options: Options) -> dict[str, Any]:
         raise InputError(run.error)
     prepared: list[tuple[Call, Transcript | None]]
     if run.recorded is None:
-        prepared = list(prepared_calls(run.body, run.usage_at, estimator, options.fmt))
+        prepared = list(
+            prepared_calls(
+                run.body, run.usage_at, estimator, run.format_for(options.fmt), run.calls_at
+            )
+        )
     else:
         prepared = [(call, None) for call in run.recorded]
     calls = [call for call, _ in prepared]
     hint = next((h for h in map(_hint, calls) if h), None)
-    manager = options.manager(hint, estimator)
+    manager = options.manager(hint, estimator, run.format_for(options.fmt), run.context_length)
     rows: list[dict[str, Any]] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
@@ -191,16 +204,17 @@ def check_run(run: Run, options: Options, estimator: Estimator | None = None) ->
     estimator = estimator or options.make_estimator()
     worst: tuple[int, int] | None = None
     calls = run.recorded if run.recorded is not None else [Call(run.body)]
+    fmt = run.format_for(options.fmt)
     if not calls:
         row.update(status=INVALID, error="no requests in this run")
         return row
     for call in calls:
-        manager = options.manager(_hint(call), estimator)
+        manager = options.manager(_hint(call), estimator, fmt, run.context_length)
         try:
             fitted = manager.evaluate(call.request)
         except CtxwinError as exc:
             where = f"{call.where}: " if run.recorded is not None and call.where else ""
-            reason = _reason(call.request, options.fmt)
+            reason = _reason(call.request, fmt)
             row.update(status=INVALID, reason=reason, error=f"{where}{exc}", requests=len(calls))
             return row
         r = fitted.result
@@ -246,7 +260,9 @@ def calibration_rows(run: Run, options: Options) -> list[dict[str, Any]]:
         if reported is None:
             continue
         row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}
-        manager = options.manager(_hint(call), estimator)
+        manager = options.manager(
+            _hint(call), estimator, run.format_for(options.fmt), run.context_length
+        )
         try:
             fitted = manager.evaluate(call.request)
         except CtxwinError as exc:

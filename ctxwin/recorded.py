@@ -1,0 +1,136 @@
+"""Recorded runs as data: :class:`Run` (a transcript or recorded calls) and :class:`Call`.
+
+The readers (:mod:`ctxwin.runs` for request-body shapes, :mod:`ctxwin.sessions`
+for the files agent tools write) build these; :mod:`ctxwin.simulate` replays them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwin.core import Transcript, load
+from ctxwin.errors import InputError
+from ctxwin.estimate import Estimator
+from ctxwin.formats import AUTO
+from ctxwin.view import ASSISTANT, View
+
+__all__ = ["Call", "Run", "calls_from_transcript", "prepared_calls"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One provider call: the request body sent and the usage reported."""
+
+    request: Any
+    usage: Mapping[str, Any] | None = None
+    where: str = ""
+    """Where the call is in its source (``interactions[2]``, ``messages[14]``)."""
+    model: str | None = None
+    """Model named outside the body (a request URI), for bodies that name none."""
+
+
+@dataclass(slots=True)
+class Run:
+    """One recorded run: a transcript body, or recorded calls, or an error."""
+
+    name: str
+    """Label within its file (``line 3``, ``[17]``, an instance id); ``""`` for the whole file."""
+    shape: str
+    """Which recorded shape it came from (``chat``, ``pairs``, ``openhands``, ...)."""
+    body: Any = None
+    """The whole transcript, for transcript runs."""
+    usage_at: dict[int, Mapping[str, Any]] = field(default_factory=dict)
+    """Usage reported for the call that produced the model message at each index."""
+    recorded: list[Call] | None = None
+    """The recorded calls, for runs that are lists of calls."""
+    error: str | None = None
+    """Why the entry could not be read (the run is then empty)."""
+    fmt: str | None = None
+    """The wire format of ``body`` when the reader knows it (``anthropic`` for Claude Code)."""
+    calls_at: frozenset[int] | None = None
+    """For transcripts: the model messages that are this run's calls (``None``: every one).
+
+    A session that mixes models records both in one conversation; each model's
+    calls are a run of their own over the same messages.
+    """
+    context_length: int | None = None
+    """The context window the recording names (Codex's ``model_context_window``), if any."""
+    warnings: list[str] = field(default_factory=list)
+    """Non-fatal remarks made while reading (a cut-off last line, skipped entries)."""
+
+    @property
+    def is_transcript(self) -> bool:
+        return self.recorded is None and self.error is None
+
+    def requests(self) -> list[Any]:
+        """The request bodies to check: the whole transcript, or every recorded call."""
+        if self.error is not None:
+            return []
+        if self.recorded is not None:
+            return [c.request for c in self.recorded]
+        return [self.body]
+
+    def calls(self, estimator: Estimator | None = None, fmt: str = AUTO) -> list[Call]:
+        """The provider calls of this run, in order (see the module docstring).
+
+        Raises :class:`~ctxwin.errors.InputError` when the transcript cannot be read.
+        """
+        if self.error is not None:
+            raise InputError(self.error)
+        if self.recorded is not None:
+            return list(self.recorded)
+        return calls_from_transcript(
+            self.body, self.usage_at, estimator, self.format_for(fmt), self.calls_at
+        )
+
+    def format_for(self, fmt: str = AUTO) -> str:
+        """The format to read ``body`` with: ``fmt`` when forced, else the reader's."""
+        return self.fmt if fmt == AUTO and self.fmt else fmt
+
+
+def calls_from_transcript(
+    body: Any,
+    usage_at: Mapping[int, Mapping[str, Any]] | None = None,
+    estimator: Estimator | None = None,
+    fmt: str = AUTO,
+    calls_at: frozenset[int] | None = None,
+) -> list[Call]:
+    """One call per model message of ``body``: the request is everything before it."""
+    return [call for call, _ in prepared_calls(body, usage_at, estimator, fmt, calls_at)]
+
+
+def prepared_calls(
+    body: Any,
+    usage_at: Mapping[int, Mapping[str, Any]] | None = None,
+    estimator: Estimator | None = None,
+    fmt: str = AUTO,
+    calls_at: frozenset[int] | None = None,
+) -> list[tuple[Call, Transcript]]:
+    """The calls of a transcript, each with its request already read.
+
+    ``body`` is read once; every call's view shares the items (and their
+    cost vectors) of that one reading, so a run of *n* calls costs one
+    estimate of the transcript, not *n*. ``calls_at`` keeps only the model
+    messages at those indices as calls.
+    """
+    t = load(body, fmt, estimator)
+    view = t.view
+    usage_at = usage_at or {}
+    out = []
+    for i, item in enumerate(view.items):
+        if item.role == ASSISTANT and not item.joins and (calls_at is None or i in calls_at):
+            request = t.adapter.write(body, list(range(i)))
+            sub = View(
+                view.format,
+                view.items[:i],
+                view.base,
+                view.model,
+                view.max_tokens,
+                view.items_path,
+                list(view.notes),
+            )
+            call = Call(request, usage_at.get(i), view.where(i))
+            out.append((call, Transcript(request, t.adapter, sub, t.estimator)))
+    return out

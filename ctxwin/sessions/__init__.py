@@ -1,0 +1,69 @@
+"""Readers for the session files agent tools write, detected by shape.
+
+Each reader module has ``NAME``, ``detect(entries, jsonl)`` and
+``read(entries, labels) -> list[Run]``, where ``entries`` are the parsed JSON
+values of a file (one for a JSON file, one per line for JSONL) and ``labels``
+name them (``""`` or ``line N``). Readers take fields by name, tolerate
+unknown ones, and name a required field that is missing.
+
+=================== ==========================================================
+name                what
+=================== ==========================================================
+``claude-code``     Claude Code session JSONL (main chain, subagent sidechains,
+                    compaction segments, side-model calls)
+``codex``           OpenAI Codex CLI rollout JSONL
+``gemini-cli``      Gemini CLI ``Content[]`` history or ChatRecording session
+``openhands-events`` OpenHands V0 event-stream trajectory (a JSON list)
+``mini-swe-agent``  mini-swe-agent ``.traj.json``
+``otel``            OpenTelemetry spans (GenAI ``gen_ai.*`` or OpenInference ``llm.*``)
+=================== ==========================================================
+
+Pure: no typer, no rich, no stdin/stdout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from ctxwin.errors import InputError
+from ctxwin.recorded import Run
+from ctxwin.sessions import claude_code, codex, gemini_cli, mini_swe_agent, openhands, otel
+
+AUTO = "auto"
+
+READERS: dict[str, ModuleType] = {
+    m.NAME: m for m in (claude_code, codex, gemini_cli, openhands, mini_swe_agent, otel)
+}
+"""Every session reader by name, in detection order."""
+
+
+def names() -> list[str]:
+    """The names ``--run-format`` accepts (besides ``auto``)."""
+    return list(READERS)
+
+
+def check_name(name: str) -> str:
+    """``name`` when it names a reader or is ``auto``; else :class:`InputError`."""
+    if name != AUTO and name not in READERS:
+        raise InputError(f"unknown run format {name!r} (choose from: {AUTO}, {', '.join(READERS)})")
+    return name
+
+
+def detect(entries: Sequence[Any], jsonl: bool) -> str | None:
+    """The name of the first reader that recognizes these entries, or ``None``."""
+    for name, reader in READERS.items():
+        if reader.detect(entries, jsonl):
+            return name
+    return None
+
+
+def read(name: str, entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
+    """The runs the reader ``name`` finds in ``entries``.
+
+    A bad entry raises :class:`InputError` naming the field; the caller turns
+    it into an invalid run.
+    """
+    runs: list[Run] = READERS[check_name(name)].read(entries, labels)
+    return runs

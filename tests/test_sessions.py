@@ -1,0 +1,483 @@
+"""Session-file readers: each format reads its corpus samples with hand-checked counts,
+and small synthetic sessions cover compaction, sidechains, side models, unknown and
+missing fields, a cut-off last line and an empty file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ctxwin.calibration import prompt_tokens_from_usage
+from ctxwin.recorded import Run
+from ctxwin.runs import read_runs
+from ctxwin.sessions import names
+from ctxwin.simulate import Options, check_run, replay_run
+
+AGENT_TOOLS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "agent_tools"
+corpus = pytest.mark.skipif(not AGENT_TOOLS.is_dir(), reason="../shared/corpus is absent")
+
+
+def reported(run: Run) -> list[int | None]:
+    return [prompt_tokens_from_usage(c.usage) if c.usage is not None else None for c in run.calls()]
+
+
+def jsonl(*lines: Any) -> bytes:
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)
+
+
+# --- corpus samples: counts checked by hand against the files ---------------------------
+# Each figure below was counted from the raw file with a separate throwaway script
+# (distinct message ids, token_count events that change the total, ...), not by ctxwin.
+
+SAMPLES = [
+    # (file, reader, run name, calls, first reported, last reported, sum of reported)
+    (
+        "claude-code/drmaciver-coverage-test-fix.jsonl",
+        "claude-code",
+        "main",
+        14,
+        18549,
+        22899,
+        294215,
+    ),
+    (
+        "claude-code/codemie-subagents-agent-a485154.jsonl",
+        "claude-code",
+        "agent-a485154",
+        6,
+        17162,
+        57743,
+        212744,
+    ),
+    (
+        "claude-code/codemie-session-3fe1b6bc.jsonl",
+        "claude-code",
+        "main",
+        67,
+        31740,
+        130533,
+        6880294,
+    ),
+    (
+        "codex/localpush-rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+        "codex",
+        "019c8bfe-ec25-79e0-97d7-bda6a9c575ff",
+        6,
+        42772,
+        63441,
+        298373,
+    ),
+    (
+        "gemini-cli/codemie-session-2025-12-01T21-45-5b959dae.json",
+        "gemini-cli",
+        "5b959dae-8655-4cd1-b10f-720b8c336ea2",
+        11,
+        2752,
+        18325,
+        101630,
+    ),
+    (
+        "mini-swe-agent/django__django-16255.traj.json",
+        "mini-swe-agent",
+        "django__django-16255",
+        17,
+        1779,
+        5053,
+        61068,
+    ),
+    ("otel-genai/any-agent-OPENAI_trace.json", "otel", "trace 1", 3, 269, 392, 1020),
+    ("otel-genai/envoy-ai-gateway-chat-tools.json", "otel", "trace 1", 1, 162, 162, 162),
+]
+
+
+@corpus
+@pytest.mark.corpus
+@pytest.mark.parametrize(("path", "shape", "name", "calls", "first", "last", "total"), SAMPLES)
+def test_sample_counts(
+    path: str, shape: str, name: str, calls: int, first: int, last: int, total: int
+) -> None:
+    [run] = read_runs((AGENT_TOOLS / path).read_bytes())
+    assert run.error is None
+    assert (run.shape, run.name) == (shape, name)
+    counts = reported(run)
+    assert len(counts) == calls
+    assert None not in counts
+    assert (counts[0], counts[-1], sum(c or 0 for c in counts)) == (first, last, total)
+
+
+@corpus
+@pytest.mark.corpus
+def test_openhands_event_stream_sample() -> None:
+    # 18 events: 4 model responses (ids chatcmpl-6bb9..., -5593..., -34fe..., -51a8...)
+    # and the agent's final message (no usage); state changes and null observations skipped.
+    [run] = read_runs(
+        (AGENT_TOOLS / "openhands-events/trajectory-visualizer-demo1.json").read_bytes()
+    )
+    assert run.shape == "openhands-events"
+    assert reported(run) == [3439, 3601, 4769, 5488, None]
+    roles = [m["role"] for m in run.body["messages"]]
+    assert roles.count("tool") == 4
+    assert all(m.get("content") != "" for m in run.body["messages"] if m["role"] == "user")
+
+
+@corpus
+@pytest.mark.corpus
+def test_gemini_content_history_sample() -> None:
+    # 105 contents, 52 of them role "model" (no usage recorded); one functionResponse
+    # (id nlcjynug, a command the user ran) answers no call and is read as text.
+    [run] = read_runs((AGENT_TOOLS / "gemini-cli/gemini-cli-repo-trajectory.json").read_bytes())
+    assert run.shape == "gemini-cli"
+    assert len(run.body["contents"]) == 105
+    assert reported(run) == [None] * 52
+    assert run.warnings and "1 function responses" in run.warnings[0]
+
+
+@corpus
+@pytest.mark.corpus
+def test_codex_rollout_without_token_counts() -> None:
+    # Codex Desktop 0.128: 3 user messages, 38 function calls, no token_count lines.
+    path = "codex/codemie-rollout-2026-05-11T13-28-45-019e1695-0522-7c83-8b39-0dd379793f80.jsonl"
+    [run] = read_runs((AGENT_TOOLS / path).read_bytes())
+    counts = reported(run)
+    assert counts and set(counts) == {None}
+    items = run.body["input"]
+    assert sum(1 for i in items if i.get("type") == "function_call") == 38
+
+
+@corpus
+@pytest.mark.corpus
+def test_every_agent_tools_sample_replays_without_invalid_calls() -> None:
+    options = Options()
+    for path in sorted(AGENT_TOOLS.rglob("*.json*")):
+        for run in read_runs(path.read_bytes()):
+            assert run.error is None, (path, run.error)
+            assert run.shape in names(), path
+            rep = replay_run(run, options)
+            assert rep["calls"] > 0, path
+            assert rep["invalid_calls"] == 0, (path, rep["rows"])
+            assert check_run(run, options)["status"] != "invalid", path
+
+
+# --- synthetic Claude Code sessions ----------------------------------------------------
+
+
+def cc_line(
+    kind: str,
+    uuid: str,
+    parent: str | None,
+    content: Any,
+    *,
+    mid: str | None = None,
+    usage: int | None = None,
+    model: str = "claude-sonnet-4-5",
+    **extra: Any,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": kind, "content": content}
+    if kind == "assistant":
+        message |= {"id": mid or f"msg_{uuid}", "model": model, "type": "message"}
+        if usage is not None:
+            message["usage"] = {
+                "input_tokens": 3,
+                "cache_creation_input_tokens": usage - 103,
+                "cache_read_input_tokens": 100,
+                "output_tokens": 9,
+            }
+    return {
+        "type": kind,
+        "uuid": uuid,
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": "s1",
+        "message": message,
+        **extra,
+    }
+
+
+def tool_use(call_id: str) -> list[dict[str, Any]]:
+    return [{"type": "tool_use", "id": call_id, "name": "Read", "input": {"path": "a.py"}}]
+
+
+def tool_result(call_id: str) -> list[dict[str, Any]]:
+    return [{"type": "tool_result", "tool_use_id": call_id, "content": "print(1)\n"}]
+
+
+def test_claude_code_parallel_tools_and_skipped_lines() -> None:
+    data = jsonl(
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": "s1"},
+        {"type": "file-history-snapshot", "messageId": "x", "snapshot": {}},
+        cc_line("user", "u1", None, "read both files"),
+        cc_line("assistant", "a1", "u1", [{"type": "text", "text": "ok"}], mid="m1", usage=20000),
+        cc_line("assistant", "a2", "a1", tool_use("t1"), mid="m1", usage=20000),
+        {"type": "progress", "uuid": "p1", "parentUuid": "a2", "data": {}},
+        cc_line("assistant", "a3", "a2", tool_use("t2"), mid="m1", usage=20000),
+        cc_line("user", "r1", "a2", tool_result("t1"), toolUseResult={"big": "copy"}),
+        cc_line("user", "r2", "a3", tool_result("t2")),
+        {"type": "system", "subtype": "turn_duration", "uuid": "s1", "parentUuid": "r2"},
+        cc_line("assistant", "a4", "s1", [{"type": "text", "text": "done"}], usage=20300),
+        {"type": "summary", "summary": "Reading files", "leafUuid": "a4"},
+        cc_line("user", "u2", "a4", "thanks", futureField={"anything": 1}),
+    )
+    [run] = read_runs(data)
+    assert run.shape == "claude-code" and run.fmt == "anthropic"
+    assert reported(run) == [20000, 20300]
+    messages = run.body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert [b["type"] for b in messages[1]["content"]] == ["text", "tool_use", "tool_use"]
+    assert [b["tool_use_id"] for b in messages[2]["content"]] == ["t1", "t2"]
+    assert "toolUseResult" not in orjson.dumps(run.body).decode()
+
+
+def test_claude_code_compaction_sidechain_and_side_model() -> None:
+    data = jsonl(
+        cc_line("user", "u1", None, "hello"),
+        cc_line("assistant", "a1", "u1", "hi", usage=25000),
+        cc_line("assistant", "h1", "a1", "Greeting", usage=300, model="claude-haiku-4-5"),
+        cc_line("user", "u2", "h1", "explore the repo"),
+        cc_line("assistant", "a2", "u2", tool_use("task1"), usage=25100),
+        # an inline subagent (older versions): its own chain, its own run
+        cc_line("user", "x1", None, "find tests", isSidechain=True, agentId="ab12"),
+        cc_line("assistant", "x2", "x1", "found 3", usage=9000, isSidechain=True, agentId="ab12"),
+        cc_line("user", "r1", "a2", tool_result("task1")),
+        cc_line("assistant", "a3", "r1", "explored", usage=26000),
+        {
+            "type": "system",
+            "subtype": "compact_boundary",
+            "uuid": "b1",
+            "parentUuid": None,
+            "logicalParentUuid": "a3",
+            "compactMetadata": {"trigger": "manual", "preTokens": 26000},
+        },
+        cc_line("user", "c1", "b1", "Summary: explored the repo", isCompactSummary=True),
+        cc_line("assistant", "a4", "c1", "continuing", usage=24000),
+    )
+    runs = {r.name: r for r in read_runs(data)}
+    assert set(runs) == {
+        "main segment 1",
+        "main segment 1 claude-haiku-4-5",
+        "main segment 2",
+        "agent-ab12",
+    }
+    assert reported(runs["main segment 1"]) == [25000, 25100, 26000]
+    assert reported(runs["main segment 1 claude-haiku-4-5"]) == [300]
+    assert reported(runs["main segment 2"]) == [24000]
+    assert runs["main segment 2"].body["messages"][0]["content"][0]["text"].startswith("Summary")
+    assert reported(runs["agent-ab12"]) == [9000]
+
+
+def test_claude_code_missing_field_is_named() -> None:
+    broken = cc_line("assistant", "a1", "u1", "x", usage=10)
+    del broken["message"]["content"]
+    [run] = read_runs(jsonl(cc_line("user", "u1", None, "hi"), broken))
+    assert run.error is not None
+    assert "line 2.message.content" in run.error and 'missing "content"' in run.error
+
+
+def test_cut_off_last_line_reads_up_to_it_with_a_warning() -> None:
+    data = jsonl(
+        cc_line("user", "u1", None, "hi"),
+        cc_line("assistant", "a1", "u1", "hello", usage=18000),
+        cc_line("user", "u2", "a1", "more"),
+    )
+    cut = data + orjson.dumps(cc_line("assistant", "a2", "u2", "partial", usage=18100))[:40]
+    [run] = read_runs(cut)
+    assert run.error is None
+    assert reported(run) == [18000]
+    assert run.warnings == [
+        "line 4 is cut off (the session may still be being written): read up to line 3"
+    ]
+
+
+def test_empty_session_is_invalid() -> None:
+    [run] = read_runs(b"")
+    assert run.error is not None and "empty" in run.error
+
+
+def test_run_format_forces_a_reader_and_names_unknown_ones() -> None:
+    data = jsonl(cc_line("user", "u1", None, "hi"), cc_line("assistant", "a1", "u1", "x", usage=5))
+    [run] = read_runs(data, "claude-code")
+    assert run.shape == "claude-code"
+    [bad] = read_runs(data, "codex")
+    assert bad.error is not None
+    with pytest.raises(Exception, match="unknown run format 'nope'"):
+        read_runs(data, "nope")
+
+
+# --- synthetic Codex, Gemini, mini-swe-agent, OpenTelemetry ---------------------------
+
+
+def codex_line(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload}
+
+
+def token_count(total: int, last: int) -> dict[str, Any]:
+    info = {
+        "total_token_usage": {"input_tokens": total},
+        "last_token_usage": {"input_tokens": last, "cached_input_tokens": 0},
+    }
+    return codex_line("event_msg", {"type": "token_count", "info": info})
+
+
+def test_codex_rollout_calls_usage_and_compaction() -> None:
+    msg = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix"}]}
+    call = {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}
+    data = jsonl(
+        codex_line("session_meta", {"id": "r1", "base_instructions": {"text": "You are Codex."}}),
+        codex_line("event_msg", {"type": "task_started", "model_context_window": 258400}),
+        codex_line("turn_context", {"model": "gpt-5-codex", "unknownSetting": True}),
+        codex_line("response_item", msg),
+        codex_line("event_msg", {"type": "user_message", "message": "fix"}),
+        codex_line("response_item", {"type": "reasoning", "summary": [], "content": None}),
+        codex_line("response_item", call),
+        token_count(9000, 9000),
+        token_count(9000, 9000),  # repeated: ignored
+        codex_line(
+            "response_item", {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+        ),
+        codex_line(
+            "response_item",
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "done"}],
+            },
+        ),
+        token_count(18100, 9100),
+        codex_line("compacted", {"message": "summary of the work so far"}),
+        codex_line("response_item", msg),
+        codex_line(
+            "response_item",
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok"}],
+            },
+        ),
+        token_count(25100, 7000),
+    )
+    first, second = read_runs(data)
+    assert (first.name, second.name) == ("r1 segment 1", "r1 segment 2")
+    assert reported(first) == [9000, 9100]
+    assert reported(second) == [7000]
+    assert first.body["instructions"] == "You are Codex." and first.context_length == 258400
+    assert first.body["model"] == "gpt-5-codex"
+
+
+def test_gemini_chat_recording_pairs_calls_and_results() -> None:
+    session = {
+        "sessionId": "g1",
+        "projectHash": "h",
+        "messages": [
+            {"id": "1", "type": "user", "content": "list files"},
+            {"id": "2", "type": "info", "content": "Switched model"},
+            {
+                "id": "3",
+                "type": "gemini",
+                "content": "",
+                "model": "gemini-2.5-pro",
+                "thoughts": [{"subject": "s", "description": "d"}],
+                "toolCalls": [
+                    {
+                        "id": "ls-1",
+                        "name": "list_directory",
+                        "args": {"path": "."},
+                        "result": [
+                            {
+                                "functionResponse": {
+                                    "id": "ls-1",
+                                    "name": "list_directory",
+                                    "response": {"output": "a.py"},
+                                }
+                            }
+                        ],
+                    }
+                ],
+                "tokens": {"input": 3000, "output": 10, "cached": 0, "tool": 0},
+            },
+            {"id": "4", "type": "gemini", "content": "One file.", "tokens": {"input": 3050}},
+        ],
+    }
+    [run] = read_runs(orjson.dumps(session))
+    assert run.name == "g1"
+    assert reported(run) == [3000, 3050]
+    roles = [c["role"] for c in run.body["contents"]]
+    assert roles == ["user", "model", "user", "model"]
+    assert run.warnings == []
+
+
+def test_gemini_missing_message_type_is_named() -> None:
+    [run] = read_runs(orjson.dumps({"sessionId": "g", "messages": [{"content": "hi"}]}))
+    assert run.error == 'messages[0].type: missing "type"'
+
+
+def test_mini_swe_agent_usage_from_extra() -> None:
+    traj = {
+        "trajectory_format": "mini-swe-agent-1",
+        "info": {"config": {"model": {"model_name": "gpt-4o"}}},
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Fix the bug."},
+            {
+                "role": "assistant",
+                "content": "```bash\nls\n```",
+                "extra": {"response": {"usage": {"prompt_tokens": 120}}},
+            },
+            {"role": "user", "content": "<output>a.py</output>", "extra": {"unknown": 1}},
+            {
+                "role": "assistant",
+                "content": "```bash\nexit\n```",
+                "extra": {"response": {"usage": {"prompt_tokens": 160}}},
+            },
+        ],
+    }
+    [run] = read_runs(orjson.dumps(traj))
+    assert run.shape == "mini-swe-agent" and run.body["model"] == "gpt-4o"
+    assert reported(run) == [120, 160]
+    assert all(set(m) == {"role", "content"} for m in run.body["messages"])
+
+
+def otlp(attrs: dict[str, Any], trace: str = "t1", start: int = 1) -> dict[str, Any]:
+    def value(v: Any) -> dict[str, Any]:
+        return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}
+
+    return {
+        "traceId": trace,
+        "spanId": f"s{start}",
+        "name": "chat",
+        "startTimeUnixNano": str(start),
+        "attributes": [{"key": k, "value": value(v)} for k, v in attrs.items()],
+    }
+
+
+def test_otlp_genai_parts_messages_are_recorded_calls() -> None:
+    first = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.system_instructions": '[{"type": "text", "content": "Be brief."}]',
+        "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+        "gen_ai.usage.input_tokens": 21,
+    }
+    second = dict(first)
+    history = [
+        {"role": "user", "parts": [{"type": "text", "content": "hi"}]},
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "f"}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "42"}]},
+    ]
+    second["gen_ai.input.messages"] = orjson.dumps(history).decode()
+    second["gen_ai.usage.input_tokens"] = 48
+    doc = {
+        "resourceSpans": [
+            {"scopeSpans": [{"spans": [otlp(second, start=2), otlp(first, start=1)]}]}
+        ]
+    }
+    [run] = read_runs(orjson.dumps(doc))
+    assert run.shape == "otel" and run.recorded is not None
+    assert reported(run) == [21, 48]
+    assert [m["role"] for m in run.recorded[1].request["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+    ]
