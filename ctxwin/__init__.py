@@ -38,6 +38,7 @@ from ctxwin.estimate import (
     default_calibration,
 )
 from ctxwin.prune import FitResult, fit, pairing_problems, segment
+from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.view import Item, Problem, View
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "SEED_CALIBRATION",
+    "Applied",
     "Budget",
     "ContentEstimator",
     "ContextTruncated",
@@ -73,6 +75,7 @@ __all__ = [
     "Problem",
     "SeedEstimator",
     "SpecError",
+    "Strategy",
     "TokenizerEstimator",
     "Transcript",
     "View",
@@ -85,6 +88,7 @@ __all__ = [
     "lookup_model",
     "pairing_problems",
     "parse",
+    "parse_steps",
     "plan",
     "prune",
     "resolve_spec",

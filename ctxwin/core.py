@@ -7,7 +7,7 @@ Data flows one way: bytes → :func:`parse` → :func:`load` (adapter → view) 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -19,6 +19,7 @@ from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
 from ctxwin.prune import FitResult, fit
 from ctxwin.rules import problems as rule_problems
+from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.view import Problem, View
 
 BOM = b"\xef\xbb\xbf"
@@ -300,8 +301,11 @@ class Plan:
     """A budget and what fitting the transcript to it does."""
 
     transcript: Transcript
+    """The transcript fitted: the input, or the input with the strategy's edits."""
     budget: Budget
     result: FitResult
+    applied: Applied = field(default_factory=Applied)
+    """What the strategy's editing steps did (nothing under the default strategy)."""
 
     def output(self) -> Any:
         """The fitted body."""
@@ -317,11 +321,14 @@ def plan(
     max_tokens: int | None = None,
     spec: Any = None,
     calibration: float | None = None,
+    strategy: Strategy | None = None,
 ) -> Plan:
     """Resolve the budget for ``transcript`` and fit it (never raises for overflow).
 
     ``calibration=None`` uses the estimator's default seed for the model
     (:func:`~ctxwin.estimate.default_calibration`: 1.15 for the seed formula).
+    ``strategy`` (default: drop turns only) says which steps fit it
+    (:mod:`ctxwin.strategy`).
     """
     view = transcript.view
     model_spec = resolve_spec(
@@ -333,10 +340,43 @@ def plan(
     budget = compute_budget(model_spec, max_tokens=max_tokens, body_max_tokens=view.max_tokens)
     if calibration is None:
         calibration = default_calibration(transcript.estimator.name, model_spec.name)
-    result = fit(
-        view, budget.budget, transcript.estimator, calibration, transcript.adapter.problems
+    return fit_plan(transcript, budget, calibration, strategy)
+
+
+def fit_plan(
+    transcript: Transcript, budget: Budget, calibration: float, strategy: Strategy | None = None
+) -> Plan:
+    """Fit ``transcript`` to a resolved ``budget`` with ``strategy`` (see :func:`plan`).
+
+    Under a strategy that edits, the edited body is read again and fitted;
+    the result's ``estimated_tokens`` and ``fits`` still describe the input.
+    """
+    view = transcript.view
+    adapter = transcript.adapter
+    est = transcript.estimator
+    strategy = strategy or Strategy()
+    if not strategy.edits:
+        result = fit(view, budget.budget, est, calibration, adapter.problems)
+        return Plan(transcript, budget, result, Applied(strategy))
+    applied = plan_edits(
+        transcript.body, view, adapter, est, budget.budget, calibration, strategy, adapter.problems
     )
-    return Plan(transcript, budget, result)
+    drop = DROP_TURNS in strategy.steps
+    if not applied.edits:
+        result = fit(view, budget.budget, est, calibration, adapter.problems, drop=drop)
+        return Plan(transcript, budget, result, applied)
+    body = adapter.edit(transcript.body, applied.edits)
+    edited = Transcript(body, adapter, adapter.read(body, est), est)
+    edited.view.notes[:] = view.notes
+    result = fit(edited.view, budget.budget, est, calibration, adapter.problems, drop=drop)
+    original = fit(view, 0, est, calibration)  # the input's estimate, nothing checked
+    result = replace(
+        result,
+        estimated_tokens=original.estimated_tokens,
+        raw_tokens=original.raw_tokens,
+        fits=False,
+    )
+    return Plan(edited, budget, result, applied)
 
 
 def prune(
@@ -350,6 +390,7 @@ def prune(
     calibration: float | None = None,
     fmt: str = AUTO,
     estimator: Estimator | None = None,
+    strategy: Strategy | None = None,
 ) -> tuple[Any, Plan]:
     """Fit ``body`` to its model's window: ``(fitted body, plan)``.
 
@@ -364,6 +405,7 @@ def prune(
         max_tokens=max_tokens,
         spec=spec,
         calibration=calibration,
+        strategy=strategy,
     )
     if p.result.overflow_at_floor:
         raise ContextTruncated(p.result)

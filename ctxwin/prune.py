@@ -182,12 +182,30 @@ _calls = attrgetter("calls")
 _answers = attrgetter("answers")
 
 
+def refuse_broken(view: View, rules: Rules | None) -> list[Problem]:
+    """The structural problems of ``view``; :class:`~ctxwin.errors.PairingError` when
+    one of them blocks fitting (the input already breaks a provider rule)."""
+    problems = check(view, rules)
+    broken = blocking(problems)
+    if broken:
+        first = most_telling(broken)
+        more = f" (and {len(broken) - 1} more problems)" if len(broken) > 1 else ""
+        raise PairingError(
+            f"{first.message} [{first.rule}]{more}; refusing to prune a transcript that "
+            "already breaks the provider's rules (list them with `ctxwin lint`)",
+            first.where,
+        )
+    return problems
+
+
 def fit(
     view: View,
     budget: int,
     estimator: Estimator,
     calibration: float = SEED_CALIBRATION,
     rules: Rules | None = None,
+    *,
+    drop: bool = True,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
 
@@ -196,6 +214,7 @@ def fit(
     ``ctxwin.rules`` plus the format's ``rules``; a transcript that fits is
     never checked or changed), and when the output would break one. Never
     raises for an overflow at the floor: the result says ``overflow_at_floor``.
+    With ``drop=False`` nothing is dropped: the whole transcript is the floor.
 
     The estimate after dropping the ``k`` oldest units is non-increasing in
     ``k`` (an estimator's ``raw`` is monotone in every slot), so the fewest
@@ -228,20 +247,11 @@ def fit(
             if enforced
             else [f"budget is {budget} tokens (not positive): passing the transcript through"],
         )
-    problems = check(view, rules)
-    broken = blocking(problems)
-    if broken:
-        first = most_telling(broken)
-        more = f" (and {len(broken) - 1} more problems)" if len(broken) > 1 else ""
-        raise PairingError(
-            f"{first.message} [{first.rule}]{more}; refusing to prune a transcript that "
-            "already breaks the provider's rules (list them with `ctxwin lint`)",
-            first.where,
-        )
+    problems = refuse_broken(view, rules)
     seg = segment(items)
     turns = seg.turn_starts
     # cuts[k]: first kept item after the head when the k oldest units are dropped
-    cuts = [seg.head_end] + [turns[u] for u in seg.unit_starts[1:]]
+    cuts = [seg.head_end] + [turns[u] for u in seg.unit_starts[1:]] if drop else [seg.head_end]
     # prefix[slot][i]: cost of items [0, i); dropping the k oldest units removes
     # items [head_end, cuts[k]).
     prefix = [[0, *accumulate(col)] for col in columns]

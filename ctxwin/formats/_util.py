@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import orjson
 
 from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, Kind
+from ctxwin.formats.base import Edits, Path
 from ctxwin.view import USER, Item, Problem, View
 
 
@@ -140,3 +142,81 @@ def unknown_documents_note(paths: list[str], each: int) -> str:
         f"{len(paths):,} document(s) known only by URL or file id ({shown}): size unknown, "
         f"counted as {each:,} tokens each"
     )
+
+
+_REMOVE: Any = object()
+"""What an edit function returns to remove the list element it was given."""
+
+
+def _path_key(step: int | str) -> tuple[int, int | str]:
+    return (0, step) if isinstance(step, int) else (1, step)
+
+
+def _update_at(obj: Any, path: Path, fn: Callable[[Any, Path], Any], full: Path) -> Any:
+    """A copy of ``obj`` with the value at ``path`` replaced by ``fn(value, full)``
+    (removed when it returns :data:`_REMOVE`); only the containers on the path are copied."""
+    key = path[0]
+    old = obj[key]
+    new = fn(old, full) if len(path) == 1 else _update_at(old, path[1:], fn, full)
+    if isinstance(obj, list):
+        out: Any = list(obj)
+        if new is _REMOVE:
+            del out[key]
+        else:
+            out[key] = new
+        return out
+    if new is _REMOVE:
+        return {k: v for k, v in obj.items() if k != key}
+    return replace_key(obj, str(key), new)
+
+
+def _call_put(
+    put: Callable[[Any, Path, str | None], Any], value: str | None, old: Any, path: Path
+) -> Any:
+    return put(old, path, value)
+
+
+def edit_entries(
+    body: Any, key: str, edits: Edits, put: Callable[[Any, Path, str | None], Any]
+) -> Any:
+    """``body`` (a dict with its entries under ``key``, or a bare list of them) with
+    ``put(old, path, new)`` written at each edited ``(index, path)``.
+
+    Paths inside one entry are applied last-first, so removing a list element
+    never shifts the index of another edit.
+    """
+    entries = body if isinstance(body, list) else body[key]
+    out = list(entries)
+    grouped: dict[int, list[tuple[Path, str | None]]] = {}
+    for (index, path), value in edits.items():
+        grouped.setdefault(index, []).append((path, value))
+    for index, changes in grouped.items():
+        entry = entries[index]
+        changes.sort(key=lambda c: [_path_key(s) for s in c[0]], reverse=True)
+        for path, value in changes:
+            entry = _update_at(entry, path, partial(_call_put, put, value), path)
+        out[index] = entry
+    return out if isinstance(body, list) else replace_key(body, key, out)
+
+
+def current_turn_start(view: View) -> int:
+    """Index of the last user message that answers no call (where the current turn
+    begins), or 0. Thinking before it belongs to earlier turns."""
+    for i in range(len(view.items) - 1, -1, -1):
+        item = view.items[i]
+        if item.role == USER and not item.answers:
+            return i
+    return 0
+
+
+def only_text(parts: list[Any], text_types: frozenset[str]) -> str | None:
+    """The joined text of ``parts`` when every part is a text part, else ``None``."""
+    texts: list[str] = []
+    for part in parts:
+        if not isinstance(part, dict) or part.get("type") not in text_types:
+            return None
+        text = part.get("text")
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    return "".join(texts)

@@ -35,18 +35,23 @@ from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.estimate import ANTHROPIC_TOOL_PROMPT, Estimator, Kind
 from ctxwin.formats._util import (
+    _REMOVE,
     add_json,
     adjacency_problems,
+    current_turn_start,
+    edit_entries,
     expect_dict,
     expect_list,
     expect_str,
     kind_of,
+    only_text,
     optional_int,
     optional_model,
     replace_key,
     required_str,
     unknown_documents_note,
 )
+from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
 ROLES = {"user": USER, "assistant": ASSISTANT}
@@ -295,6 +300,69 @@ class Anthropic:
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return adjacency_problems(view, keep)
+
+    def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """Each ``tool_result`` block's content, and the ``thinking`` /
+        ``redacted_thinking`` blocks of earlier turns (the API lets a client omit
+        them; those of the current turn must be sent back) where the message keeps
+        another block. A result holding a ``tool_reference`` is left alone (it
+        brings in a tool definition)."""
+        names: dict[str, str] = {}
+        found: list[Part] = []
+        current = current_turn_start(view)
+        ctx = _Context([])
+        for i, m in enumerate(body["messages"]):
+            content = m["content"]
+            if isinstance(content, str):
+                continue
+            thoughts = []
+            for k, block in enumerate(content):
+                t = block["type"]
+                if t == "tool_use":
+                    names[block["id"]] = block["name"]
+                elif t in ("thinking", "redacted_thinking"):
+                    thoughts.append(k)
+                elif t == "tool_result" and block.get("content") is not None:
+                    inner = block["content"]
+                    cost = [0] * estimator.width
+                    if isinstance(inner, str):
+                        estimator.add_text(cost, inner, Kind.DENSE)
+                        text: str | None = inner
+                    else:
+                        if any(b.get("type") == "tool_reference" for b in inner):
+                            continue
+                        for b in inner:
+                            self._block(b, "", cost, estimator, None, [], [], Kind.DENSE, ctx)
+                        text = only_text(inner, _TEXT_BLOCKS)
+                    tool = names.get(block["tool_use_id"])
+                    found.append(Part(i, ("content", k, "content"), RESULT, tool, cost, text))
+            if i < current and thoughts and len(thoughts) < len(content):
+                for k in thoughts:
+                    block = content[k]
+                    cost = [0] * estimator.width
+                    if block["type"] == "thinking":
+                        estimator.add_text(cost, block["thinking"], Kind.PROSE)
+                    else:
+                        estimator.add_text(cost, block["data"], Kind.DENSE)
+                    found.append(Part(i, ("content", k), THINKING, None, cost, None))
+        found.sort(key=lambda p: p.index)
+        return found
+
+    def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
+        cost = [0] * estimator.width
+        if part.kind == RESULT:
+            estimator.add_text(cost, text, Kind.DENSE)
+        return cost
+
+    def edit(self, body: Any, edits: Edits) -> Any:
+        return edit_entries(body, "messages", edits, _put)
+
+
+_TEXT_BLOCKS = frozenset({"text"})
+
+
+def _put(old: Any, path: Path, new: str | None) -> Any:
+    return _REMOVE if new is None else new
 
 
 TOOL_SEARCH_TOKENS = ANTHROPIC_TOOL_PROMPT

@@ -2,11 +2,46 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ctxwin.estimate import Estimator
 from ctxwin.view import Problem, View
+
+RESULT = "result"
+"""A :class:`Part` holding a tool result's content."""
+THINKING = "thinking"
+"""A :class:`Part` holding thinking or reasoning content."""
+
+Path = tuple[int | str, ...]
+"""Where a part sits inside its entry of the message list (keys and indices)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One editable piece of an entry: a tool result's content, or a thinking block.
+
+    ``cost`` is the cost vector the adapter counted for this content alone,
+    so replacing it subtracts ``cost`` and adds :meth:`Adapter.replaced_cost`.
+    """
+
+    index: int
+    """The entry (item) it belongs to."""
+    path: Path
+    """Where it sits inside the entry (the content to replace, or the block to remove)."""
+    kind: str
+    """:data:`RESULT` or :data:`THINKING`."""
+    tool: str | None
+    """The name of the tool whose result this is, when the body says it."""
+    cost: list[int]
+    text: str | None
+    """The content as one string when it is text only (what truncation cuts), else ``None``."""
+
+
+Edits = Mapping[tuple[int, Path], str | None]
+"""New content per ``(index, path)``: a string replaces a result's content, ``None``
+removes a thinking part."""
 
 
 class Adapter(Protocol):
@@ -33,3 +68,14 @@ class Adapter(Protocol):
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         """Format-specific rule violations among the kept items (beyond pairing)."""
+
+    def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """The tool results, and the thinking the provider lets a client leave out
+        (earlier turns only), in body order; ``body`` must have been read into ``view``."""
+
+    def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
+        """The cost vector of ``part``'s content once replaced by ``text``."""
+
+    def edit(self, body: Any, edits: Edits) -> Any:
+        """``body`` with the parts named in ``edits`` replaced (or removed); nothing else
+        changes, and the objects not on an edited path are the original ones."""

@@ -27,12 +27,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
+    _REMOVE,
     add_json,
     adjacency_problems,
+    current_turn_start,
+    edit_entries,
     expect_dict,
     expect_list,
     expect_str,
@@ -42,6 +47,7 @@ from ctxwin.formats._util import (
     required_str,
     unknown_documents_note,
 )
+from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
 ROLES = {"user": USER, "model": ASSISTANT, "function": USER}
@@ -231,3 +237,81 @@ class Gemini:
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return adjacency_problems(view, keep)
+
+    def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """Each ``functionResponse``'s ``response`` (and its inner parts), and the
+        ``thought: true`` text parts of earlier turns' model contents that keep
+        another part (thought summaries need not be sent back).
+
+        A response ``{"key": "text"}`` is edited in place (its text replaced);
+        any other becomes ``{"result": text}``, its inner parts removed.
+        """
+        found: list[Part] = []
+        current = current_turn_start(view)
+        for i, content in enumerate(body["contents"]):
+            parts = content["parts"]
+            thoughts: list[int] = []
+            for k, part in enumerate(parts):
+                if part.get("thought") is True and isinstance(part.get("text"), str):
+                    thoughts.append(k)
+                    continue
+                key, response = _get(part, "functionResponse", "function_response")
+                if response is None:
+                    continue
+                value = response.get("response")
+                inner = response.get("parts")
+                cost = [0] * estimator.width
+                add_json(cost, value, estimator)
+                for p in inner or ():
+                    self._part(p, "", cost, estimator, None, {}, [], [], "", [])
+                path: Path = ("parts", k, key)
+                text: str | None = None
+                if not inner:
+                    single = _single_text(value)
+                    if single is not None:
+                        path = (*path, "response", single)
+                        text = value[single]
+                    else:
+                        text = orjson.dumps(value).decode()
+                found.append(Part(i, path, RESULT, response["name"], cost, text))
+            if i < current and thoughts and len(thoughts) < len(parts):
+                for k in thoughts:
+                    cost = [0] * estimator.width
+                    estimator.add_text(cost, parts[k]["text"], Kind.PROSE)
+                    found.append(Part(i, ("parts", k), THINKING, None, cost, None))
+        found.sort(key=lambda p: p.index)
+        return found
+
+    def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
+        cost = [0] * estimator.width
+        if part.kind == RESULT:
+            add_json(cost, _new_response(part.path, text), estimator)
+        return cost
+
+    def edit(self, body: Any, edits: Edits) -> Any:
+        return edit_entries(body, "contents", edits, _put)
+
+
+def _single_text(value: Any) -> str | None:
+    """The key of a response object holding exactly one value, a string."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, text),) = value.items()
+        if isinstance(text, str):
+            return str(key)
+    return None
+
+
+def _new_response(path: Path, text: str) -> dict[str, Any]:
+    if len(path) > 3:
+        return {str(path[-1]): text}
+    return {"result": text}
+
+
+def _put(old: Any, path: Path, new: str | None) -> Any:
+    if new is None:
+        return _REMOVE
+    if len(path) > 3:
+        return new
+    out = {k: v for k, v in old.items() if k != "parts"}
+    out["response"] = _new_response(path, new)
+    return out

@@ -30,15 +30,18 @@ from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
     add_json,
+    edit_entries,
     expect_dict,
     expect_list,
     expect_str,
     kind_of,
+    only_text,
     optional_int,
     optional_model,
     replace_key,
     unknown_documents_note,
 )
+from ctxwin.formats.base import RESULT, Edits, Part, Path
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
 ROLES = {
@@ -271,6 +274,46 @@ class OpenAIChat:
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return []
+
+    def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """Each ``tool`` (or legacy ``function``) message's content; Chat has no thinking."""
+        messages = body if isinstance(body, list) else body["messages"]
+        names: dict[str, str] = {}
+        found: list[Part] = []
+        for i, m in enumerate(messages):
+            role = m.get("role")
+            if role == "assistant":
+                for call in m.get("tool_calls") or ():
+                    names[call["id"]] = call["function"]["name"]
+                continue
+            content = m.get("content")
+            if role not in ("tool", "function") or content is None:
+                continue
+            cost = [0] * estimator.width
+            if isinstance(content, str):
+                estimator.add_text(cost, content, Kind.DENSE)
+                text: str | None = content
+            else:
+                self._parts(content, Kind.DENSE, cost, estimator, "", [])
+                text = only_text(content, _TEXT_PARTS)
+            tool = m["name"] if role == "function" else names.get(m["tool_call_id"])
+            found.append(Part(i, ("content",), RESULT, tool, cost, text))
+        return found
+
+    def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
+        cost = [0] * estimator.width
+        estimator.add_text(cost, text, Kind.DENSE)
+        return cost
+
+    def edit(self, body: Any, edits: Edits) -> Any:
+        return edit_entries(body, "messages", edits, _put)
+
+
+_TEXT_PARTS = frozenset({"text"})
+
+
+def _put(old: Any, path: Path, new: str | None) -> Any:
+    return new
 
 
 def _image_cost(part: dict[str, Any], at: str) -> int:

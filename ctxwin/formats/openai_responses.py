@@ -35,16 +35,19 @@ from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
     add_json,
+    edit_entries,
     expect_dict,
     expect_list,
     expect_str,
     kind_of,
+    only_text,
     optional_int,
     optional_model,
     replace_key,
     required_str,
     unknown_documents_note,
 )
+from ctxwin.formats.base import RESULT, Edits, Part, Path
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
 ROLES = {"user": USER, "system": SYSTEM, "developer": SYSTEM, "assistant": ASSISTANT}
@@ -281,6 +284,41 @@ class OpenAIResponses:
             return body
         return replace_key(body, "input", [items[i] for i in keep])
 
+    def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """The ``output`` of each ``function_call_output`` and ``custom_tool_call_output``
+        item. ``reasoning`` items are not offered: an item produced with one must keep it."""
+        items = body if isinstance(body, list) else body["input"]
+        if isinstance(items, str):
+            return []
+        names: dict[str, str] = {}
+        found: list[Part] = []
+        for i, it in enumerate(items):
+            t = it.get("type")
+            if t in ("function_call", "custom_tool_call"):
+                names[it["call_id"]] = it["name"]
+            elif t in _OUTPUTS:
+                output = it["output"]
+                cost = [0] * estimator.width
+                text: str | None = None
+                if isinstance(output, str):
+                    estimator.add_text(cost, output, Kind.DENSE)
+                    text = output
+                elif isinstance(output, list):
+                    self._parts(output, "", cost, estimator, Kind.DENSE, [])
+                    text = only_text(output, _TEXT_PARTS)
+                else:
+                    add_json(cost, output, estimator)
+                found.append(Part(i, ("output",), RESULT, names.get(it["call_id"]), cost, text))
+        return found
+
+    def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
+        cost = [0] * estimator.width
+        estimator.add_text(cost, text, Kind.DENSE)
+        return cost
+
+    def edit(self, body: Any, edits: Edits) -> Any:
+        return edit_entries(body, "input", edits, _put)
+
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         reasoning = getattr(view, "reasoning", None)
         if not reasoning:
@@ -311,6 +349,16 @@ class OpenAIResponses:
                     )
                 )
         return problems
+
+
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+"""The result items whose ``output`` may be any string."""
+
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+
+
+def _put(old: Any, path: Path, new: str | None) -> Any:
+    return new
 
 
 def _file_media(part: dict[str, Any], at: str) -> media.Media:

@@ -1,0 +1,207 @@
+"""The strategy steps on hand-made transcripts: what each step writes, and where."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ctxwin import core
+from ctxwin.budget import Budget, resolve_spec
+from ctxwin.errors import ContextTruncated, UsageError
+from ctxwin.prune import fit
+from ctxwin.strategy import Strategy, parse_steps
+from tests.test_format_properties import Shape, Turn, anthropic, chat, gemini, responses
+
+CAL = 1.15
+BIG = 3000
+
+
+def _fit(body: Any, budget: int, strategy: Strategy | None) -> core.Plan:
+    t = core.load(body)
+    return core.fit_plan(
+        t, Budget(resolve_spec(None, context_length=10**9), 0, "flag", 0, budget), CAL, strategy
+    )
+
+
+def _tokens(body: Any) -> int:
+    t = core.load(body)
+    return fit(t.view, 0, t.estimator, CAL).estimated_tokens
+
+
+def _shape(n: int = 6, size: int = BIG, thinking: bool = False, calls: bool = True) -> Shape:
+    turns = [Turn(thinking, 5, [("read", size)] if calls else [], 5, False) for _ in range(n)]
+    return Shape(system=20, first=20, first_media=False, turns=turns, flag=True)
+
+
+def _results(body: Any) -> list[Any]:
+    """Each result's content, in order, as the format holds it."""
+    if "contents" in body:
+        return [
+            p["functionResponse"]["response"]
+            for c in body["contents"]
+            for p in c["parts"]
+            if "functionResponse" in p
+        ]
+    if "input" in body:
+        return [x["output"] for x in body["input"] if x.get("type", "").endswith("_output")]
+    out = []
+    for m in body["messages"]:
+        if m["role"] in ("tool", "function"):
+            out.append(m["content"])
+        elif isinstance(m["content"], list):
+            out += [b["content"] for b in m["content"] if b.get("type") == "tool_result"]
+    return out
+
+
+RENDER = {
+    "anthropic": anthropic,
+    "openai-responses": responses,
+    "gemini": gemini,
+    "openai-chat": chat,
+}
+
+
+@pytest.mark.parametrize("fmt", list(RENDER))
+def test_clear_results_replaces_the_oldest_results_with_a_placeholder(fmt: str) -> None:
+    body = RENDER[fmt](_shape())
+    total = _tokens(body)
+    budget = total - 2 * 700  # two old results' worth: clearing alone fits
+    before = _results(body)
+    plain = _fit(body, budget, None)
+    assert plain.result.pruned  # drop-turns would drop turns
+    p = _fit(body, budget, Strategy(("clear-results", "drop-turns")))
+    r = p.result
+    assert not r.pruned and r.estimated_tokens_after <= budget and not r.fits
+    assert p.result.estimated_tokens == total
+    after = _results(p.output())
+    cleared = [a for a, b in zip(after, before, strict=True) if a != b]
+    assert 1 <= len(cleared) == p.applied.cleared_results
+    assert after[len(cleared) :] == before[len(cleared) :]  # the oldest go first
+    text = str(cleared[0])
+    assert "[cleared by ctxwin: " in text and " tokens of tool output]" in text
+    assert p.applied.cleared_tokens > 600 * len(cleared)
+    assert p.output() is not body and body == RENDER[fmt](_shape())  # input untouched
+
+
+@pytest.mark.parametrize("fmt", list(RENDER))
+def test_clear_results_keeps_the_newest_and_excluded(fmt: str) -> None:
+    body = RENDER[fmt](_shape())
+    before = _results(body)
+    p = _fit(body, 1, Strategy(("clear-results",), keep_results=2))
+    after = _results(p.output())
+    assert p.result.overflow_at_floor
+    # 6 results: the newest turn's and the newest 2 kept, the first 4 cleared
+    assert after[4:] == before[4:]
+    assert all("[cleared by ctxwin" in str(a) for a in after[:4])
+    p = _fit(
+        body, 1, Strategy(("clear-results",), keep_results=0, exclude_tools=frozenset({"read"}))
+    )
+    assert _results(p.output()) == before and not p.applied.edits
+
+
+def test_clear_at_least_clears_more_than_needed() -> None:
+    body = chat(_shape())
+    budget = _tokens(body) - 100
+    few = _fit(body, budget, Strategy(("clear-results", "drop-turns")))
+    assert few.applied.cleared_results == 1
+    many = _fit(body, budget, Strategy(("clear-results", "drop-turns"), clear_at_least=1500))
+    assert many.applied.cleared_results == 3
+    assert many.applied.cleared_tokens >= 1500 > few.applied.cleared_tokens
+
+
+def test_clear_results_then_drop_turns_keeps_more_and_clears_only_kept() -> None:
+    body = chat(_shape(n=10))
+    budget = _tokens(body) // 4
+    plain = _fit(body, budget, None)
+    p = _fit(body, budget, Strategy(("clear-results", "drop-turns"), keep_results=2))
+    assert len(p.result.keep) > len(plain.result.keep)
+    assert p.result.pruned and p.result.estimated_tokens_after <= budget
+    kept_indices = set(p.result.keep)
+    assert {i for i, _ in p.applied.edits} <= kept_indices
+
+
+def test_truncate_results_cuts_an_oversize_result_instead_of_giving_up() -> None:
+    body = chat(_shape(n=2, size=40_000))
+    budget = 4000
+    plain = _fit(body, budget, None)
+    assert plain.result.overflow_at_floor
+    with pytest.raises(ContextTruncated):
+        core.prune(body, context_length=budget, max_tokens=0)
+    p = _fit(body, budget, Strategy(("drop-turns", "truncate-results")))
+    r = p.result
+    assert not r.overflow_at_floor and r.estimated_tokens_after <= budget
+    assert p.applied.truncated_results == 1 and p.applied.cleared_results == 0
+    newest = _results(p.output())[-1]
+    original = _results(body)[-1]
+    head, _, tail = newest.partition("\n[... ")
+    assert original.startswith(head) and len(head) > 100
+    marker, _, rest = tail.partition(" ...]\n")
+    assert marker.endswith("tokens cut by ctxwin") and original.endswith(rest)
+    assert int(marker.split()[0].replace(",", "")) == p.applied.truncated_tokens > 2000
+    again = _fit(p.output(), budget, Strategy(("drop-turns", "truncate-results")))
+    assert again.result.fits and not again.applied.edits
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "gemini"])
+def test_clear_thinking_removes_earlier_turns_thinking(fmt: str) -> None:
+    body = RENDER[fmt](_shape(n=4, thinking=True, calls=False))
+    key = "messages" if fmt == "anthropic" else "contents"
+    parts = "content" if fmt == "anthropic" else "parts"
+
+    def thoughts(b: Any) -> list[int]:
+        return [
+            i
+            for i, m in enumerate(b[key])
+            for x in m[parts]
+            if x.get("type") == "thinking" or x.get("thought") is True
+        ]
+
+    assert len(thoughts(body)) == 4
+    p = _fit(body, _tokens(body) - 10, Strategy(("clear-thinking", "drop-turns")))
+    assert not p.result.pruned and p.applied.cleared_thinking == 1
+    assert thoughts(p.output()) == thoughts(body)[1:]
+    p = _fit(body, 1, Strategy(("clear-thinking",)))
+    # the newest turn keeps its thinking
+    assert thoughts(p.output()) == thoughts(body)[-1:] and p.applied.cleared_thinking == 3
+
+
+def test_responses_reasoning_is_never_cleared() -> None:
+    body = responses(_shape(n=3, size=10, thinking=True))
+    p = _fit(body, 1, Strategy(("clear-thinking",)))
+    assert not p.applied.edits
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("drop-turns,nope", "unknown strategy step 'nope'"),
+        ("drop-turns,drop-turns", "listed twice"),
+        ("truncate-results,drop-turns", "must be the last"),
+        ("", "unknown strategy step ''"),
+    ],
+)
+def test_parse_steps_refuses_bad_lists(text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_steps(text)
+
+
+def test_parse_steps() -> None:
+    assert parse_steps("clear-results, drop-turns") == ("clear-results", "drop-turns")
+    with pytest.raises(UsageError):
+        Strategy(("drop-turns",), keep_results=-1)
+
+
+def test_prune_takes_a_strategy() -> None:
+    body = chat(_shape())
+    budget = _tokens(body) - 700
+    out, p = core.prune(
+        body,
+        context_length=budget + 100,
+        max_tokens=0,
+        strategy=Strategy(("clear-results", "drop-turns")),
+    )
+    assert p.applied.cleared_results >= 1 and len(out["messages"]) == len(body["messages"])
+    plain, _ = core.prune(body, context_length=budget + 100, max_tokens=0)
+    same, _ = core.prune(body, context_length=budget + 100, max_tokens=0, strategy=Strategy())
+    assert same == plain and len(plain["messages"]) < len(body["messages"])
