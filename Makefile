@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test lint format clean bench fidelity fuzz slow
+.PHONY: help venv demo test lint format clean bench bench-proxy fidelity fuzz slow
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -49,8 +49,11 @@ format: venv ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: venv ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
+bench: venv bench-proxy ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+bench-proxy: venv ## Load test of `ctxwin proxy` on loopback (PROXY_BENCH_ARGS="--turns 30,300")
+	$(BIN)/python bench/proxy.py --out bench/proxy-results.md $(PROXY_BENCH_ARGS)
 
 FIDELITY_STAMP := $(VENV)/.installed-fidelity
 

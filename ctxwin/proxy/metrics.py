@@ -1,0 +1,110 @@
+"""Prometheus metrics of the proxy, in the text exposition format (no client library).
+
+Served at ``GET /metrics``:
+
+* ``ctxwin_proxy_requests_total{route,action}`` — requests by route
+  (``chat``, ``responses``, ``messages``, ``gemini``, ``passthrough``) and
+  what ctxwin did (``fit``, ``pruned``, ``truncated``, ``unread``, ``unsafe``,
+  ``invalid_json``, ``too_large``, ``forwarded``);
+* ``ctxwin_proxy_pruned_total`` — requests sent with older turns dropped;
+* ``ctxwin_proxy_dropped_turns_total`` / ``ctxwin_proxy_dropped_messages_total``;
+* ``ctxwin_proxy_cleared_total`` — tool results cleared (0 until a clearing
+  strategy is configured);
+* ``ctxwin_proxy_truncated_total`` — requests answered 400 because even the
+  floor did not fit;
+* ``ctxwin_proxy_upstream_errors_total{kind}`` — ``unreachable`` (502),
+  ``timeout`` (504), ``disconnect`` (client gone mid-response);
+* ``ctxwin_proxy_fit_seconds`` — histogram of the time spent parsing and fitting;
+* ``ctxwin_proxy_request_seconds`` — histogram of whole requests, to the last byte;
+* ``ctxwin_proxy_conversations`` — calibrations currently remembered.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Callable
+
+FIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
+REQUEST_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class Histogram:
+    """Cumulative-bucket histogram (seconds)."""
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.count += 1
+        self.sum += seconds
+
+    def lines(self, name: str) -> list[str]:
+        out = []
+        running = 0
+        for bound, n in zip(self.bounds, self.counts, strict=False):
+            running += n
+            out.append(f'{name}_bucket{{le="{bound}"}} {running}')
+        out.append(f'{name}_bucket{{le="+Inf"}} {self.count}')
+        out.append(f"{name}_sum {self.sum:.6f}")
+        out.append(f"{name}_count {self.count}")
+        return out
+
+
+_COUNTERS = {
+    "pruned": "Requests forwarded with older turns dropped.",
+    "dropped_turns": "Turns dropped from forwarded requests.",
+    "dropped_messages": "Message-list entries dropped from forwarded requests.",
+    "cleared": "Tool results cleared from forwarded requests.",
+    "truncated": "Requests answered 400 because even the floor exceeded the budget.",
+}
+
+
+class Metrics:
+    """The proxy's counters and histograms; :meth:`render` writes the exposition text."""
+
+    def __init__(self, conversations: Callable[[], int] = lambda: 0) -> None:
+        self.requests: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.counters = dict.fromkeys(_COUNTERS, 0)
+        self.upstream_errors: defaultdict[str, int] = defaultdict(int)
+        self.fit_seconds = Histogram(FIT_BUCKETS)
+        self.request_seconds = Histogram(REQUEST_BUCKETS)
+        self.conversations = conversations
+
+    def count(self, name: str, by: int = 1) -> None:
+        self.counters[name] += by
+
+    def render(self) -> bytes:
+        lines = [
+            "# HELP ctxwin_proxy_requests_total Requests by route and what ctxwin did.",
+            "# TYPE ctxwin_proxy_requests_total counter",
+        ]
+        for (route, action), n in sorted(self.requests.items()):
+            lines.append(f'ctxwin_proxy_requests_total{{route="{route}",action="{action}"}} {n}')
+        for name, text in _COUNTERS.items():
+            full = f"ctxwin_proxy_{name}_total"
+            lines += [f"# HELP {full} {text}", f"# TYPE {full} counter"]
+            lines.append(f"{full} {self.counters[name]}")
+        lines += [
+            "# HELP ctxwin_proxy_upstream_errors_total Upstream failures and client disconnects.",
+            "# TYPE ctxwin_proxy_upstream_errors_total counter",
+        ]
+        for kind, n in sorted(self.upstream_errors.items()):
+            lines.append(f'ctxwin_proxy_upstream_errors_total{{kind="{kind}"}} {n}')
+        for name, hist, text in (
+            ("ctxwin_proxy_fit_seconds", self.fit_seconds, "Time spent parsing and fitting."),
+            ("ctxwin_proxy_request_seconds", self.request_seconds, "Whole requests."),
+        ):
+            lines += [f"# HELP {name} {text}", f"# TYPE {name} histogram", *hist.lines(name)]
+        lines += [
+            "# HELP ctxwin_proxy_conversations Conversations whose calibration is remembered.",
+            "# TYPE ctxwin_proxy_conversations gauge",
+            f"ctxwin_proxy_conversations {self.conversations()}",
+        ]
+        return ("\n".join(lines) + "\n").encode()

@@ -1,0 +1,306 @@
+"""The HTTP side of ``ctxwin proxy``: an aiohttp server that fits and forwards.
+
+Per request: read the body (up to ``max_body_bytes``), fit it when the route
+is a generation endpoint (:mod:`ctxwin.proxy.fitting`), forward it with the
+client's headers (hop-by-hop ones aside) to ``upstream`` + the request's path
+and query, and relay the response, streamed or not, byte for byte, adding
+``x-ctxwin-*`` headers. A copy of the response bytes is read for the usage
+that teaches the conversation's calibration.
+
+Faults: a body that is not JSON → 400, not forwarded; a floor overflow → 400
+in the provider's shape, not forwarded; body too large → 413; upstream
+unreachable → 502, silent past ``read_timeout`` → 504; a client that goes away
+cancels the upstream request (the handler is cancelled, the upstream
+connection closed). Bodies, query strings and credentials are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import zlib
+from collections.abc import Awaitable, Callable
+from time import perf_counter
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+from yarl import URL
+
+from ctxwin.errors import InputError
+from ctxwin.proxy.fitting import (
+    CREDENTIAL_HEADERS,
+    PRUNED,
+    TRUNCATED,
+    Fitted,
+    Fitter,
+    ProxyConfig,
+    floor_message,
+)
+from ctxwin.proxy.metrics import Metrics
+from ctxwin.proxy.routes import error_body, flavor_for, route_for
+from ctxwin.proxy.usage import MAX_BUFFER, UsageReader
+
+log = logging.getLogger("ctxwin.proxy")
+
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "expect",
+    }
+)
+_REQUEST_DROP = _HOP_BY_HOP | {"host", "content-length"}
+_JSON = "application/json"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _decoder(encoding: str | None) -> Any:
+    """A zlib decompressor for a gzip or deflate response (for the usage copy), else None."""
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(47)  # gzip or zlib header, detected
+    return None
+
+
+class Proxy:
+    """The proxy application: :meth:`app` builds the aiohttp application."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.fitter = Fitter(config)
+        self.metrics = Metrics(lambda: len(self.fitter.calibrations))
+        self.upstream = config.upstream.rstrip("/")
+        self._session: aiohttp.ClientSession | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.config.max_body_bytes)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        app.on_startup.append(self._open)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def _open(self, _app: web.Application) -> None:
+        cfg = self.config
+        self._session = aiohttp.ClientSession(
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=cfg.connect_timeout, sock_read=cfg.read_timeout
+            ),
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+
+    async def _close(self, _app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _error(
+        self, flavor: str, status: int, message: str, code: str, fitted: Fitted | None = None
+    ) -> web.Response:
+        headers = fitted.headers() if fitted is not None else {}
+        return web.Response(
+            status=status,
+            body=error_body(flavor, status, message, code),
+            content_type=_JSON,
+            headers=headers,
+        )
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        start = perf_counter()
+        method, path = request.method, request.path
+        if method == "GET" and path == "/healthz":
+            return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
+        if method == "GET" and path == "/metrics":
+            return web.Response(
+                body=self.metrics.render(), content_type="text/plain", charset="utf-8"
+            )
+        route = route_for(method, path)
+        label = route.name if route is not None else "passthrough"
+        flavor = route.flavor if route is not None else flavor_for(path)
+        status = 0
+        action = "forwarded"
+        try:
+            response, action = await self._serve(request, route, flavor, start)
+            status = response.status
+            return response
+        finally:
+            self.metrics.requests[label, action] += 1
+            elapsed = perf_counter() - start
+            self.metrics.request_seconds.observe(elapsed)
+            log.info("%s %s %s %s %.1fms", method, path, status, action, elapsed * 1000)
+
+    async def _serve(
+        self, request: web.Request, route: Any, flavor: str, start: float
+    ) -> tuple[web.StreamResponse, str]:
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            limit = self.config.max_body_bytes
+            message = (
+                f"ctxwin proxy: request body over the proxy's limit of {limit:,} bytes; "
+                "not forwarded (restart the proxy with a larger --max-body-bytes)"
+            )
+            return self._error(flavor, 413, message, "request_too_large"), "too_large"
+        fitted: Fitted | None = None
+        body = raw
+        if route is not None:
+            credentials = [request.headers.get(h, "") for h in CREDENTIAL_HEADERS]
+            try:
+                fitted = self.fitter.fit(route, raw, credentials)
+            except InputError as exc:
+                message = f"ctxwin proxy: the request body is not valid JSON ({exc}); not forwarded"
+                return self._error(flavor, 400, message, "invalid_json"), "invalid_json"
+            finally:
+                self.metrics.fit_seconds.observe(perf_counter() - start)
+            if fitted.action == TRUNCATED:
+                self.metrics.count("truncated")
+                message = floor_message(fitted)
+                response = self._error(flavor, 400, message, "context_length_exceeded", fitted)
+                return response, TRUNCATED
+            if fitted.action == PRUNED and fitted.managed is not None:
+                result = fitted.managed.result
+                self.metrics.count("pruned")
+                self.metrics.count("dropped_turns", result.dropped_turns)
+                self.metrics.count("dropped_messages", len(result.dropped))
+            body = fitted.body
+        action = fitted.action if fitted is not None else "forwarded"
+        return await self._forward(request, body, flavor, fitted), action
+
+    async def _forward(
+        self, request: web.Request, body: bytes, flavor: str, fitted: Fitted | None
+    ) -> web.StreamResponse:
+        assert self._session is not None
+        headers = CIMultiDict(
+            (k, v) for k, v in request.headers.items() if k.lower() not in _REQUEST_DROP
+        )
+        url = URL(self.upstream + request.raw_path, encoded=True)
+        has_body = bool(body) or request.body_exists
+        try:
+            upstream = await self._session.request(
+                request.method,
+                url,
+                headers=headers,
+                data=body if has_body else None,
+                allow_redirects=False,
+            )
+        except TimeoutError:
+            self.metrics.upstream_errors["timeout"] += 1
+            message = "ctxwin proxy: the upstream did not answer in time"
+            return self._error(flavor, 504, message, "upstream_timeout", fitted)
+        except aiohttp.ClientError as exc:
+            self.metrics.upstream_errors["unreachable"] += 1
+            message = f"ctxwin proxy: cannot reach the upstream ({type(exc).__name__})"
+            return self._error(flavor, 502, message, "upstream_unreachable", fitted)
+        try:
+            return await self._relay(request, upstream, fitted)
+        finally:
+            upstream.close()
+
+    async def _relay(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, fitted: Fitted | None
+    ) -> web.StreamResponse:
+        headers = CIMultiDict(
+            (k, v) for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP
+        )
+        reader: UsageReader | None = None
+        decoder: Any = None
+        if fitted is not None:
+            headers.update(fitted.headers())
+            if fitted.managed is not None and upstream.status < 300:
+                sse = upstream.content_type == "text/event-stream"
+                reader = UsageReader(sse)
+                decoder = _decoder(upstream.headers.get("Content-Encoding"))
+        length = upstream.content_length
+        if length is not None and length <= MAX_BUFFER:
+            data = await upstream.read()
+            if reader is not None and fitted is not None:  # after the response is written
+                asyncio.get_running_loop().call_soon(self._learn, fitted, reader, decoder, data)
+            return web.Response(
+                status=upstream.status, reason=upstream.reason, body=data, headers=headers
+            )
+        response = web.StreamResponse(
+            status=upstream.status, reason=upstream.reason, headers=headers
+        )
+        await response.prepare(request)
+        try:
+            async for chunk in upstream.content.iter_any():
+                if reader is not None:
+                    reader.feed(decoder.decompress(chunk) if decoder is not None else chunk)
+                await response.write(chunk)
+        except ConnectionResetError:  # the client went away: drop the upstream request
+            self.metrics.upstream_errors["disconnect"] += 1
+            raise
+        except (TimeoutError, aiohttp.ClientError):  # upstream stalled or broke mid-stream
+            self.metrics.upstream_errors["broken_stream"] += 1
+            if request.transport is not None:
+                request.transport.close()  # the client sees the response cut short
+            return response
+        except asyncio.CancelledError:
+            self.metrics.upstream_errors["disconnect"] += 1
+            raise
+        await response.write_eof()
+        if reader is not None and fitted is not None:
+            self.fitter.learn(fitted, reader.result())
+        return response
+
+    def _learn(self, fitted: Fitted, reader: UsageReader, decoder: Any, data: bytes) -> None:
+        try:
+            reader.feed(decoder.decompress(data) if decoder is not None else data)
+        except zlib.error:
+            return
+        self.fitter.learn(fitted, reader.result())
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host``:``port`` (port 0: any free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def start(proxy: Proxy, sock: socket.socket) -> web.AppRunner:
+    """Serve ``proxy`` on ``sock``; the runner to :meth:`~aiohttp.web.AppRunner.cleanup`."""
+    runner = web.AppRunner(proxy.app(), access_log=None, handler_cancellation=True)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner
+
+
+def run(config: ProxyConfig, ready: Callable[[str], None] | None = None) -> None:
+    """Run the proxy in this thread until interrupted, on uvloop when it is installed
+    (part of the extra on POSIX: a faster event loop for both the server and client side)."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(config, ready))
+    else:
+        uvloop.run(serve(config, ready))
+
+
+async def serve(config: ProxyConfig, ready: Callable[[str], None] | None = None) -> None:
+    """Run the proxy until cancelled; ``ready`` is called with the URL once it listens."""
+    sock = bind(config.host, config.port)
+    runner = await start(Proxy(config), sock)
+    host, port = sock.getsockname()[:2]
+    if ready is not None:
+        ready(f"http://{f'[{host}]' if ':' in host else host}:{port}")
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
