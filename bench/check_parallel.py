@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 
 from ctxwin.checking import check_paths, find_files
-from ctxwin.simulate import Options
+from ctxwin.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     files, size = generate(gen, folder, args.runs, args.min_messages, args.max_messages, args.seed)
     paths = find_files([str(folder)]).files
-    options = Options(context_length=args.context_length, estimator="seed")
+    options = Settings(context_length=args.context_length, estimator="seed")
 
     def key(row: dict[str, Any]) -> tuple[str, str]:
         return row["path"], row["run"]

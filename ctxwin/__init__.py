@@ -7,6 +7,9 @@ The library core never imports typer or rich and never touches stdin/stdout::
     body, plan = ctxwin.prune(request_body, model="gpt-4o")
     plan.result.dropped_turns, plan.result.estimated_tokens_after
 
+    settings = ctxwin.Settings(context_length=32_000, max_tokens=2_000)
+    body, plan = ctxwin.prune(request_body, settings)
+
 Lower-level steps: :func:`parse` (bytes → JSON), :func:`load` (JSON →
 :class:`Transcript`), :func:`plan` (budget + fit), :meth:`Plan.output`.
 """
@@ -38,6 +41,7 @@ from ctxwin.estimate import (
     default_calibration,
 )
 from ctxwin.prune import FitResult, fit, pairing_problems, segment
+from ctxwin.settings import Settings
 from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.view import Item, Problem, View
 
@@ -74,6 +78,7 @@ __all__ = [
     "Plan",
     "Problem",
     "SeedEstimator",
+    "Settings",
     "SpecError",
     "Strategy",
     "TokenizerEstimator",

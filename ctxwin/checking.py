@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.runs import read_runs
-from ctxwin.simulate import INVALID, Options, check_run
+from ctxwin.settings import Settings
+from ctxwin.simulate import INVALID, check_run
 
 SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
 """File names a folder walk picks up (files named explicitly are always read)."""
@@ -79,7 +80,7 @@ def find_files(args: Iterable[str]) -> Found:
     return found
 
 
-def check_file(path: str, options: Options, max_bytes: int = 0) -> list[dict[str, Any]]:
+def check_file(path: str, settings: Settings, max_bytes: int = 0) -> list[dict[str, Any]]:
     """One row per run in the file at ``path``; never raises."""
     try:
         with open(path, "rb") as fh:
@@ -88,16 +89,16 @@ def check_file(path: str, options: Options, max_bytes: int = 0) -> list[dict[str
             data = fh.read()
     except OSError as exc:
         return [_invalid(path, f"cannot read: {exc.strerror or exc}")]
-    return check_bytes(data, path, options)
+    return check_bytes(data, path, settings)
 
 
-def check_bytes(data: bytes, path: str, options: Options) -> list[dict[str, Any]]:
+def check_bytes(data: bytes, path: str, settings: Settings) -> list[dict[str, Any]]:
     """One row per run in ``data`` (read from ``path``); never raises."""
     try:
-        estimator = options.make_estimator()
+        estimator = settings.make_estimator()
         rows = []
         for run in read_runs(data):
-            row = check_run(run, options, estimator)
+            row = check_run(run, settings, estimator)
             rows.append({"path": path, **row})
         return rows or [_invalid(path, "no transcripts in this file")]
     except RecursionError:
@@ -112,11 +113,11 @@ def _invalid(path: str, error: str) -> dict[str, Any]:
     return {"path": path, "run": "", "status": INVALID, "error": error}
 
 
-def check_chunk(paths: list[str], options: Options, max_bytes: int = 0) -> list[dict[str, Any]]:
+def check_chunk(paths: list[str], settings: Settings, max_bytes: int = 0) -> list[dict[str, Any]]:
     """Check several files (the unit of work a worker process gets)."""
     rows: list[dict[str, Any]] = []
     for path in paths:
-        rows.extend(check_file(path, options, max_bytes))
+        rows.extend(check_file(path, settings, max_bytes))
     return rows
 
 
@@ -162,7 +163,7 @@ def _context() -> multiprocessing.context.BaseContext:
 
 def check_paths(
     paths: list[str],
-    options: Options,
+    settings: Settings,
     *,
     jobs: int = 0,
     max_bytes: int = 0,
@@ -176,7 +177,7 @@ def check_paths(
     jobs = jobs or default_jobs()
     if jobs == 1 or len(paths) <= 1:
         for path in paths:
-            yield from check_file(path, options, max_bytes)
+            yield from check_file(path, settings, max_bytes)
             if on_file_done is not None:
                 on_file_done(1)
         return
@@ -186,14 +187,14 @@ def check_paths(
     # alone, so workers neither scan them nor copy their pages.
     gc.freeze()
     try:
-        yield from _pooled(parts, options, jobs, max_bytes, context, on_file_done)
+        yield from _pooled(parts, settings, jobs, max_bytes, context, on_file_done)
     finally:
         gc.unfreeze()
 
 
 def _pooled(
     parts: list[list[str]],
-    options: Options,
+    settings: Settings,
     jobs: int,
     max_bytes: int,
     context: multiprocessing.context.BaseContext,
@@ -201,7 +202,7 @@ def _pooled(
 ) -> Iterator[dict[str, Any]]:
     with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=context) as pool:
         pending: dict[Future[list[dict[str, Any]]], int] = {
-            pool.submit(check_chunk, part, options, max_bytes): len(part) for part in parts
+            pool.submit(check_chunk, part, settings, max_bytes): len(part) for part in parts
         }
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)

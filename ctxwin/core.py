@@ -20,6 +20,7 @@ from ctxwin.formats.base import Adapter
 from ctxwin.prune import FitResult, fit
 from ctxwin.rules import problems as rule_problems
 from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
+from ctxwin.settings import Settings, settings_with
 from ctxwin.view import Problem, View
 
 BOM = b"\xef\xbb\xbf"
@@ -312,35 +313,29 @@ class Plan:
         return self.transcript.write(self.result.keep)
 
 
-def plan(
-    transcript: Transcript,
-    *,
-    model: str | None = None,
-    context_length: int | None = None,
-    max_output_tokens: int | None = None,
-    max_tokens: int | None = None,
-    spec: Any = None,
-    calibration: float | None = None,
-    strategy: Strategy | None = None,
-) -> Plan:
+def plan(transcript: Transcript, settings: Settings | None = None, **changes: Any) -> Plan:
     """Resolve the budget for ``transcript`` and fit it (never raises for overflow).
 
-    ``calibration=None`` uses the estimator's default seed for the model
-    (:func:`~ctxwin.estimate.default_calibration`: 1.15 for the seed formula).
-    ``strategy`` (default: drop turns only) says which steps fit it
+    ``settings`` with ``changes`` applied (:func:`~ctxwin.settings.settings_with`)
+    give the model, budget, calibration and strategy; the estimator is the
+    transcript's. ``calibration=None`` uses the estimator's default seed for the
+    model (:func:`~ctxwin.estimate.default_calibration`: 1.15 for the seed
+    formula). ``strategy`` (default: drop turns only) says which steps fit it
     (:mod:`ctxwin.strategy`).
     """
+    s = settings_with(settings, changes)
     view = transcript.view
     model_spec = resolve_spec(
-        model or view.model,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        spec=spec,
+        s.model or view.model,
+        context_length=s.context_length,
+        max_output_tokens=s.max_output_tokens,
+        spec=s.spec,
     )
-    budget = compute_budget(model_spec, max_tokens=max_tokens, body_max_tokens=view.max_tokens)
+    budget = compute_budget(model_spec, max_tokens=s.max_tokens, body_max_tokens=view.max_tokens)
+    calibration = s.calibration
     if calibration is None:
         calibration = default_calibration(transcript.estimator.name, model_spec.name)
-    return fit_plan(transcript, budget, calibration, strategy)
+    return fit_plan(transcript, budget, calibration, s.strategy)
 
 
 def fit_plan(
@@ -379,34 +374,15 @@ def fit_plan(
     return Plan(edited, budget, result, applied)
 
 
-def prune(
-    body: Any,
-    *,
-    model: str | None = None,
-    context_length: int | None = None,
-    max_output_tokens: int | None = None,
-    max_tokens: int | None = None,
-    spec: Any = None,
-    calibration: float | None = None,
-    fmt: str = AUTO,
-    estimator: Estimator | None = None,
-    strategy: Strategy | None = None,
-) -> tuple[Any, Plan]:
+def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[Any, Plan]:
     """Fit ``body`` to its model's window: ``(fitted body, plan)``.
 
+    ``settings`` with ``changes`` applied, e.g. ``prune(body, model="gpt-4o")``.
     Raises :class:`ContextTruncated` when even the floor exceeds the budget,
     and :class:`InputError` for a body that cannot be read or safely pruned.
     """
-    p = plan(
-        load(body, fmt, estimator),
-        model=model,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        spec=spec,
-        calibration=calibration,
-        strategy=strategy,
-    )
+    s = settings_with(settings, changes)
+    p = plan(load(body, s.fmt, s.make_estimator()), s)
     if p.result.overflow_at_floor:
         raise ContextTruncated(p.result)
     return p.output(), p

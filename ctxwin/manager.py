@@ -38,9 +38,9 @@ from ctxwin.budget import Budget
 from ctxwin.calibration import grow, prompt_tokens_from_usage
 from ctxwin.core import Transcript, load, plan
 from ctxwin.errors import ContextTruncated
-from ctxwin.estimate import Estimator, default_calibration, default_estimator
-from ctxwin.formats import AUTO
+from ctxwin.estimate import Estimator, default_calibration
 from ctxwin.prune import FitResult
+from ctxwin.settings import Settings, settings_with
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,25 +121,27 @@ class ContextWindowManager:
     def __init__(
         self,
         model: str | None = None,
+        settings: Settings | None = None,
         *,
-        context_length: int | None = None,
-        max_output_tokens: int | None = None,
-        max_tokens: int | None = None,
-        spec: Any = None,
         calibration_seed: float | None = None,
-        estimator: Estimator | None = None,
-        fmt: str = AUTO,
+        **changes: Any,
     ) -> None:
-        self.model = model
-        self.context_length = context_length
-        self.max_output_tokens = max_output_tokens
-        self.max_tokens = max_tokens
-        self.spec = spec
-        self.calibration_seed = calibration_seed
+        """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
+
+        ``model`` and ``calibration_seed`` are the settings ``model`` and ``calibration``;
+        ``estimator`` may be an estimator or its name.
+        """
+        if model is not None:
+            changes["model"] = model
+        if calibration_seed is not None:
+            changes["calibration"] = calibration_seed
+        self.settings = settings_with(settings, changes)
+        self.model = self.settings.model
+        self.calibration_seed = self.settings.calibration
         """The factor each run starts from; ``None``: :func:`default_seed` for the run's model."""
-        self.estimator = estimator or default_estimator()
-        self.fmt = fmt
-        self._seed: float | None = calibration_seed
+        self.estimator = self.settings.make_estimator()
+        self.fmt = self.settings.fmt
+        self._seed: float | None = self.calibration_seed
         self._learned: float | None = None
         self._sent_raw: int | None = None
 
@@ -185,15 +187,7 @@ class ContextWindowManager:
         """:meth:`evaluate` for a request that is already read."""
         if self._learned is None and self._seed is None:
             self._seed = default_seed(self.estimator, self.model or transcript.view.model)
-        p = plan(
-            transcript,
-            model=self.model,
-            context_length=self.context_length,
-            max_output_tokens=self.max_output_tokens,
-            max_tokens=self.max_tokens,
-            spec=self.spec,
-            calibration=self.calibration,
-        )
+        p = plan(transcript, self.settings, calibration=self.calibration)
         result = p.result
         raw_sent = _raw_of_kept(transcript, result.keep) if result.pruned else result.raw_tokens
         return ManagedFit(p.output(), result, p.budget, transcript, raw_sent)

@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.calibration import prompt_tokens_from_usage
 from ctxwin.core import Transcript
 from ctxwin.errors import CtxwinError, InputError
-from ctxwin.estimate import (
-    Estimator,
-    TokenizerEstimator,
-    calibrated,
-    default_estimator,
-    get_estimator,
-)
-from ctxwin.formats import AUTO, get_adapter
+from ctxwin.estimate import Estimator, calibrated
+from ctxwin.formats import get_adapter
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import Call, Run, prepared_calls
+from ctxwin.settings import Settings
 
 FITS = "fits"
 NEEDS_PRUNING = "needs_pruning"
@@ -34,49 +28,24 @@ STATUSES = (FITS, NEEDS_PRUNING, TRUNCATED, INVALID)
 """Verdicts, mildest first."""
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    """The model spec and estimation settings shared by every command (picklable)."""
-
-    model: str | None = None
-    context_length: int | None = None
-    max_output_tokens: int | None = None
-    max_tokens: int | None = None
-    spec: Any = None
-    calibration: float | None = None
-    """The calibration seed; ``None``: the estimator's default for the model."""
-    fmt: str = AUTO
-    estimator: str = field(default_factory=lambda: default_estimator().name)
-
-    def make_estimator(self) -> Estimator:
-        """The estimator named ``estimator`` (``tokenizer:ENCODING`` counts with that BPE)."""
-        if self.estimator.startswith("tokenizer:"):
-            return TokenizerEstimator(self.estimator.partition(":")[2])
-        return get_estimator(self.estimator)
-
-    def manager(
-        self,
-        model_hint: str | None = None,
-        estimator: Estimator | None = None,
-        fmt: str | None = None,
-        context_length: int | None = None,
-    ) -> ContextWindowManager:
-        """A fresh manager for one run (``model_hint`` names the model when no flag does,
-        ``context_length`` the window when neither a flag nor a spec does)."""
-        if self.spec is None and self.context_length is None and self.model is None:
-            window = context_length
-        else:
-            window = self.context_length
-        return ContextWindowManager(
-            self.model or model_hint,
-            context_length=window,
-            max_output_tokens=self.max_output_tokens,
-            max_tokens=self.max_tokens,
-            spec=self.spec,
-            calibration_seed=self.calibration,
-            estimator=estimator or self.make_estimator(),
-            fmt=fmt or self.fmt,
-        )
+def run_manager(
+    settings: Settings,
+    run: Run,
+    model_hint: str | None = None,
+    estimator: Estimator | None = None,
+) -> ContextWindowManager:
+    """A fresh manager for one call or run of ``run``: the run's wire format, and
+    ``model_hint`` naming the model when no setting does; the run's recorded window
+    (``run.context_length``) when no setting names a model, spec or window."""
+    changes: dict[str, Any] = {"fmt": run.format_for(settings.fmt)}
+    if settings.spec is None and settings.context_length is None and settings.model is None:
+        changes["context_length"] = run.context_length
+    return ContextWindowManager(
+        settings.model or model_hint,
+        settings,
+        estimator=estimator or settings.make_estimator(),
+        **changes,
+    )
 
 
 def _reported(usage: Mapping[str, Any] | None) -> int | None:
@@ -93,7 +62,7 @@ def _hint(call: Call) -> str | None:
 # --- replay ------------------------------------------------------------------
 
 
-def replay_run(run: Run, options: Options) -> dict[str, Any]:
+def replay_run(run: Run, settings: Settings) -> dict[str, Any]:
     """Simulate the agent loop over ``run``: one manager, its calls in order.
 
     Call ``k``'s request is fitted at the calibration learned so far; then the
@@ -102,21 +71,21 @@ def replay_run(run: Run, options: Options) -> dict[str, Any]:
     Fitting each recorded request in full equals carrying the pruned
     transcript forward: dropping is oldest-first and calibration only grows.
     """
-    estimator = options.make_estimator()
+    estimator = settings.make_estimator()
     if run.error is not None:
         raise InputError(run.error)
     prepared: list[tuple[Call, Transcript | None]]
     if run.recorded is None:
         prepared = list(
             prepared_calls(
-                run.body, run.usage_at, estimator, run.format_for(options.fmt), run.calls_at
+                run.body, run.usage_at, estimator, run.format_for(settings.fmt), run.calls_at
             )
         )
     else:
         prepared = [(call, None) for call in run.recorded]
     calls = [call for call, _ in prepared]
     hint = next((h for h in map(_hint, calls) if h), None)
-    manager = options.manager(hint, estimator, run.format_for(options.fmt), run.context_length)
+    manager = run_manager(settings, run, hint, estimator)
     rows: list[dict[str, Any]] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
@@ -191,7 +160,7 @@ def _reason(body: Any, fmt: str) -> str:
     return "bad_input"
 
 
-def check_run(run: Run, options: Options, estimator: Estimator | None = None) -> dict[str, Any]:
+def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) -> dict[str, Any]:
     """The verdict on one run: its worst request against the model spec.
 
     A transcript run is checked as one request (the whole conversation);
@@ -201,15 +170,15 @@ def check_run(run: Run, options: Options, estimator: Estimator | None = None) ->
     if run.error is not None:
         row.update(status=INVALID, error=run.error)
         return row
-    estimator = estimator or options.make_estimator()
+    estimator = estimator or settings.make_estimator()
     worst: tuple[int, int] | None = None
     calls = run.recorded if run.recorded is not None else [Call(run.body)]
-    fmt = run.format_for(options.fmt)
+    fmt = run.format_for(settings.fmt)
     if not calls:
         row.update(status=INVALID, error="no requests in this run")
         return row
     for call in calls:
-        manager = options.manager(_hint(call), estimator, fmt, run.context_length)
+        manager = run_manager(settings, run, _hint(call), estimator)
         try:
             fitted = manager.evaluate(call.request)
         except CtxwinError as exc:
@@ -245,14 +214,14 @@ def check_run(run: Run, options: Options, estimator: Estimator | None = None) ->
 # --- calibrate ---------------------------------------------------------------
 
 
-def calibration_rows(run: Run, options: Options) -> list[dict[str, Any]]:
+def calibration_rows(run: Run, settings: Settings) -> list[dict[str, Any]]:
     """One row per call of ``run`` that recorded usage: estimate against reported."""
-    estimator = options.make_estimator()
+    estimator = settings.make_estimator()
     rows: list[dict[str, Any]] = []
     if run.error is not None:
         return [{"run": run.name, "error": run.error}]
     try:
-        calls = run.calls(estimator, options.fmt)
+        calls = run.calls(estimator, settings.fmt)
     except CtxwinError as exc:
         return [{"run": run.name, "error": str(exc)}]
     for k, call in enumerate(calls, 1):
@@ -260,9 +229,7 @@ def calibration_rows(run: Run, options: Options) -> list[dict[str, Any]]:
         if reported is None:
             continue
         row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}
-        manager = options.manager(
-            _hint(call), estimator, run.format_for(options.fmt), run.context_length
-        )
+        manager = run_manager(settings, run, _hint(call), estimator)
         try:
             fitted = manager.evaluate(call.request)
         except CtxwinError as exc:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ctxwin.checking import check_paths, chunks, find_files
 from ctxwin.cli.app import app
 from ctxwin.cli.runs import check_exit_code
-from ctxwin.simulate import Options
+from ctxwin.settings import Settings
 from tests.builders import adr_transcript, assistant, system, tool, user
 
 runner = CliRunner()
@@ -158,7 +158,7 @@ def test_parallel_rows_equal_serial_rows(tmp_path: Path) -> None:
         write(tmp_path / f"r{i:02}.json", (fitting, needs_pruning, truncating)[i % 3]())
     (tmp_path / "bad.json").write_bytes(b"nope")
     found = find_files([str(tmp_path)])
-    options = Options(context_length=8000, max_tokens=500, estimator="seed")
+    options = Settings(context_length=8000, max_tokens=500, estimator="seed")
 
     def key(r: dict[str, Any]) -> tuple[str, str]:
         return r["path"], r["run"]

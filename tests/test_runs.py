@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from ctxwin.core import load
 from ctxwin.errors import CtxwinError
+from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import read_runs, usage_of
-from ctxwin.simulate import INVALID, Options, calibration_rows, check_run, replay_run
+from ctxwin.settings import Settings
+from ctxwin.simulate import INVALID, calibration_rows, check_run, replay_run
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.strategies import transcripts
 
@@ -22,7 +24,7 @@ CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 OPENHANDS = CORPUS / "openhands" / "multi_swe_bench_output.jsonl"
 corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is absent")
 
-SEED = Options(estimator="seed")
+SEED = Settings(estimator="seed")
 
 
 def dumps(value: Any) -> bytes:
@@ -205,7 +207,7 @@ def test_replay_names_the_first_pruned_and_truncated_calls() -> None:
         messages += [assistant(f"c{i}"), tool(f"c{i}", "x" * size)]
     messages.append(assistant(content="done"))
     [run] = read_runs(dumps({"messages": messages}))
-    report = replay_run(run, Options(context_length=6000, max_tokens=500, estimator="seed"))
+    report = replay_run(run, Settings(context_length=6000, max_tokens=500, estimator="seed"))
     statuses = [r["status"] for r in report["rows"]]
     assert statuses == ["fits", "fits", "fits", "needs_pruning", "truncated"]
     assert report["first_pruned"] == 4 and report["first_truncated"] == 5
@@ -213,12 +215,12 @@ def test_replay_names_the_first_pruned_and_truncated_calls() -> None:
 
 def test_check_run_statuses() -> None:
     [run] = read_runs(dumps({"messages": adr_transcript()}))
-    assert check_run(run, Options(context_length=100_000, estimator="seed"))["status"] == "fits"
-    row = check_run(run, Options(context_length=5000, max_tokens=500, estimator="seed"))
+    assert check_run(run, Settings(context_length=100_000, estimator="seed"))["status"] == "fits"
+    row = check_run(run, Settings(context_length=5000, max_tokens=500, estimator="seed"))
     assert row["status"] == "needs_pruning" and row["dropped_turns"] > 0
     messages = [*adr_transcript(), assistant("big"), tool("big", "y" * 20_000)]
     [run] = read_runs(dumps({"messages": messages}))
-    row = check_run(run, Options(context_length=5000, max_tokens=500, estimator="seed"))
+    row = check_run(run, Settings(context_length=5000, max_tokens=500, estimator="seed"))
     assert row["status"] == "truncated" and row["over_by"] > 0
 
 
@@ -272,7 +274,7 @@ def test_openhands_replay_matches_a_hand_check() -> None:
     runs = read_runs(OPENHANDS.read_bytes())
     assert sum(len(r.calls()) for r in runs) == 105
     assert all(c.usage is not None for r in runs for c in r.calls())
-    options = Options(context_length=16_000, estimator="seed")
+    options = Settings(context_length=16_000, estimator="seed")
     budget = 16_000 - 4028 - math.ceil(0.03 * 16_000)  # llama-4-maverick's output cap
     for run, line in zip(runs, lines, strict=True):
         report = replay_run(run, options)
@@ -321,9 +323,9 @@ def test_replay_rows_equal_fitting_each_request_afresh(
                 index = int(call.where.split("[")[1].rstrip("]"))
                 run.usage_at[index] = {"prompt_tokens": 50 * (n + 1)}
         calls = run.calls()
-    options = Options(context_length=context, max_tokens=300, estimator="seed")
+    options = Settings(context_length=context, max_tokens=300, estimator="seed")
     rows = replay_run(run, options)["rows"]
-    manager = options.manager()
+    manager = ContextWindowManager(settings=options)
     prev: tuple[Any, int] | None = None
     for row, call in zip(rows, calls, strict=True):
         if prev is None:
@@ -370,6 +372,6 @@ def test_replay_splits_every_wire_format_at_its_model_messages(
         assert {k: v for k, v in call.request.items() if k != key} == {
             k: v for k, v in body.items() if k != key
         }
-    report = replay_run(run, Options(context_length=1_000_000, estimator="seed"))
+    report = replay_run(run, Settings(context_length=1_000_000, estimator="seed"))
     assert [r["status"] for r in report["rows"]] == ["fits"] * len(calls)
     assert check_run(run, SEED)["format"] == fmt

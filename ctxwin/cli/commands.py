@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ctxwin.estimate import Estimator
+    from ctxwin.settings import Settings
 
 retain: Callable[[Any], object] = id
 """Called with each parsed body. The entry point (:mod:`ctxwin.cli.main`) makes it
@@ -107,9 +108,8 @@ def choose_estimator(
         raise UsageError(f"--estimator: {exc}") from None
 
 
-def _plan(
+def build_settings(
     *,
-    input_: str,
     model: str | None,
     model_spec: Path | None,
     context_length: int | None,
@@ -118,31 +118,38 @@ def _plan(
     calibration: float | None,
     format_: str,
     estimator: str,
-    tokenizer: str | None,
-    max_input_bytes: int,
-    quiet: bool,
-) -> tuple[Any, bytes]:
+    tokenizer: str | None = None,
+) -> Settings:
+    """The :class:`~ctxwin.settings.Settings` the model, budget and estimation flags name.
+
+    Raises :class:`UsageError` (exit 2) for a bad format, estimator or calibration, or a
+    tokenizer that cannot count, and :class:`SpecError` for an unreadable ``--model-spec``.
+    """
+    from ctxwin.settings import Settings
+
+    return Settings(
+        model=model,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        spec=load_spec(model_spec),
+        calibration=calibration,
+        fmt=format_,
+        estimator=choose_estimator(format_, estimator, tokenizer, calibration),
+    )
+
+
+def _plan(*, input_: str, max_input_bytes: int, quiet: bool, **flags: Any) -> tuple[Any, bytes]:
     from ctxwin import core
 
-    est = choose_estimator(format_, estimator, tokenizer, calibration)
-    if tokenizer is not None and calibration is None:
-        calibration = 1.0
-    spec = load_spec(model_spec)
+    settings = build_settings(**flags)
     data = read_input(input_, max_input_bytes)
     if data.startswith(core.BOM) and not quiet:
         say("warning: ignoring the UTF-8 byte order mark at the start of the input")
     body = core.parse(data)
     retain(body)
-    transcript = core.load(body, format_, est)
-    plan = core.plan(
-        transcript,
-        model=model,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        spec=spec,
-        calibration=calibration,
-    )
+    transcript = core.load(body, settings.fmt, settings.make_estimator())
+    plan = core.plan(transcript, settings)
     if not quiet:
         s = plan.budget.spec
         if s.context_length_source == "fallback":

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ctxwin.cli.commands import choose_estimator
-from ctxwin.cli.commands import load_spec as _load_spec
+from ctxwin.cli.commands import build_settings
 from ctxwin.cli.funnel import say as _say
 from ctxwin.cli.options import (
     CalibrationOpt,
@@ -39,40 +38,11 @@ from ctxwin.estimate import default_estimator
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ctxwin.simulate import Options
 
 DEFAULT_ESTIMATOR = default_estimator().name
 """The estimator these commands use unless --estimator names another (the library default)."""
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
-
-
-def _options(
-    *,
-    model: str | None,
-    model_spec: Path | None,
-    context_length: int | None,
-    max_output_tokens: int | None,
-    max_tokens: int | None,
-    calibration: float | None,
-    format_: str,
-    estimator: str,
-    tokenizer: str | None = None,
-) -> Options:
-    from ctxwin.simulate import Options
-
-    # Exit 2 for a bad format, estimator or calibration, or a tokenizer that cannot count.
-    estimator = choose_estimator(format_, estimator, tokenizer, calibration).name
-    return Options(
-        model=model,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        spec=_load_spec(model_spec),
-        calibration=calibration,
-        fmt=format_,
-        estimator=estimator,
-    )
 
 
 def _stdout_is_tty() -> bool:
@@ -135,7 +105,7 @@ def replay(
     from ctxwin.runs import read_runs
     from ctxwin.simulate import replay_run
 
-    options = _options(
+    settings = build_settings(
         model=model,
         model_spec=model_spec,
         context_length=context_length,
@@ -145,7 +115,7 @@ def replay(
         format_=format_,
         estimator=estimator,
         tokenizer=tokenizer,
-    )
+    ).portable()
     from ctxwin.checking import find_files
     from ctxwin.runs import Run, join_recorded
 
@@ -178,7 +148,7 @@ def replay(
     errors: list[str] = []
     for run in runs:
         try:
-            reports.append(replay_run(run, options))
+            reports.append(replay_run(run, settings))
         except CtxwinError as exc:
             errors.append(f"{run.name}: {exc}" if run.name else str(exc))
     if errors and not reports:
@@ -361,7 +331,7 @@ def check(
 
     if json_ and jsonl:
         raise UsageError("--json and --jsonl: choose one")
-    options = _options(
+    settings = build_settings(
         model=model,
         model_spec=model_spec,
         context_length=context_length,
@@ -371,12 +341,12 @@ def check(
         format_=format_,
         estimator=estimator,
         tokenizer=tokenizer,
-    )
+    ).portable()
     stdin_rows: list[dict[str, Any]] = []
     if STDIO in paths:
         from ctxwin.checking import check_bytes
 
-        stdin_rows = check_bytes(read_input(STDIO, max_input_bytes), STDIO, options)
+        stdin_rows = check_bytes(read_input(STDIO, max_input_bytes), STDIO, settings)
         paths = [p for p in paths if p != STDIO]
     found = find_files(paths)
     if not found.files and not found.missing and not stdin_rows:
@@ -406,11 +376,11 @@ def check(
                 progress.refresh()
 
             for row in check_paths(
-                found.files, options, jobs=workers, max_bytes=max_input_bytes, on_file_done=advance
+                found.files, settings, jobs=workers, max_bytes=max_input_bytes, on_file_done=advance
             ):
                 rows.append(row)
     else:
-        rows.extend(check_paths(found.files, options, jobs=workers, max_bytes=max_input_bytes))
+        rows.extend(check_paths(found.files, settings, jobs=workers, max_bytes=max_input_bytes))
     # Stable output: file order, then run order within a file (workers finish in any order).
     rows = [r for _, r in sorted(enumerate(rows), key=lambda ir: (order[ir[1]["path"]], ir[0]))]
     missing = "no such file, folder or match"
@@ -574,7 +544,7 @@ def calibrate(
     from ctxwin.runs import read_runs
     from ctxwin.simulate import calibration_rows, calibration_summary
 
-    options = _options(
+    settings = build_settings(
         model=model,
         model_spec=model_spec,
         context_length=context_length,
@@ -584,7 +554,7 @@ def calibrate(
         format_=format_,
         estimator=estimator,
         tokenizer=tokenizer,
-    )
+    ).portable()
     found = find_files(logs)
     if not quiet:
         for arg in found.missing:
@@ -597,7 +567,7 @@ def calibrate(
             rows.append({"path": path, "error": str(exc)})
             continue
         for run in read_runs(data):
-            rows.extend({"path": path, **row} for row in calibration_rows(run, options))
+            rows.extend({"path": path, **row} for row in calibration_rows(run, settings))
     usable = [r for r in rows if "raw_tokens" in r]
     if not quiet:
         skipped = [r for r in rows if "error" in r]

@@ -1,0 +1,87 @@
+"""The one settings type: how to budget and how to estimate.
+
+Every way of fitting a request takes a :class:`Settings`: :func:`ctxwin.plan`,
+:func:`ctxwin.prune`, :class:`~ctxwin.ContextWindowManager` and the replay and
+check workers. The command line builds one from its flags, once. The library
+functions also take the same names as keyword arguments, applied on top of
+``settings`` with :func:`settings_with` (an unknown name is a ``TypeError``)::
+
+    ctxwin.prune(body, model="gpt-4o", max_tokens=2_000)
+    ctxwin.prune(body, Settings(context_length=32_000))
+
+A ``Settings`` is frozen and picklable (when its estimator is named, not an
+object), so worker processes get a copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ctxwin.estimate import Estimator, TokenizerEstimator, default_estimator, get_estimator
+from ctxwin.formats import AUTO
+from ctxwin.strategy import Strategy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """The model, the budget and the estimation settings of a fit."""
+
+    model: str | None = None
+    """Model to budget for, looked up in the built-in table; ``None``: the body's ``model``."""
+    context_length: int | None = None
+    """Context window in tokens; overrides ``spec`` and the table."""
+    max_output_tokens: int | None = None
+    """The model's output cap (the reserve when the body sets no ``max_tokens``)."""
+    max_tokens: int | None = None
+    """Tokens to reserve for the response; overrides the body's ``max_tokens``."""
+    spec: Any = None
+    """A model spec mapping (``context_length``/``max_output_tokens``, or LiteLLM's keys)."""
+    calibration: float | None = None
+    """Factor the raw estimate is scaled by; ``None``: the estimator's default for the model."""
+    fmt: str = AUTO
+    """Wire format, or ``auto`` to detect it from the body's shape."""
+    estimator: str | Estimator | None = None
+    """An estimator, or its name: ``content``, ``seed``, or ``tokenizer:ENCODING``;
+    ``None``: the default (:func:`~ctxwin.estimate.default_estimator`)."""
+    strategy: Strategy | None = None
+    """The steps that fit a request (:mod:`ctxwin.strategy`); ``None``: drop turns only."""
+
+    def make_estimator(self) -> Estimator:
+        """The estimator these settings name (a fresh one when named)."""
+        if self.estimator is None:
+            return default_estimator()
+        if not isinstance(self.estimator, str):
+            return self.estimator
+        if self.estimator.startswith("tokenizer:"):
+            return TokenizerEstimator(self.estimator.partition(":")[2])
+        return get_estimator(self.estimator)
+
+    def portable(self) -> Settings:
+        """These settings with the estimator named rather than held (for worker processes)."""
+        if self.estimator is None or isinstance(self.estimator, str):
+            return self
+        return dataclasses.replace(self, estimator=self.estimator.name)
+
+
+DEFAULT = Settings()
+
+
+def settings_with(settings: Settings | None, changes: dict[str, Any]) -> Settings:
+    """``settings`` (default: :data:`DEFAULT`) with ``changes`` applied.
+
+    ``None`` values in ``changes`` are applied too (they mean "not set").
+    Raises ``TypeError`` naming an unknown setting.
+    """
+    base = DEFAULT if settings is None else settings
+    if not changes:
+        return base
+    unknown = sorted(set(changes) - _FIELDS)
+    if unknown:
+        raise TypeError(f"unknown setting(s): {', '.join(unknown)} (known: {', '.join(_ORDER)})")
+    return dataclasses.replace(base, **changes)
+
+
+_ORDER = tuple(f.name for f in dataclasses.fields(Settings))
+_FIELDS = frozenset(_ORDER)
