@@ -14,7 +14,8 @@ from ctxwin.calibration import prompt_tokens_from_usage
 from ctxwin.recorded import Run
 from ctxwin.runs import read_runs
 from ctxwin.sessions import names
-from ctxwin.simulate import Options, check_run, replay_run
+from ctxwin.settings import Settings
+from ctxwin.simulate import check_run, replay_run
 
 AGENT_TOOLS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "agent_tools"
 corpus = pytest.mark.skipif(not AGENT_TOOLS.is_dir(), reason="../shared/corpus is absent")
@@ -150,7 +151,7 @@ def test_codex_rollout_without_token_counts() -> None:
 @corpus
 @pytest.mark.corpus
 def test_every_agent_tools_sample_replays_without_invalid_calls() -> None:
-    options = Options()
+    options = Settings()
     for path in sorted(AGENT_TOOLS.rglob("*.json*")):
         for run in read_runs(path.read_bytes()):
             assert run.error is None, (path, run.error)
