@@ -19,8 +19,8 @@ from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
 from ctxwin.prune import FitResult, fit
 from ctxwin.rules import problems as rule_problems
-from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.settings import Settings, settings_with
+from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.view import Problem, View
 
 BOM = b"\xef\xbb\xbf"
