@@ -47,7 +47,7 @@ class FakeUpstream:
     delay: float = 0.0
     """Seconds to wait before answering a generation call."""
     received: list[Received] = field(default_factory=list)
-    sent: list[bytes] = field(default_factory=list)
+    sent: list[bytes | bytearray] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
     chunk_pause: float = 0.0
     """Seconds between SSE events (a slow stream)."""
@@ -199,6 +199,7 @@ class FakeUpstream:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         sent = bytearray()
+        self.sent.append(sent)  # filled as it goes: the client may finish before this handler
 
         async def emit(data: bytes) -> None:
             sent.extend(data)
@@ -220,8 +221,6 @@ class FakeUpstream:
         except (asyncio.CancelledError, ConnectionResetError):
             self.cancelled.set()
             raise
-        finally:
-            self.sent.append(bytes(sent))
         return response
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import ctxwin
 from ctxwin.proxy.fitting import (
+    CLEARED,
     FIT,
     PRUNED,
     TRUNCATED,
@@ -36,6 +37,7 @@ from ctxwin.proxy.routes import (
     route_for,
 )
 from ctxwin.proxy.usage import UsageReader, prompt_tokens_of_json
+from ctxwin.prune import total_cost
 from tests.builders import assistant, system, tool, user
 from tests.strategies import transcripts
 
@@ -149,6 +151,29 @@ def test_forwarded_bodies_match_the_library(messages: list[Any], window: int) ->
         assert orjson.loads(fitted.body) == expected
 
 
+@pytest.mark.parametrize(
+    ("steps", "action"),
+    [(("clear-results", "drop-turns"), CLEARED), (("clear-results",), CLEARED)],
+)
+def test_a_strategy_clears_results_as_the_library_does(steps: tuple[str, ...], action: str) -> None:
+    body = agent_body(25)
+    strategy = ctxwin.Strategy(steps=steps)
+    fitted = fitter(context_length=8000, max_tokens=500, strategy=strategy).fit(
+        CHAT, orjson.dumps(body)
+    )
+    expected, plan = ctxwin.prune(
+        body, context_length=8000, max_tokens=500, fmt="openai-chat", strategy=strategy
+    )
+    assert fitted.action == action
+    assert orjson.loads(fitted.body) == expected
+    headers = fitted.headers()
+    assert headers["x-ctxwin-cleared-results"] == str(plan.applied.cleared_results) != "0"
+    assert headers["x-ctxwin-dropped-turns"] == "0"
+    # what calibration learns against is the estimate of the edited body that was sent
+    sent = ctxwin.load(expected, "openai-chat")
+    assert fitted.raw_sent == sent.estimator.raw(total_cost(sent.view))
+
+
 def test_floor_overflow_is_truncated_with_a_message_naming_ctxwin_and_the_fix() -> None:
     body = agent_body(2, result_bytes=40_000)
     fitted = fitter(context_length=4000, max_tokens=500).fit(CHAT, orjson.dumps(body))
@@ -191,8 +216,8 @@ def test_gemini_budgets_for_the_model_in_the_path() -> None:
     assert route is not None
     body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     fitted = fitter().fit(route, orjson.dumps(body))
-    assert fitted.managed is not None
-    assert fitted.managed.budget.spec.name == "gemini-2.0-flash"
+    assert fitted.plan is not None
+    assert fitted.plan.budget.spec.name == "gemini-2.0-flash"
 
 
 # --- calibration memory ----------------------------------------------------------------
@@ -201,14 +226,14 @@ def test_gemini_budgets_for_the_model_in_the_path() -> None:
 def test_calibration_is_learned_per_conversation_and_only_grows() -> None:
     f = fitter(context_length=8000, max_tokens=500)
     first = f.fit(CHAT, orjson.dumps(agent_body(2)), ["Bearer a"])
-    assert first.managed is not None
-    raw = first.managed.raw_tokens_sent
+    assert first.plan is not None
+    raw = first.raw_sent
     assert f.learn(first, int(raw * 1.5)) == pytest.approx(1.5, rel=0.01)
     assert f.learn(first, raw) == pytest.approx(1.5, rel=0.01)  # never shrinks
     later = f.fit(CHAT, orjson.dumps(agent_body(5)), ["Bearer a"])
     assert later.key == first.key
-    assert later.managed is not None
-    assert later.managed.calibration == pytest.approx(1.5, rel=0.01)
+    assert later.plan is not None
+    assert later.plan.result.calibration == pytest.approx(1.5, rel=0.01)
     other_user = f.fit(CHAT, orjson.dumps(agent_body(5)), ["Bearer b"])
     assert other_user.key != first.key
     other_run = orjson.dumps(agent_body(5) | {"messages": [user("another task")]})

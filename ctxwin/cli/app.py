@@ -247,11 +247,13 @@ def make_app(only: str | None = None) -> typer.Typer:
     if only is None:
         from ctxwin.cli import runs
         from ctxwin.cli.lint import lint
+        from ctxwin.cli.proxy import proxy
 
         application.command("lint")(guard(lint))
         application.command("replay")(guard(runs.replay))
         application.command("check")(guard(runs.check))
         application.command("calibrate")(guard(runs.calibrate))
+        application.command("proxy")(guard(proxy))
     return application
 
 

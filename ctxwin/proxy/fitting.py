@@ -1,12 +1,15 @@
 """The proxy's per-request decision, with no HTTP in it: bytes in, bytes to forward out.
 
 :class:`Fitter` parses a request body once (orjson), reads it with the
-route's adapter, fits it with :class:`ctxwin.ContextWindowManager` at the
+route's adapter, fits it with :func:`ctxwin.plan` (and the configured strategy) at the
 conversation's calibration, and returns a :class:`Fitted`:
 
 * ``fit`` — within the budget: the *original bytes* are forwarded (never
   re-serialised);
-* ``pruned`` — older turns dropped: the fitted body, serialised once;
+* ``pruned`` — older turns dropped (and maybe results cleared): the fitted
+  body, serialised once;
+* ``cleared`` — no turn dropped, but the strategy cleared or cut tool results
+  or thinking: the edited body, serialised once;
 * ``truncated`` — even the floor (head + newest turn) is over the budget:
   nothing is forwarded, the client gets a 400;
 * ``unread`` / ``unsafe`` — a body ctxwin cannot read as the route's format,
@@ -35,19 +38,30 @@ from typing import Any
 import orjson
 
 from ctxwin.calibration import grow
-from ctxwin.core import Transcript, dumps, find_big_integer, load, may_hold_big_number, parse
+from ctxwin.core import (
+    Plan,
+    Transcript,
+    dumps,
+    find_big_integer,
+    load,
+    may_hold_big_number,
+    parse,
+    plan,
+)
 from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, default_estimator
-from ctxwin.manager import ContextWindowManager, ManagedFit
+from ctxwin.manager import _raw_of_kept
 from ctxwin.proxy.routes import Route
 from ctxwin.prune import head_end
+from ctxwin.strategy import Strategy
 
 FIT = "fit"
 PRUNED = "pruned"
+CLEARED = "cleared"
 TRUNCATED = "truncated"
 UNREAD = "unread"
 UNSAFE = "unsafe"
-ACTIONS = (FIT, PRUNED, TRUNCATED, UNREAD, UNSAFE)
+ACTIONS = (FIT, PRUNED, CLEARED, TRUNCATED, UNREAD, UNSAFE)
 
 DEFAULT_MAX_BODY = 32 << 20
 """Request bodies above 32 MiB are refused with 413 unless configured otherwise."""
@@ -74,6 +88,8 @@ class ProxyConfig:
     spec: Any = None
     calibration: float | None = None
     """The factor each conversation starts from (``None``: ctxwin's default for the model)."""
+    strategy: Strategy | None = None
+    """The steps that fit a request (``None``: drop turns only; see :mod:`ctxwin.strategy`)."""
     estimator: Estimator = field(default_factory=default_estimator)
     max_body_bytes: int = DEFAULT_MAX_BODY
     conversations: int = 10_000
@@ -139,22 +155,27 @@ class Fitted:
     action: str
     body: bytes
     """The bytes to forward (empty for ``truncated``)."""
-    managed: ManagedFit | None = None
+    plan: Plan | None = None
     key: bytes | None = None
+    raw_sent: int = 0
+    """Uncalibrated estimate of what is forwarded (what calibration learns against)."""
     reason: str | None = None
     """Why a body was forwarded unfitted (``unread``/``unsafe``)."""
 
     def headers(self) -> dict[str, str]:
         """The ``x-ctxwin-*`` response headers for this decision."""
         out = {"x-ctxwin-action": self.action}
-        m = self.managed
-        if m is not None:
-            r = m.result
+        p = self.plan
+        if p is not None:
+            r, a = p.result, p.applied
             out.update(
                 {
                     "x-ctxwin-dropped-turns": str(r.dropped_turns),
                     "x-ctxwin-dropped-messages": str(len(r.dropped)),
                     "x-ctxwin-kept-turns": str(r.kept_turns),
+                    "x-ctxwin-cleared-results": str(a.cleared_results),
+                    "x-ctxwin-cleared-thinking": str(a.cleared_thinking),
+                    "x-ctxwin-truncated-results": str(a.truncated_results),
                     "x-ctxwin-estimated-tokens": str(r.estimated_tokens),
                     "x-ctxwin-estimated-tokens-after": str(r.estimated_tokens_after),
                     "x-ctxwin-budget": str(r.budget),
@@ -173,10 +194,6 @@ class Fitter:
         self.config = config
         self.calibrations = Calibrations(config.conversations)
 
-    def model_for(self, route: Route) -> str | None:
-        """The model the budget is taken from, before the body's own ``model``."""
-        return self.config.model or route.model
-
     def fit(self, route: Route, raw: bytes, credentials: Iterable[str] = ()) -> Fitted:
         """Decide what to forward for ``raw`` posted to ``route``.
 
@@ -188,50 +205,51 @@ class Fitter:
             transcript = load(body, route.fmt, cfg.estimator)
         except InputError as exc:
             return Fitted(UNREAD, raw, reason=str(exc))
-        model = self.model_for(route)
+        model = cfg.model or route.model
         key = fingerprint(route, transcript, model or transcript.view.model, credentials)
         learned = self.calibrations.get(key)
-        manager = ContextWindowManager(
-            model,
-            context_length=cfg.context_length,
-            max_output_tokens=cfg.max_output_tokens,
-            max_tokens=cfg.max_tokens,
-            spec=cfg.spec,
-            calibration_seed=learned if learned is not None else cfg.calibration,
-            estimator=cfg.estimator,
-            fmt=route.fmt,
-        )
         try:
-            managed = manager.evaluate_transcript(transcript)
-        except InputError as exc:  # pruning needed, but it would break a pairing rule
+            p = plan(
+                transcript,
+                model=model,
+                context_length=cfg.context_length,
+                max_output_tokens=cfg.max_output_tokens,
+                max_tokens=cfg.max_tokens,
+                spec=cfg.spec,
+                calibration=learned if learned is not None else cfg.calibration,
+                strategy=cfg.strategy,
+            )
+        except InputError as exc:  # fitting needed, but it would break a pairing rule
             return Fitted(UNSAFE, raw, key=key, reason=str(exc))
-        result = managed.result
+        result = p.result
         if result.overflow_at_floor:
-            return Fitted(TRUNCATED, b"", managed, key)
-        if not result.pruned:
-            return Fitted(FIT, raw, managed, key)
-        out = dumps(managed.request)
+            return Fitted(TRUNCATED, b"", p, key)
+        edited = p.transcript is not transcript
+        if not result.pruned and not edited:
+            return Fitted(FIT, raw, p, key, result.raw_tokens)
+        out = dumps(p.output())
         if may_hold_big_number(out):
             big = find_big_integer(raw)
             if big is not None:
-                reason = f"{big} does not fit 64 bits; pruning would rewrite it"
+                reason = f"{big} does not fit 64 bits; fitting would rewrite it"
                 return Fitted(UNSAFE, raw, key=key, reason=reason)
-        return Fitted(PRUNED, out, managed, key)
+        action = PRUNED if result.pruned else CLEARED
+        return Fitted(action, out, p, key, _raw_of_kept(p.transcript, result.keep))
 
     def learn(self, fitted: Fitted, prompt_tokens: int | None) -> float | None:
         """Grow the conversation's factor from the prompt tokens its provider reported."""
-        m = fitted.managed
-        if m is None or fitted.key is None or prompt_tokens is None:
+        p = fitted.plan
+        if p is None or fitted.key is None or prompt_tokens is None:
             return None
-        factor = grow(m.calibration, m.raw_tokens_sent, prompt_tokens)
+        factor = grow(p.result.calibration, fitted.raw_sent, prompt_tokens)
         return self.calibrations.learn(fitted.key, factor)
 
 
 def floor_message(fitted: Fitted) -> str:
     """The 400 message for a request whose floor does not fit: names ctxwin and the fix."""
-    m = fitted.managed
-    assert m is not None
-    r, b = m.result, m.budget
+    p = fitted.plan
+    assert p is not None
+    r, b = p.result, p.budget
     model = b.spec.name or "the model"
     return (
         f"ctxwin proxy: request not forwarded: even after dropping every older turn, the "
@@ -240,5 +258,6 @@ def floor_message(fitted: Fitted) -> str:
         f"{model} ({b.context_length:,}-token window, {b.reserve:,} reserved for the "
         "response). Fix: shorten the newest message or tool result (or the system prompt), "
         "lower max_tokens, or start a new conversation; if the window is larger than ctxwin "
-        "assumes, restart the proxy with --context-length."
+        "assumes, restart the proxy with --context-length (or --strategy ...,truncate-results "
+        "to cut the largest results)."
     )

@@ -4,12 +4,13 @@ Served at ``GET /metrics``:
 
 * ``ctxwin_proxy_requests_total{route,action}`` — requests by route
   (``chat``, ``responses``, ``messages``, ``gemini``, ``passthrough``) and
-  what ctxwin did (``fit``, ``pruned``, ``truncated``, ``unread``, ``unsafe``,
+  what ctxwin did (``fit``, ``pruned``, ``cleared``, ``truncated``, ``unread``, ``unsafe``,
   ``invalid_json``, ``too_large``, ``forwarded``);
 * ``ctxwin_proxy_pruned_total`` — requests sent with older turns dropped;
 * ``ctxwin_proxy_dropped_turns_total`` / ``ctxwin_proxy_dropped_messages_total``;
-* ``ctxwin_proxy_cleared_total`` — tool results cleared (0 until a clearing
-  strategy is configured);
+* ``ctxwin_proxy_cleared_total`` — tool results and thinking parts cleared
+  (0 unless ``--strategy`` has a clearing step);
+* ``ctxwin_proxy_truncated_results_total`` — results cut by ``truncate-results``;
 * ``ctxwin_proxy_truncated_total`` — requests answered 400 because even the
   floor did not fit;
 * ``ctxwin_proxy_upstream_errors_total{kind}`` — ``unreachable`` (502),
@@ -24,6 +25,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxwin.core import Plan
 
 FIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 REQUEST_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -61,7 +66,8 @@ _COUNTERS = {
     "pruned": "Requests forwarded with older turns dropped.",
     "dropped_turns": "Turns dropped from forwarded requests.",
     "dropped_messages": "Message-list entries dropped from forwarded requests.",
-    "cleared": "Tool results cleared from forwarded requests.",
+    "cleared": "Tool results and thinking parts cleared from forwarded requests.",
+    "truncated_results": "Tool results whose middle was cut in forwarded requests.",
     "truncated": "Requests answered 400 because even the floor exceeded the budget.",
 }
 
@@ -79,6 +85,16 @@ class Metrics:
 
     def count(self, name: str, by: int = 1) -> None:
         self.counters[name] += by
+
+    def fitted(self, plan: Plan) -> None:
+        """Count what fitting one forwarded request did."""
+        r, a = plan.result, plan.applied
+        c = self.counters
+        c["pruned"] += r.pruned
+        c["dropped_turns"] += r.dropped_turns
+        c["dropped_messages"] += len(r.dropped)
+        c["cleared"] += a.cleared_results + a.cleared_thinking
+        c["truncated_results"] += a.truncated_results
 
     def render(self) -> bytes:
         lines = [

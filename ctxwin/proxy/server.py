@@ -32,7 +32,6 @@ from yarl import URL
 from ctxwin.errors import InputError
 from ctxwin.proxy.fitting import (
     CREDENTIAL_HEADERS,
-    PRUNED,
     TRUNCATED,
     Fitted,
     Fitter,
@@ -169,11 +168,8 @@ class Proxy:
                 message = floor_message(fitted)
                 response = self._error(flavor, 400, message, "context_length_exceeded", fitted)
                 return response, TRUNCATED
-            if fitted.action == PRUNED and fitted.managed is not None:
-                result = fitted.managed.result
-                self.metrics.count("pruned")
-                self.metrics.count("dropped_turns", result.dropped_turns)
-                self.metrics.count("dropped_messages", len(result.dropped))
+            if fitted.plan is not None:
+                self.metrics.fitted(fitted.plan)
             body = fitted.body
         action = fitted.action if fitted is not None else "forwarded"
         return await self._forward(request, body, flavor, fitted), action
@@ -218,7 +214,7 @@ class Proxy:
         decoder: Any = None
         if fitted is not None:
             headers.update(fitted.headers())
-            if fitted.managed is not None and upstream.status < 300:
+            if fitted.plan is not None and upstream.status < 300:
                 sse = upstream.content_type == "text/event-stream"
                 reader = UsageReader(sse)
                 decoder = _decoder(upstream.headers.get("Content-Encoding"))

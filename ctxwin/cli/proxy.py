@@ -1,0 +1,178 @@
+"""``ctxwin proxy``: serve the fitting proxy (:mod:`ctxwin.proxy`) until interrupted.
+
+The server needs the optional extra ``ctxwin[proxy]`` (aiohttp); it is imported
+only when the command runs, and when it is missing the command says how to
+install it in one line and exits 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from ctxwin.cli.funnel import say
+from ctxwin.cli.options import (
+    CalibrationOpt,
+    ContextOpt,
+    EstimatorOpt,
+    MaxOutputOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    QuietOpt,
+    SpecOpt,
+    TokenizerOpt,
+)
+from ctxwin.errors import ExitCode, UsageError
+
+SERVER_PANEL = "Server"
+DEFAULT_PORT = 8787
+MISSING_EXTRA = (
+    "error: `ctxwin proxy` needs the optional extra: pip install 'ctxwin[proxy]' ({missing})"
+)
+
+
+def check_upstream(url: str) -> str:
+    """The upstream base URL, checked: ``http(s)://host[:port][/path]``."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--upstream: expected an http:// or https:// URL, got {url!r}")
+    if parts.query or parts.fragment:
+        raise UsageError(f"--upstream: a base URL has no query or fragment, got {url!r}")
+    return url
+
+
+def proxy(
+    upstream: Annotated[
+        str,
+        typer.Option(
+            "--upstream",
+            help="Provider base URL requests are forwarded to, e.g. https://api.openai.com "
+            "(the request path is appended to it).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ],
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to listen on (127.0.0.1: this machine only).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port", min=0, max=65535, help="Port to listen on.", rich_help_panel=SERVER_PANEL
+        ),
+    ] = DEFAULT_PORT,
+    model: ModelOpt = None,
+    model_spec: SpecOpt = None,
+    context_length: ContextOpt = None,
+    max_output_tokens: MaxOutputOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    calibration: CalibrationOpt = None,
+    estimator: EstimatorOpt = "content",
+    tokenizer: TokenizerOpt = None,
+    strategy: Annotated[
+        str,
+        typer.Option(
+            "--strategy",
+            help="Steps that fit a request, in order: clear-results, clear-thinking, "
+            "drop-turns, truncate-results (comma-separated; default: drop-turns).",
+        ),
+    ] = "drop-turns",
+    max_body_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-body-bytes",
+            min=1,
+            help="Refuse request bodies larger than this (HTTP 413).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 32 << 20,
+    conversations: Annotated[
+        int,
+        typer.Option(
+            "--conversations",
+            min=1,
+            help="Conversations whose learned calibration is remembered (least recent go).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 10_000,
+    connect_timeout: Annotated[
+        float,
+        typer.Option(
+            "--connect-timeout",
+            min=0.001,
+            help="Seconds to connect to the upstream (then HTTP 502).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 10.0,
+    read_timeout: Annotated[
+        float,
+        typer.Option(
+            "--read-timeout",
+            min=0.001,
+            help="Seconds the upstream may stay silent (then HTTP 504, or the stream ends).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 600.0,
+    quiet: QuietOpt = False,
+) -> None:
+    """Serve an HTTP proxy that fits every request to the model's window, then forwards it.
+
+    Point an agent's base URL at it (OPENAI_BASE_URL=http://127.0.0.1:8787/v1,
+    ANTHROPIC_BASE_URL=http://127.0.0.1:8787). POST /v1/chat/completions,
+    /v1/responses, /v1/messages and Gemini :generateContent/:streamGenerateContent
+    are fitted; everything else passes through. Responses come back byte for byte
+    with x-ctxwin-* headers; GET /healthz and /metrics (Prometheus). Needs:
+    pip install 'ctxwin\\[proxy]'. Runs until Ctrl-C (exit 0).
+    """
+    try:
+        from ctxwin.proxy import server
+    except ImportError as exc:
+        say(MISSING_EXTRA.format(missing=f"no module {exc.name!r}" if exc.name else exc))
+        raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
+    from ctxwin.cli.commands import choose_estimator, load_spec
+    from ctxwin.proxy import ProxyConfig
+    from ctxwin.strategy import Strategy, parse_steps
+
+    config = ProxyConfig(
+        upstream=check_upstream(upstream),
+        host=host,
+        port=port,
+        model=model,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        spec=load_spec(model_spec),
+        calibration=calibration,
+        strategy=Strategy(steps=parse_steps(strategy)),
+        estimator=choose_estimator("auto", estimator, tokenizer, calibration),
+        max_body_bytes=max_body_bytes,
+        conversations=conversations,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+    )
+    log = logging.getLogger("ctxwin.proxy")
+    if not quiet:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("ctxwin proxy: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+    def ready(url: str) -> None:
+        say(f"proxy listening on {url}, forwarding to {config.upstream} (Ctrl-C stops it)")
+
+    try:
+        server.run(config, ready)
+    except OSError as exc:
+        say(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}")
+        raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
+    except KeyboardInterrupt:
+        say("proxy stopped")
