@@ -313,7 +313,14 @@ class Plan:
         return self.transcript.write(self.result.keep)
 
 
-def plan(transcript: Transcript, settings: Settings | None = None, **changes: Any) -> Plan:
+def plan(
+    transcript: Transcript,
+    settings: Settings | None = None,
+    *,
+    overhead: int = 0,
+    floor: int | None = None,
+    **changes: Any,
+) -> Plan:
     """Resolve the budget for ``transcript`` and fit it (never raises for overflow).
 
     ``settings`` with ``changes`` applied (:func:`~ctxwin.settings.settings_with`)
@@ -321,7 +328,9 @@ def plan(transcript: Transcript, settings: Settings | None = None, **changes: An
     transcript's. ``calibration=None`` uses the estimator's default seed for the
     model (:func:`~ctxwin.estimate.default_calibration`: 1.15 for the seed
     formula). ``strategy`` (default: drop turns only) says which steps fit it
-    (:mod:`ctxwin.strategy`).
+    (:mod:`ctxwin.strategy`). ``overhead`` is added to every estimate (tokens
+    the body does not show); ``floor`` bounds every estimate below by
+    ``floor + raw`` (see :class:`~ctxwin.calibration.OverheadLearner`).
     """
     s = settings_with(settings, changes)
     view = transcript.view
@@ -335,11 +344,17 @@ def plan(transcript: Transcript, settings: Settings | None = None, **changes: An
     calibration = s.calibration
     if calibration is None:
         calibration = default_calibration(transcript.estimator.name, model_spec.name)
-    return fit_plan(transcript, budget, calibration, s.strategy)
+    return fit_plan(transcript, budget, calibration, s.strategy, overhead=overhead, floor=floor)
 
 
 def fit_plan(
-    transcript: Transcript, budget: Budget, calibration: float, strategy: Strategy | None = None
+    transcript: Transcript,
+    budget: Budget,
+    calibration: float,
+    strategy: Strategy | None = None,
+    *,
+    overhead: int = 0,
+    floor: int | None = None,
 ) -> Plan:
     """Fit ``transcript`` to a resolved ``budget`` with ``strategy`` (see :func:`plan`).
 
@@ -351,20 +366,47 @@ def fit_plan(
     est = transcript.estimator
     strategy = strategy or Strategy()
     if not strategy.edits:
-        result = fit(view, budget.budget, est, calibration, adapter.problems)
+        result = fit(
+            view,
+            budget.budget,
+            est,
+            calibration,
+            adapter.problems,
+            overhead=overhead,
+            floor=floor,
+        )
         return Plan(transcript, budget, result, Applied(strategy))
     applied = plan_edits(
         transcript.body, view, adapter, est, budget.budget, calibration, strategy, adapter.problems
     )
     drop = DROP_TURNS in strategy.steps
     if not applied.edits:
-        result = fit(view, budget.budget, est, calibration, adapter.problems, drop=drop)
+        result = fit(
+            view,
+            budget.budget,
+            est,
+            calibration,
+            adapter.problems,
+            drop=drop,
+            overhead=overhead,
+            floor=floor,
+        )
         return Plan(transcript, budget, result, applied)
     body = adapter.edit(transcript.body, applied.edits)
     edited = Transcript(body, adapter, adapter.read(body, est), est)
     edited.view.notes[:] = view.notes
-    result = fit(edited.view, budget.budget, est, calibration, adapter.problems, drop=drop)
-    original = fit(view, 0, est, calibration)  # the input's estimate, nothing checked
+    result = fit(
+        edited.view,
+        budget.budget,
+        est,
+        calibration,
+        adapter.problems,
+        drop=drop,
+        overhead=overhead,
+        floor=floor,
+    )
+    # the input's estimate, nothing checked
+    original = fit(view, 0, est, calibration, overhead=overhead, floor=floor)
     result = replace(
         result,
         estimated_tokens=original.estimated_tokens,

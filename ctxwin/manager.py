@@ -22,6 +22,11 @@ Promises:
   shared by many runs never carries one run's calibration into the next;
 * otherwise the calibration grows toward ``reported ÷ raw`` where ``raw`` is
   the uncalibrated estimate of the request that was sent; it never shrinks;
+* with ``learn_overhead=True`` the manager learns ``reported ≈ overhead +
+  raw`` for what was counted and ``factor × raw`` for what is new instead
+  (:class:`~ctxwin.calibration.OverheadLearner`): the overhead (a system
+  prompt and tools the caller's log never shows) is what usage proves and
+  never shrinks within a run; the factor never drops below the seed;
 * a pruned request is what the caller keeps: the next request is built on
   ``sent.request``, so dropped turns stay dropped;
 * when even the floor (head + newest turn) exceeds the budget, nothing is
@@ -35,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxwin.budget import Budget
-from ctxwin.calibration import grow, prompt_tokens_from_usage
+from ctxwin.calibration import OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.core import Transcript, load, plan
 from ctxwin.errors import ContextTruncated
 from ctxwin.estimate import Estimator, default_calibration
@@ -124,12 +129,14 @@ class ContextWindowManager:
         settings: Settings | None = None,
         *,
         calibration_seed: float | None = None,
+        learn_overhead: bool = False,
         **changes: Any,
     ) -> None:
         """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
 
         ``model`` and ``calibration_seed`` are the settings ``model`` and ``calibration``;
-        ``estimator`` may be an estimator or its name.
+        ``estimator`` may be an estimator or its name. ``learn_overhead`` learns
+        an overhead the requests do not show from usage (see the module docstring).
         """
         if model is not None:
             changes["model"] = model
@@ -141,23 +148,34 @@ class ContextWindowManager:
         """The factor each run starts from; ``None``: :func:`default_seed` for the run's model."""
         self.estimator = self.settings.make_estimator()
         self.fmt = self.settings.fmt
+        self.learn_overhead = learn_overhead
         self._seed: float | None = self.calibration_seed
         self._learned: float | None = None
+        self._learner: OverheadLearner | None = None
         self._sent_raw: int | None = None
 
     @property
     def calibration(self) -> float:
         """The current calibration factor (the seed, or what reported usage taught)."""
+        if self._learner is not None:
+            return self._learner.factor
         if self._learned is not None:
             return self._learned
         if self._seed is not None:
             return self._seed
         return default_seed(self.estimator, self.model)
 
+    @property
+    def overhead(self) -> int:
+        """Tokens usage proved every request costs beyond its estimate (0 unless
+        ``learn_overhead``); never shrinks within a run."""
+        return self._learner.overhead if self._learner is not None else 0
+
     def reset(self) -> None:
-        """Start a new run: calibration back to the seed, no previous send."""
+        """Start a new run: calibration back to the seed, no overhead, no previous send."""
         self._seed = self.calibration_seed
         self._learned = None
+        self._learner = None
         self._sent_raw = None
 
     def observe(self, usage: Mapping[str, Any] | None, *, raw_tokens: int | None = None) -> float:
@@ -170,7 +188,12 @@ class ContextWindowManager:
         raw = self._sent_raw if raw_tokens is None else raw_tokens
         reported = prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
         if raw is not None and reported is not None:
-            self._learned = grow(self.calibration, raw, reported)
+            if self.learn_overhead:
+                if self._learner is None:
+                    self._learner = OverheadLearner(self.calibration)
+                self._learner.observe(raw, reported)
+            else:
+                self._learned = grow(self.calibration, raw, reported)
         return self.calibration
 
     def evaluate(self, request: Any) -> ManagedFit:
@@ -187,7 +210,14 @@ class ContextWindowManager:
         """:meth:`evaluate` for a request that is already read."""
         if self._learned is None and self._seed is None:
             self._seed = default_seed(self.estimator, self.model or transcript.view.model)
-        p = plan(transcript, self.settings, calibration=self.calibration)
+        learner = self._learner
+        p = plan(
+            transcript,
+            self.settings,
+            calibration=self.calibration,
+            overhead=learner.anchor if learner is not None else 0,
+            floor=learner.overhead if learner is not None else None,
+        )
         result = p.result
         raw_sent = _raw_of_kept(transcript, result.keep) if result.pruned else result.raw_tokens
         return ManagedFit(p.output(), result, p.budget, transcript, raw_sent)

@@ -142,6 +142,9 @@ class FitResult:
     raw_tokens: int = 0
     """Uncalibrated estimate of the input."""
     warnings: list[str] = field(default_factory=list)
+    overhead: int = 0
+    """Tokens the provider counts that the body does not show (learned from usage),
+    included in the estimates above."""
 
 
 def cost_columns(view: View) -> list[list[int]]:
@@ -206,6 +209,8 @@ def fit(
     rules: Rules | None = None,
     *,
     drop: bool = True,
+    overhead: int = 0,
+    floor: int | None = None,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
 
@@ -220,13 +225,21 @@ def fit(
     ``k`` (an estimator's ``raw`` is monotone in every slot), so the fewest
     units that fit are found by binary search over prefix sums of the items'
     cost vectors: C-speed passes over the items, then O(log units) estimates.
+    ``overhead`` (tokens the provider adds that the body does not show) is
+    added to every estimate; with ``floor``, an estimate is never below
+    ``floor + raw`` (see :class:`~ctxwin.calibration.OverheadLearner`).
     """
+
+    def estimate_of(raw: int) -> int:
+        scaled = overhead + calibrated(raw, calibration)
+        return scaled if floor is None else max(scaled, floor + raw)
+
     items = view.items
     n = len(items)
     columns = cost_columns(view)
     total = total_cost(view, columns)
     raw = estimator.raw(total)
-    estimate = calibrated(raw, calibration)
+    estimate = estimate_of(raw)
     if budget <= 0 or estimate <= budget:
         enforced = budget > 0
         return FitResult(
@@ -246,6 +259,7 @@ def fit(
             warnings=[]
             if enforced
             else [f"budget is {budget} tokens (not positive): passing the transcript through"],
+            overhead=overhead if floor is None else floor,
         )
     problems = refuse_broken(view, rules)
     seg = segment(items)
@@ -260,7 +274,7 @@ def fit(
     def after(k: int) -> int:
         c = cuts[k]
         kept = [t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)]
-        return calibrated(estimator.raw(kept), calibration)
+        return estimate_of(estimator.raw(kept))
 
     lo, hi = 0, len(cuts) - 1  # the newest unit is never dropped
     if after(hi) > budget:
@@ -302,4 +316,5 @@ def fit(
         kept_turns=len(turns) - dropped_turns,
         raw_tokens=raw,
         warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
+        overhead=overhead if floor is None else floor,
     )

@@ -11,13 +11,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ctxwin.calibration import prompt_tokens_from_usage
+from ctxwin.calibration import fit_overhead, prompt_tokens_from_usage
 from ctxwin.core import Transcript
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.estimate import Estimator, calibrated
 from ctxwin.formats import get_adapter
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import Call, Run, prepared_calls
+from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings
 
 FITS = "fits"
@@ -27,12 +28,26 @@ INVALID = "invalid"
 STATUSES = (FITS, NEEDS_PRUNING, TRUNCATED, INVALID)
 """Verdicts, mildest first."""
 
+SESSION_SHAPES = frozenset(session_names())
+"""Run shapes of agent-tool session files (:mod:`ctxwin.sessions`)."""
+
+
+def learns_overhead(run: Run, learn_overhead: bool | None = None) -> bool:
+    """Whether replaying ``run`` learns an overhead from usage
+    (:class:`~ctxwin.calibration.OverheadLearner`): ``learn_overhead`` when given,
+    else for agent-tool sessions only, whose logs never record the system prompt
+    and tools that were sent."""
+    if learn_overhead is not None:
+        return learn_overhead
+    return run.shape in SESSION_SHAPES
+
 
 def run_manager(
     settings: Settings,
     run: Run,
     model_hint: str | None = None,
     estimator: Estimator | None = None,
+    learn_overhead: bool = False,
 ) -> ContextWindowManager:
     """A fresh manager for one call or run of ``run``: the run's wire format, and
     ``model_hint`` naming the model when no setting does; the run's recorded window
@@ -44,6 +59,7 @@ def run_manager(
         settings.model or model_hint,
         settings,
         estimator=estimator or settings.make_estimator(),
+        learn_overhead=learn_overhead,
         **changes,
     )
 
@@ -62,7 +78,7 @@ def _hint(call: Call) -> str | None:
 # --- replay ------------------------------------------------------------------
 
 
-def replay_run(run: Run, settings: Settings) -> dict[str, Any]:
+def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None) -> dict[str, Any]:
     """Simulate the agent loop over ``run``: one manager, its calls in order.
 
     Call ``k``'s request is fitted at the calibration learned so far; then the
@@ -70,6 +86,10 @@ def replay_run(run: Run, settings: Settings) -> dict[str, Any]:
     raw estimate of the request it counts (the recorded request, as sent).
     Fitting each recorded request in full equals carrying the pruned
     transcript forward: dropping is oldest-first and calibration only grows.
+    Agent-tool sessions (or any run, with ``learn_overhead=True``) learn an
+    overhead too (:func:`learns_overhead`). The report names the peak context
+    use and, for a transcript, the session's next request (the whole
+    transcript) at what was learned.
     """
     estimator = settings.make_estimator()
     if run.error is not None:
@@ -85,7 +105,8 @@ def replay_run(run: Run, settings: Settings) -> dict[str, Any]:
         prepared = [(call, None) for call in run.recorded]
     calls = [call for call, _ in prepared]
     hint = next((h for h in map(_hint, calls) if h), None)
-    manager = run_manager(settings, run, hint, estimator)
+    learn = learns_overhead(run, learn_overhead)
+    manager = run_manager(settings, run, hint, estimator, learn)
     rows: list[dict[str, Any]] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
@@ -128,10 +149,22 @@ def replay_run(run: Run, settings: Settings) -> dict[str, Any]:
             estimated_tokens_after=r.estimated_tokens_after,
             under_estimate=reported is not None and r.estimated_tokens < reported,
             model=b.spec.name,
+            overhead=r.overhead,
         )
         rows.append(row)
         prev = (call.usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
+    if prev is not None and prev[0] is not None:
+        manager.observe(prev[0], raw_tokens=prev[1])
+    nxt = _next_request(run, manager)
+    seen_usage = False
+    after_first = 0
+    for row in rows:
+        if row.get("reported_tokens") is None:
+            continue
+        if seen_usage and row.get("under_estimate"):
+            after_first += 1
+        seen_usage = True
     return {
         "run": run.name,
         "shape": run.shape,
@@ -143,8 +176,51 @@ def replay_run(run: Run, settings: Settings) -> dict[str, Any]:
         "first_truncated": first_truncated,
         "invalid_calls": sum(1 for r in rows if r["status"] == INVALID),
         "under_estimates": sum(1 for r in rows if r.get("under_estimate")),
+        "under_estimates_after_first": after_first,
         "final_calibration": manager.calibration,
+        "learn_overhead": learn,
+        "final_overhead": manager.overhead,
+        **_peak(rows),
+        "next_request": nxt,
         "rows": rows,
+    }
+
+
+def _peak(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The call whose prompt (reported, or estimated when larger) fills most of the window."""
+    best: tuple[float, int] | None = None
+    for r in rows:
+        window = r.get("context_length")
+        if not window or "estimated_tokens" not in r:
+            continue
+        use = max(r["estimated_tokens"], r.get("reported_tokens") or 0) / window
+        if best is None or use > best[0]:
+            best = (use, r["call"])
+    if best is None:
+        return {"peak_context_use": None, "peak_call": None}
+    return {"peak_context_use": round(best[0], 4), "peak_call": best[1]}
+
+
+def _next_request(run: Run, manager: ContextWindowManager) -> dict[str, Any] | None:
+    """The request a session would send next (its whole transcript), at what was learned."""
+    if run.recorded is not None or run.calls_at is not None:
+        return None
+    try:
+        fitted = manager.evaluate(run.body)
+    except CtxwinError as exc:
+        return {"status": INVALID, "error": str(exc)}
+    r = fitted.result
+    return {
+        "status": TRUNCATED if r.overflow_at_floor else NEEDS_PRUNING if r.pruned else FITS,
+        "messages": len(fitted.transcript.view.items),
+        "raw_tokens": r.raw_tokens,
+        "estimated_tokens": r.estimated_tokens,
+        "overhead": r.overhead,
+        "calibration": r.calibration,
+        "budget": fitted.budget.budget,
+        "context_length": fitted.budget.context_length,
+        "dropped_turns": r.dropped_turns,
+        "estimated_tokens_after": r.estimated_tokens_after,
     }
 
 
@@ -164,7 +240,13 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
     """The verdict on one run: its worst request against the model spec.
 
     A transcript run is checked as one request (the whole conversation);
-    a run of recorded calls is checked call by call.
+    a run of recorded calls is checked call by call, and the row names the
+    first call that needs pruning (``first_pruned``), the first that would
+    stop the run (``first_truncated``) and the peak context use. An
+    agent-tool session is also replayed (learning the overhead its log does
+    not show): the verdict is the worse of the plain check and the session's
+    next request at what the replay learned, and the row carries the replay's
+    peak, first pruned and first truncated call.
     """
     row: dict[str, Any] = {"run": run.name, "shape": run.shape}
     if run.error is not None:
@@ -177,7 +259,10 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
     if not calls:
         row.update(status=INVALID, error="no requests in this run")
         return row
-    for call in calls:
+    first_pruned: int | None = None
+    first_truncated: int | None = None
+    peak: tuple[float, int] | None = None
+    for k, call in enumerate(calls, 1):
         manager = run_manager(settings, run, _hint(call), estimator)
         try:
             fitted = manager.evaluate(call.request)
@@ -189,6 +274,15 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
         r = fitted.result
         b = fitted.budget
         status = TRUNCATED if r.overflow_at_floor else NEEDS_PRUNING if r.pruned else FITS
+        if r.pruned and first_pruned is None:
+            first_pruned = k
+        if r.overflow_at_floor and first_truncated is None:
+            first_truncated = k
+        if b.context_length > 0:
+            reported = _reported(call.usage) or 0
+            use = max(r.estimated_tokens, reported) / b.context_length
+            if peak is None or use > peak[0]:
+                peak = (use, k)
         key = (STATUSES.index(status), r.estimated_tokens - b.budget)
         if worst is None or key > worst:
             worst = key
@@ -208,7 +302,47 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
                 enforced=r.enforced,
             )
     row["requests"] = len(calls)
+    row.update(
+        first_pruned=first_pruned,
+        first_truncated=first_truncated,
+        peak_context_use=round(peak[0], 4) if peak else None,
+        peak_call=peak[1] if peak and run.recorded is not None else None,
+    )
+    if learns_overhead(run) and run.recorded is None:
+        _check_session(run, settings, row)
     return row
+
+
+def _check_session(run: Run, settings: Settings, row: dict[str, Any]) -> None:
+    """Fold a session's replay into its check row (see :func:`check_run`)."""
+    try:
+        rep = replay_run(run, settings)
+    except CtxwinError:
+        return  # the plain check above already judged the transcript
+    row.update(
+        calls=rep["calls"],
+        first_pruned=rep["first_pruned"],
+        first_truncated=rep["first_truncated"],
+        peak_context_use=rep["peak_context_use"],
+        peak_call=rep["peak_call"],
+        overhead=rep["final_overhead"],
+        under_estimates_after_first=rep["under_estimates_after_first"],
+    )
+    nxt = rep["next_request"]
+    if not nxt or nxt["status"] == INVALID or "status" not in row:
+        return
+    if (STATUSES.index(nxt["status"]), nxt["estimated_tokens"] - nxt["budget"]) > (
+        STATUSES.index(row["status"]),
+        row["over_by"],
+    ):
+        row.update(
+            status=nxt["status"],
+            estimated_tokens=nxt["estimated_tokens"],
+            over_by=nxt["estimated_tokens"] - nxt["budget"],
+            dropped_turns=nxt["dropped_turns"],
+            estimated_tokens_after=nxt["estimated_tokens_after"],
+            where="next request",
+        )
 
 
 # --- calibrate ---------------------------------------------------------------
@@ -250,6 +384,22 @@ def calibration_rows(run: Run, settings: Settings) -> list[dict[str, Any]]:
         )
         rows.append(row)
     return rows
+
+
+def overhead_fits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``reported ≈ overhead + factor × raw`` fitted per run and model
+    (:func:`~ctxwin.calibration.fit_overhead`) over calibration rows."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if "raw_tokens" in r and r.get("reported_tokens"):
+            key = (str(r.get("path", "")), str(r.get("run", "")), str(r.get("model") or ""))
+            groups.setdefault(key, []).append(r)
+    out = []
+    for (path, run, model), rs in groups.items():
+        seed = min(r["calibration"] for r in rs)
+        fit = fit_overhead([(r["raw_tokens"], r["reported_tokens"]) for r in rs], seed)
+        out.append({"path": path, "run": run, "model": model or None, **fit})
+    return out
 
 
 def _ceil4(x: float) -> float:

@@ -4,13 +4,17 @@ missing fields, a cut-off last line and an empty file."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ctxwin.calibration import prompt_tokens_from_usage
+from ctxwin.calibration import FRESH_FACTOR, OverheadLearner, prompt_tokens_from_usage
+from ctxwin.manager import ContextWindowManager
 from ctxwin.recorded import Run
 from ctxwin.runs import read_runs
 from ctxwin.sessions import names
@@ -482,3 +486,94 @@ def test_otlp_genai_parts_messages_are_recorded_calls() -> None:
         "assistant",
         "tool",
     ]
+
+
+# --- the overhead learner and its targets ------------------------------------------------
+
+
+def test_learner_first_prediction_is_the_seed_then_anchored_on_the_last_report() -> None:
+    learner = OverheadLearner(1.15)
+    assert learner.predict(1000) == 1150 and not learner.learned
+    learner.observe(1000, 26000)  # a system prompt and tools the log never showed
+    assert learner.overhead == 25000
+    assert learner.factor == FRESH_FACTOR
+    # 100 new raw tokens: the last report plus the new content at the fresh factor
+    assert learner.predict(1100) == 26000 + 300
+    # a pruned request (less than was sent) is never below overhead + raw
+    assert learner.predict(400) == 25400
+
+
+@given(
+    seed=st.floats(min_value=1.0, max_value=2.0),
+    calls=st.lists(
+        st.tuples(st.integers(0, 200_000), st.integers(1, 400_000)), min_size=1, max_size=40
+    ),
+)
+def test_learner_overhead_never_shrinks_and_factor_never_drops_below_the_seed(
+    seed: float, calls: list[tuple[int, int]]
+) -> None:
+    learner = OverheadLearner(seed)
+    overhead, factor = 0, learner.factor
+    for raw, reported in calls:
+        learner.observe(raw, reported)
+        assert learner.overhead >= overhead
+        assert learner.factor >= factor >= seed
+        # what usage proved is never predicted away: the call just seen is covered
+        assert learner.predict(raw) >= reported
+        overhead, factor = learner.overhead, learner.factor
+
+
+def test_manager_learns_a_hidden_overhead_from_usage() -> None:
+    hidden = 20_000
+    manager = ContextWindowManager("claude-sonnet-4-5", learn_overhead=True)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    usage = None
+    for k in range(6):
+        sent = manager.fit({"model": "claude-sonnet-4-5", "messages": messages}, last_usage=usage)
+        truth = hidden + sent.raw_tokens_sent  # the provider counts what the body shows, plus
+        if k:
+            assert sent.estimated_tokens >= truth  # after the first report: never under
+            assert sent.estimated_tokens <= 1.1 * truth
+        usage = {"input_tokens": truth}
+        messages += [
+            {"role": "assistant", "content": f"step {k}"},
+            {"role": "user", "content": "output line\n" * 20},
+        ]
+    assert manager.overhead >= hidden
+
+
+def _session_predictions(with_redacted: bool) -> list[tuple[int, int]]:
+    """(prediction, reported) of every call after a run's first report, on the samples.
+
+    The two localpush Codex rollouts had all their free text replaced by short
+    placeholders by their publisher (the token counts are real): no estimate of
+    the text can follow their counts.
+    """
+    out = []
+    for path in sorted(AGENT_TOOLS.rglob("*.json*")):
+        if not with_redacted and "localpush" in path.name:
+            continue
+        for run in read_runs(path.read_bytes()):
+            rows = [r for r in replay_run(run, Settings())["rows"] if r.get("reported_tokens")]
+            out += [(r["estimated_tokens"], r["reported_tokens"]) for r in rows[1:]]
+    return out
+
+
+@corpus
+@pytest.mark.corpus
+def test_session_median_prediction_is_within_ten_percent_of_reported() -> None:
+    pairs = _session_predictions(with_redacted=True)
+    assert len(pairs) > 250
+    assert statistics.median(p / r for p, r in pairs) <= 1.10
+
+
+@corpus
+@pytest.mark.corpus
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 12 target missed: 4 of 279 predictions after a run's first call are under "
+    "(Claude thinking and tool-use increments the estimate under-counts; docs/sessions.md)",
+)
+def test_no_prediction_after_a_runs_first_call_is_under_reported() -> None:
+    pairs = _session_predictions(with_redacted=False)
+    assert [(p, r) for p, r in pairs if p < r] == []
