@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -32,6 +31,8 @@ from ctxwin.cli.options import (
     MaxTokensOpt,
     ModelOpt,
     QuietOpt,
+    ReportJsonOpt,
+    ReportPathOpt,
     SpecOpt,
     TokenizerOpt,
     guard,
@@ -86,9 +87,7 @@ def estimate(
     format_: FormatOpt = "auto",
     estimator: EstimatorOpt = "content",
     tokenizer: TokenizerOpt = None,
-    json_: Annotated[
-        bool, typer.Option("--json", help="Print the JSON report instead of a summary.")
-    ] = False,
+    json_: ReportJsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
 ) -> None:
@@ -136,10 +135,7 @@ def prune(
     format_: FormatOpt = "auto",
     estimator: EstimatorOpt = "content",
     tokenizer: TokenizerOpt = None,
-    report_path: Annotated[
-        Path | None,
-        typer.Option("--report", help="Also write the JSON report to this file.", dir_okay=False),
-    ] = None,
+    report_path: ReportPathOpt = None,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
 ) -> None:

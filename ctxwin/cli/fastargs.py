@@ -13,9 +13,10 @@ starting with ``-``, a directory or unreadable file given as a path) gives
 ``None``, and the Typer app reads the command line, with its help and its
 error messages. So this module never has to produce an error of its own.
 
-``OPTIONS``, ``ARGUMENTS`` and ``DEFAULTS`` mirror the Typer declarations in
-``ctxwin.cli.app``; ``tests/test_fastargs.py`` checks that they match, and that
-every command line accepted here gives the Typer command the same arguments.
+``OPTIONS``, ``ARGUMENTS`` and ``DEFAULTS`` come from the declarations in
+:mod:`ctxwin.cli.flags`, as the Typer options do; ``tests/test_fastargs.py``
+checks that they match, and that every command line accepted here gives the
+Typer command the same arguments.
 """
 
 from __future__ import annotations
@@ -24,64 +25,30 @@ import math
 import os
 from typing import Any
 
-from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO
+from ctxwin.cli.flags import ARGUMENTS as FLAG_ARGUMENTS
+from ctxwin.cli.flags import COMMAND_FLAGS, FLAGS
 
 Spec = tuple[str, str, float | None]
 """``(keyword, kind, minimum)``; kind is ``str``, ``int``, ``float``, ``path`` or ``flag``."""
 
-_MODEL: Spec = ("model", "str", None)
-_CONTEXT: Spec = ("context_length", "int", 1)
-_FORMAT: Spec = ("format_", "str", None)
-_QUIET: Spec = ("quiet", "flag", None)
-
-_COMMON: dict[str, Spec] = {
-    "--model": _MODEL,
-    "-m": _MODEL,
-    "--model-spec": ("model_spec", "path", None),
-    "--context-length": _CONTEXT,
-    "-c": _CONTEXT,
-    "--max-output-tokens": ("max_output_tokens", "int", 1),
-    "--max-tokens": ("max_tokens", "int", 0),
-    "--calibration": ("calibration", "float", 0.0),
-    "--format": _FORMAT,
-    "-f": _FORMAT,
-    "--estimator": ("estimator", "str", None),
-    "--tokenizer": ("tokenizer", "str", None),
-    "--max-input-bytes": ("max_input_bytes", "int", 0),
-    "--quiet": _QUIET,
-    "-q": _QUIET,
-}
-
 OPTIONS: dict[str, dict[str, Spec]] = {
-    "estimate": {**_COMMON, "--json": ("json_", "flag", None)},
-    "prune": {**_COMMON, "--report": ("report_path", "path", None)},
+    command: {
+        name: (FLAGS[key].key, FLAGS[key].kind, FLAGS[key].minimum)
+        for key in keys
+        for name in FLAGS[key].names
+    }
+    for command, keys in COMMAND_FLAGS.items()
 }
 """Each command's option names → what they set."""
 
 ARGUMENTS: dict[str, tuple[str, ...]] = {
-    "estimate": ("input_",),
-    "prune": ("input_", "output"),
+    command: tuple(arguments) for command, arguments in FLAG_ARGUMENTS.items()
 }
 """Each command's positional arguments, in order."""
 
-_COMMON_DEFAULTS: dict[str, Any] = {
-    "input_": STDIO,
-    "model": None,
-    "model_spec": None,
-    "context_length": None,
-    "max_output_tokens": None,
-    "max_tokens": None,
-    "calibration": None,
-    "format_": "auto",
-    "estimator": "content",
-    "tokenizer": None,
-    "max_input_bytes": DEFAULT_MAX_INPUT_BYTES,
-    "quiet": False,
-}
-
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "estimate": {**_COMMON_DEFAULTS, "json_": False},
-    "prune": {**_COMMON_DEFAULTS, "output": STDIO, "report_path": None},
+    command: {**FLAG_ARGUMENTS[command], **{key: FLAGS[key].default for key in keys}}
+    for command, keys in COMMAND_FLAGS.items()
 }
 """Each command's keyword arguments when the command line does not set them."""
 

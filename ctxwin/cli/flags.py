@@ -1,0 +1,175 @@
+"""The flags of ``estimate`` and ``prune``, declared once, without the CLI framework.
+
+Both parsers read these declarations: :mod:`ctxwin.cli.options` builds the
+Typer options from them, and :mod:`ctxwin.cli.fastargs` its tables. Adding a
+flag to a command here adds it to both; ``tests/test_fastargs.py`` checks that
+the two agree on every command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO
+
+MODEL_PANEL = "Model and budget"
+EST_PANEL = "Estimation"
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One option: the keyword it sets, its names, how its value converts, its help."""
+
+    key: str
+    names: tuple[str, ...]
+    kind: str
+    """``str``, ``int``, ``float``, ``path`` (a readable file) or ``flag`` (no value)."""
+    default: Any
+    help: str
+    minimum: float | None = None
+    panel: str | None = None
+    show_default: bool = True
+
+
+FLAGS: dict[str, Flag] = {
+    f.key: f
+    for f in (
+        Flag(
+            "model",
+            ("--model", "-m"),
+            "str",
+            None,
+            "Model to budget for, looked up in the built-in table "
+            "(default: the body's 'model'). See `ctxwin models`.",
+            panel=MODEL_PANEL,
+        ),
+        Flag(
+            "model_spec",
+            ("--model-spec",),
+            "path",
+            None,
+            "JSON file with context_length and max_output_tokens "
+            "(LiteLLM's max_input_tokens/max_tokens/max_output_tokens also work, "
+            "as does a whole LiteLLM model map).",
+            panel=MODEL_PANEL,
+        ),
+        Flag(
+            "context_length",
+            ("--context-length", "-c"),
+            "int",
+            None,
+            "Context window in tokens (overrides spec file and table).",
+            minimum=1,
+            panel=MODEL_PANEL,
+        ),
+        Flag(
+            "max_output_tokens",
+            ("--max-output-tokens",),
+            "int",
+            None,
+            "The model's output cap in tokens (used as the reserve when the body sets none).",
+            minimum=1,
+            panel=MODEL_PANEL,
+        ),
+        Flag(
+            "max_tokens",
+            ("--max-tokens",),
+            "int",
+            None,
+            "Tokens to reserve for the response (overrides the body's max_tokens).",
+            minimum=0,
+            panel=MODEL_PANEL,
+        ),
+        Flag(
+            "calibration",
+            ("--calibration",),
+            "float",
+            None,
+            "Factor the raw estimate is scaled by (values below 1 count as 1). "
+            "Default: 1.15 for --estimator seed; 1.0 for content, or its model family's "
+            "measured seed (Claude 1.35, Llama 4 1.3, DeepSeek 1.2); 1.0 with --tokenizer.",
+            minimum=0.0,
+            panel=EST_PANEL,
+            show_default=False,
+        ),
+        Flag(
+            "format_",
+            ("--format", "-f"),
+            "str",
+            "auto",
+            "Wire format of the input: auto (detect by shape), anthropic, openai-responses, "
+            "gemini or openai-chat.",
+            panel=EST_PANEL,
+        ),
+        Flag(
+            "estimator",
+            ("--estimator",),
+            "str",
+            "content",
+            "Estimator: 'content' (default) costs each byte by its class (digits, "
+            "upper-case, punctuation, non-ASCII) and bounds o200k, cl100k, Llama 3 and Qwen 3 "
+            "from above; 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+            panel=EST_PANEL,
+        ),
+        Flag(
+            "tokenizer",
+            ("--tokenizer",),
+            "str",
+            None,
+            "Count exactly with this BPE encoding (o200k_base, cl100k_base, llama3, qwen3) "
+            "plus chat framing, instead of --estimator. Needs: pip install 'ctxwin\\[bpe]' "
+            "(exit 2 when it is missing).",
+            panel=EST_PANEL,
+        ),
+        Flag(
+            "max_input_bytes",
+            ("--max-input-bytes",),
+            "int",
+            DEFAULT_MAX_INPUT_BYTES,
+            "Refuse inputs larger than this many bytes (0: no limit).",
+            minimum=0,
+        ),
+        Flag("quiet", ("--quiet", "-q"), "flag", False, "No info lines or warnings on stderr."),
+        Flag(
+            "json_",
+            ("--json",),
+            "flag",
+            False,
+            "Print the JSON report instead of a summary.",
+        ),
+        Flag(
+            "report_path",
+            ("--report",),
+            "path",
+            None,
+            "Also write the JSON report to this file.",
+        ),
+    )
+}
+"""Every flag ``estimate`` or ``prune`` takes, by keyword."""
+
+SHARED = (
+    "model",
+    "model_spec",
+    "context_length",
+    "max_output_tokens",
+    "max_tokens",
+    "calibration",
+    "format_",
+    "estimator",
+    "tokenizer",
+)
+"""The model, budget and estimation flags (they make a :class:`~ctxwin.settings.Settings`)."""
+
+COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
+    "estimate": (*SHARED, "json_", "max_input_bytes", "quiet"),
+    "prune": (*SHARED, "report_path", "max_input_bytes", "quiet"),
+}
+"""Each transcript command's flags, in the order ``--help`` lists them."""
+
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    "estimate": {"input_": STDIO},
+    "prune": {"input_": STDIO, "output": STDIO},
+}
+"""Each transcript command's positional arguments, in order, with their defaults."""
