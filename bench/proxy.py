@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 import gen  # noqa: E402  (bench/gen.py)
 
 import ctxwin  # noqa: E402
-from ctxwin.core import dumps  # noqa: E402
+from ctxwin.codec import dumps  # noqa: E402
 
 MODEL = "gpt-4o"
 PATH = "/v1/chat/completions"

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 from ctxwin.budget import Budget, ModelSpec, compute_budget, lookup_model, resolve_spec
-from ctxwin.core import Plan, Transcript, load, parse, plan, prune
+from ctxwin.codec import parse
+from ctxwin.core import Plan, Transcript, load, plan, prune
 from ctxwin.errors import (
     ContextTruncated,
     CtxwinError,
@@ -40,7 +41,7 @@ from ctxwin.estimate import (
     calibrated,
     default_calibration,
 )
-from ctxwin.prune import FitResult, fit, pairing_problems, segment
+from ctxwin.pruning import FitResult, fit, pairing_problems, segment
 from ctxwin.settings import Settings
 from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.view import Item, Problem, View

@@ -11,7 +11,7 @@ from enum import IntEnum, unique
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ctxwin.prune import FitResult
+    from ctxwin.pruning import FitResult
 
 
 @unique

@@ -44,7 +44,7 @@ from ctxwin.calibration import OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.core import Transcript, load, plan
 from ctxwin.errors import ContextTruncated
 from ctxwin.estimate import Estimator, default_calibration
-from ctxwin.prune import FitResult
+from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
 
 

@@ -10,7 +10,7 @@ A strategy is a comma-separated list of steps (``--strategy``):
 * ``clear-thinking``: remove thinking of earlier turns (never the head's or
   the newest turn's) where the provider lets a client leave it out (each
   adapter's :meth:`~ctxwin.formats.base.Adapter.parts` says where).
-* ``drop-turns``: drop the oldest whole turns (:func:`ctxwin.prune.fit`).
+* ``drop-turns``: drop the oldest whole turns (:func:`ctxwin.pruning.fit`).
 * ``truncate-results``: when the floor still overflows, cut the middle of the
   largest remaining results (the newest turn's too), keeping each one's head
   and tail and a marker saying how much was cut. It must be the last step.
@@ -22,7 +22,7 @@ dropped such that the steps before it, applied to what is kept, make the
 request fit; they then edit only the kept items, oldest first, no more than
 needed. Steps after it run only when even the floor overflows. Editing never
 adds, removes or reorders entries, so call ids, pairing and turns stay as
-they were; an edited body is read again and fitted by :func:`ctxwin.prune.fit`,
+they were; an edited body is read again and fitted by :func:`ctxwin.pruning.fit`,
 whose estimate and rule checks are the ones reported.
 """
 
@@ -36,7 +36,7 @@ from typing import Any
 from ctxwin.errors import UsageError
 from ctxwin.estimate import Estimator, Kind, calibrated
 from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
-from ctxwin.prune import Rules, cost_columns, refuse_broken, segment, total_cost
+from ctxwin.pruning import Rules, cost_columns, refuse_broken, segment, total_cost
 from ctxwin.view import View
 
 CLEAR_RESULTS = "clear-results"
@@ -213,7 +213,7 @@ def plan_edits(
 
     Nothing is edited when the body fits, the budget is not positive, or the
     strategy only drops turns. Raises :class:`~ctxwin.errors.PairingError`,
-    as :func:`~ctxwin.prune.fit` does, when the body needs fitting but already
+    as :func:`~ctxwin.pruning.fit` does, when the body needs fitting but already
     breaks a structural rule.
     """
     if not strategy.edits:

@@ -39,7 +39,7 @@ from ctxwin.estimate import (
     provider_framing,
 )
 from ctxwin.formats import get_adapter
-from ctxwin.prune import total_cost
+from ctxwin.pruning import total_cost
 from fidelity import corpus, stress
 from fidelity.run import RealCount, count
 

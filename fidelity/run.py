@@ -34,7 +34,7 @@ from ctxwin.estimate import (
     get_estimator,
 )
 from ctxwin.formats import get_adapter
-from ctxwin.prune import total_cost
+from ctxwin.pruning import total_cost
 from fidelity import corpus, stress
 
 ADVERSARIAL_POINTER = [

@@ -13,7 +13,7 @@ from typer.testing import CliRunner, Result
 from ctxwin import core
 from ctxwin.cli.app import app
 from ctxwin.cli.report import REPORT_KEYS
-from ctxwin.prune import segment
+from ctxwin.pruning import segment
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASSETTES = (

@@ -27,7 +27,7 @@ from ctxwin.core import load
 from ctxwin.proxy.fitting import ProxyConfig
 from ctxwin.proxy.routes import ANTHROPIC, GEMINI, error_body, route_for
 from ctxwin.proxy.server import Proxy, bind, start
-from ctxwin.prune import total_cost
+from ctxwin.pruning import total_cost
 
 
 @dataclass

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxwin import core, rules
+from ctxwin import codec, core, rules
 from tests.hostile_util import EXIT_CODES, cli, cli_subprocess
 
 EXAMPLES = int(os.environ.get("CTXWIN_FUZZ_EXAMPLES", "500"))
@@ -224,7 +224,7 @@ def cases(draw: st.DrawFn) -> tuple[bytes, list[str]]:
 def _estimate(data: bytes) -> int | None:
     """The input's token estimate, or ``None`` when it cannot be read."""
     try:
-        transcript = core.load(core.parse(data))
+        transcript = core.load(codec.parse(data))
         return core.plan(transcript, context_length=1 << 40, max_tokens=0).result.estimated_tokens
     except Exception:  # a crash here shows up as a failure of the CLI run itself
         return None
@@ -265,7 +265,7 @@ def workdir() -> Iterator[Path]:
 
 def _fits(data: bytes, flags: list[str]) -> bool:
     """Whether the input as given is within its budget (or the budget is not positive)."""
-    transcript = core.load(core.parse(data))
+    transcript = core.load(codec.parse(data))
     plan = core.plan(transcript, context_length=int(flags[1]), max_tokens=int(flags[3]))
     return plan.result.fits or not plan.result.enforced
 
@@ -276,8 +276,8 @@ def check_output(data: bytes, out: bytes, flags: list[str]) -> None:
         assert _fits(data, flags), "input returned unchanged although it needed pruning"
         TALLY.unchanged += 1
         return
-    src = core.parse(data)
-    body = core.parse(out)
+    src = codec.parse(data)
+    body = codec.parse(out)
     transcript = core.load(body)
     found = transcript.problems()
     assert rules.blocking(found) == [], found

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin import core
+from ctxwin import codec
 from ctxwin.cli.streams import read_input
 from ctxwin.errors import InputError, UsageError
 from tests.hostile_util import (
@@ -428,10 +428,10 @@ def test_integers_within_64_bits_are_pruned(tmp_path: Path) -> None:
 
 
 def test_digits_inside_strings_are_not_big_integers() -> None:
-    assert core.find_big_integer(b'{"a": "123456789012345678901234567890"}') is None
-    assert core.find_big_integer(b'{"a": "x\\"12345678901234567890123"}') is None
-    assert core.find_big_integer(b"[0.123456789012345678901234, 1e-12345678901234567890]") is None
-    assert core.find_big_integer(b'{"a": 1, "b": -12345678901234567890123}') == (
+    assert codec.find_big_integer(b'{"a": "123456789012345678901234567890"}') is None
+    assert codec.find_big_integer(b'{"a": "x\\"12345678901234567890123"}') is None
+    assert codec.find_big_integer(b"[0.123456789012345678901234, 1e-12345678901234567890]") is None
+    assert codec.find_big_integer(b'{"a": 1, "b": -12345678901234567890123}') == (
         "integer -12345678901234567890123 at line 1 column 15 (byte 14)"
     )
 
@@ -462,7 +462,7 @@ def test_deep_nesting_within_the_parser_limit_is_pruned(tmp_path: Path) -> None:
 
 def test_parse_positions_count_characters_not_bytes() -> None:
     with pytest.raises(InputError, match="line 2 column 8"):
-        core.parse('["é€€",\n "ab", x]'.encode())
+        codec.parse('["é€€",\n "ab", x]'.encode())
 
 
 # --- files, folders, sizes, stdin --------------------------------------------------------
@@ -595,7 +595,7 @@ _JSON = st.recursive(
 def test_find_big_integer_agrees_with_a_full_tokenizer(value: Any) -> None:
     data = json.dumps(value).encode()
     expected = _reference_big_integer(data)
-    found = core.find_big_integer(data)
+    found = codec.find_big_integer(data)
     if expected is None:
         assert found is None, data
     else:
@@ -659,8 +659,8 @@ def test_output_without_e_plus_holds_no_big_number(value: Any) -> None:
     """``may_hold_big_number`` may say True needlessly, never False when a float of
     10**16 or more (as every integer beyond 64 bits becomes) is in the output."""
     parsed = orjson.loads(json.dumps(value))  # big integers come back as floats
-    out = core.dumps(parsed)
-    if not core.may_hold_big_number(out):
+    out = codec.dumps(parsed)
+    if not codec.may_hold_big_number(out):
         numbers: list[float] = []
 
         def walk(v: Any) -> None:

@@ -1,4 +1,4 @@
-"""Property tests for every promise the pruner makes (see ctxwin/prune.py)."""
+"""Property tests for every promise the pruner makes (see ctxwin/pruning.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from ctxwin.core import load
 from ctxwin.estimate import SeedEstimator
-from ctxwin.prune import fit, segment
+from ctxwin.pruning import fit, segment
 from tests.builders import Message
 from tests.strategies import transcripts
 

@@ -37,7 +37,7 @@ from ctxwin.proxy.routes import (
     route_for,
 )
 from ctxwin.proxy.usage import UsageReader, prompt_tokens_of_json
-from ctxwin.prune import total_cost
+from ctxwin.pruning import total_cost
 from tests.builders import assistant, system, tool, user
 from tests.strategies import transcripts
 

@@ -9,7 +9,7 @@ import pytest
 from ctxwin import core, rules
 from ctxwin.errors import PairingError
 from ctxwin.estimate import SeedEstimator
-from ctxwin.prune import fit
+from ctxwin.pruning import fit
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 from tests.hostile_util import transcript
 
@@ -112,7 +112,7 @@ def test_keep_checks_the_kept_items_as_one_transcript() -> None:
 
 
 def test_pairing_problems_is_still_importable_from_prune() -> None:
-    from ctxwin.prune import pairing_problems
+    from ctxwin.pruning import pairing_problems
 
     assert pairing_problems is rules.pairing_problems
     v = view(S, U, a("c1"), t("c9"), a("c1"))

@@ -9,7 +9,7 @@ import pytest
 from ctxwin import core
 from ctxwin.budget import Budget, resolve_spec
 from ctxwin.errors import ContextTruncated, UsageError
-from ctxwin.prune import fit
+from ctxwin.pruning import fit
 from ctxwin.strategy import Strategy, parse_steps
 from tests.test_format_properties import Shape, Turn, anthropic, chat, gemini, responses
 

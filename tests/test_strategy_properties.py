@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from ctxwin import core
 from ctxwin.budget import Budget, resolve_spec
 from ctxwin.formats.base import RESULT
-from ctxwin.prune import fit, segment
+from ctxwin.pruning import fit, segment
 from ctxwin.strategy import (
     CLEARED_PREFIX,
     DEFAULT_STEPS,

@@ -59,7 +59,7 @@ def check_calibration(calibration: float | None) -> None:
 def load_spec(path: Path | None) -> Any:
     if path is None:
         return None
-    from ctxwin.core import parse
+    from ctxwin.codec import parse
     from ctxwin.errors import InputError
 
     try:
@@ -140,13 +140,13 @@ def build_settings(
 
 
 def _plan(*, input_: str, max_input_bytes: int, quiet: bool, **flags: Any) -> tuple[Any, bytes]:
-    from ctxwin import core
+    from ctxwin import codec, core
 
     settings = build_settings(**flags)
     data = read_input(input_, max_input_bytes)
-    if data.startswith(core.BOM) and not quiet:
+    if data.startswith(codec.BOM) and not quiet:
         say("warning: ignoring the UTF-8 byte order mark at the start of the input")
-    body = core.parse(data)
+    body = codec.parse(data)
     retain(body)
     transcript = core.load(body, settings.fmt, settings.make_estimator())
     plan = core.plan(transcript, settings)
@@ -210,7 +210,7 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     report = build_report(plan)
     out = data
     if result.pruned and not result.overflow_at_floor:
-        from ctxwin.core import dumps, find_big_integer, may_hold_big_number
+        from ctxwin.codec import dumps, find_big_integer, may_hold_big_number
         from ctxwin.errors import InputError
 
         out = dumps(plan.output(), indent=_looks_indented(data), newline=data.endswith(b"\n"))

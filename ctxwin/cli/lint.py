@@ -36,12 +36,12 @@ def expand(paths: list[str]) -> list[str]:
 
 def lint_file(path: str, fmt: str, max_input_bytes: int) -> dict[str, Any]:
     """The lint record of one file: path, format, message count and problems."""
-    from ctxwin import core
+    from ctxwin import codec, core
 
     record: dict[str, Any] = {"path": path, "format": None, "messages": None, "problems": []}
     try:
         data = read_input(path, max_input_bytes)
-        transcript = core.load(core.parse(data), fmt)
+        transcript = core.load(codec.parse(data), fmt)
     except UsageError:
         raise
     except InputError as exc:
@@ -55,7 +55,7 @@ def lint_file(path: str, fmt: str, max_input_bytes: int) -> dict[str, Any]:
         {"index": p.index, "where": p.where, "rule": p.rule, "message": p.message}
         for p in transcript.problems()
     ]
-    big = core.find_big_integer(data)
+    big = codec.find_big_integer(data)
     if big is not None:
         record["problems"].append(
             {

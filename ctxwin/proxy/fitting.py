@@ -38,21 +38,13 @@ from typing import Any
 import orjson
 
 from ctxwin.calibration import grow
-from ctxwin.core import (
-    Plan,
-    Transcript,
-    dumps,
-    find_big_integer,
-    load,
-    may_hold_big_number,
-    parse,
-    plan,
-)
+from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
+from ctxwin.core import Plan, Transcript, load, plan
 from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, default_estimator
 from ctxwin.manager import _raw_of_kept
 from ctxwin.proxy.routes import Route
-from ctxwin.prune import head_end
+from ctxwin.pruning import head_end
 from ctxwin.strategy import Strategy
 
 FIT = "fit"

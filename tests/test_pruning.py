@@ -7,7 +7,7 @@ import pytest
 from ctxwin.core import load
 from ctxwin.errors import PairingError
 from ctxwin.estimate import SeedEstimator
-from ctxwin.prune import fit, head_end, pairing_problems, segment
+from ctxwin.pruning import fit, head_end, pairing_problems, segment
 from tests.builders import Message, assistant, system, tool, user
 
 
@@ -177,7 +177,7 @@ def test_head_extension_is_transitive() -> None:
 
 
 def test_shares_ids_sees_every_link_across_the_cut() -> None:
-    from ctxwin.prune import _shares_ids
+    from ctxwin.pruning import _shares_ids
 
     msgs = [system(), user(), assistant("a"), tool("a"), assistant("b"), tool("b")]
     items = items_of(msgs)
@@ -192,9 +192,9 @@ def test_the_guard_stops_a_cut_that_splits_a_call(monkeypatch: pytest.MonkeyPatc
     """If segmentation ever offered a cut inside a unit, the post-fit guard refuses it."""
     import sys
 
-    from ctxwin.prune import Segments
+    from ctxwin.pruning import Segments
 
-    prune_module = sys.modules["ctxwin.prune"]
+    prune_module = sys.modules["ctxwin.pruning"]
 
     big = assistant("a", content="x" * 4000)  # dropping this call alone would fit
     msgs = [system(), user(), big, tool("a"), assistant("b"), tool("b")]
