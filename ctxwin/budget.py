@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ctxwin.errors import SpecError
 
@@ -29,6 +29,10 @@ RESERVE_PERCENT = 2
 SAFETY_PERCENT = 3
 
 _BOUNDARY = "-:@_"
+
+
+ContextSource = Literal["flag", "spec", "table", "fallback"]
+"""Where a context length came from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +53,7 @@ class ModelSpec:
 
     name: str | None
     context_length: int
-    context_length_source: str
+    context_length_source: ContextSource
     """``flag``, ``spec``, ``table`` or ``fallback``."""
     max_output_tokens: int | None = None
     max_output_tokens_source: str | None = None
@@ -192,7 +196,7 @@ def resolve_spec(
     """Resolve the model spec, field by field: flags, spec file, table, fallback."""
     spec_ctx, spec_out = spec_fields(spec, model) if spec is not None else (None, None)
     row = lookup_model(model) if model else None
-    ctx_source = "flag"
+    ctx_source: ContextSource = "flag"
     ctx = _positive_int(context_length, "context_length")
     if ctx is None and spec_ctx is not None:
         ctx, ctx_source = spec_ctx, "spec"

@@ -23,6 +23,7 @@ from ctxwin.errors import ExitCode, SpecError, UsageError
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ctxwin.cli.report import Report
     from ctxwin.estimate import Estimator
     from ctxwin.settings import Settings
 
@@ -173,7 +174,7 @@ def _warn_problems(problems: list[Any]) -> None:
         say(f"warning: {summary(problems)}; passed through unchanged (see `ctxwin lint`)")
 
 
-def truncated_message(report: dict[str, Any]) -> str:
+def truncated_message(report: Report) -> str:
     return (
         f"context truncated: even the head plus the newest turn need "
         f"{report['estimated_tokens_after']:,} tokens, over the budget of {report['budget']:,} "

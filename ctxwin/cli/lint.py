@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, TypedDict
 
 import typer
 
@@ -34,11 +34,29 @@ def expand(paths: list[str]) -> list[str]:
     return files
 
 
-def lint_file(path: str, fmt: str, max_input_bytes: int) -> dict[str, Any]:
+class ProblemRecord(TypedDict):
+    """One problem ``lint --json`` reports: where, which rule, and what is wrong."""
+
+    index: int | None
+    where: str | None
+    rule: str
+    message: str
+
+
+class LintRecord(TypedDict):
+    """One file's line of ``lint --json``: its format, message count and problems."""
+
+    path: str
+    format: str | None
+    messages: int | None
+    problems: list[ProblemRecord]
+
+
+def lint_file(path: str, fmt: str, max_input_bytes: int) -> LintRecord:
     """The lint record of one file: path, format, message count and problems."""
     from ctxwin import codec, core
 
-    record: dict[str, Any] = {"path": path, "format": None, "messages": None, "problems": []}
+    record: LintRecord = {"path": path, "format": None, "messages": None, "problems": []}
     try:
         data = read_input(path, max_input_bytes)
         transcript = core.load(codec.parse(data), fmt)
@@ -68,7 +86,7 @@ def lint_file(path: str, fmt: str, max_input_bytes: int) -> dict[str, Any]:
     return record
 
 
-def _render_table(records: list[dict[str, Any]]) -> bytes:
+def _render_table(records: list[LintRecord]) -> bytes:
     import io
 
     from rich.console import Console

@@ -7,13 +7,14 @@ something.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import orjson
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ctxwin.budget import ContextSource
     from ctxwin.core import Plan
 
 REPORT_KEYS = (
@@ -39,7 +40,41 @@ REPORT_KEYS = (
 """The stable keys, in order. Extra keys follow them."""
 
 
-def build_report(plan: Plan) -> dict[str, Any]:
+class Report(TypedDict):
+    """The JSON report of ``estimate --json`` and ``prune --report``.
+
+    The keys up to ``dropped_messages`` are :data:`REPORT_KEYS`, a public contract
+    (never renamed or removed); the rest are extras, and new keys are only added.
+    """
+
+    format: str
+    model: str | None
+    context_length: int
+    context_length_source: ContextSource
+    reserve: int
+    safety: int
+    budget: int
+    calibration: float
+    estimated_tokens: int
+    fits: bool
+    pruned: bool
+    dropped_turns: int
+    kept_turns: int
+    estimated_tokens_after: int
+    overflow_at_floor: bool
+    messages_in: int
+    messages_out: int
+    dropped_messages: list[int]
+    estimator: str
+    raw_tokens: int
+    reserve_source: str
+    max_output_tokens: int | None
+    model_table_row: str | None
+    enforced: bool
+    warnings: list[str]
+
+
+def build_report(plan: Plan) -> Report:
     """The JSON report of ``plan``: the stable keys, then extras."""
     b = plan.budget
     r = plan.result
@@ -74,12 +109,12 @@ def build_report(plan: Plan) -> dict[str, Any]:
     }
 
 
-def render_json(report: dict[str, Any]) -> bytes:
+def render_json(report: Report) -> bytes:
     """The report as indented JSON with a trailing newline."""
     return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 
-def verdict(report: dict[str, Any]) -> str:
+def verdict(report: Report) -> str:
     """One sentence saying what pruning does (or would do)."""
     if not report["enforced"]:
         return "not enforced: the budget is not positive, the transcript passes unchanged"
@@ -98,7 +133,7 @@ def verdict(report: dict[str, Any]) -> str:
     )
 
 
-def render_summary(report: dict[str, Any], console: Console) -> None:
+def render_summary(report: Report, console: Console) -> None:
     """A short table for people."""
     from rich.table import Table
     from rich.text import Text
