@@ -20,9 +20,17 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwin.errors import ExitCode, UsageError
 from ctxwin.runs import read_runs
-from ctxwin.settings import Settings
-from ctxwin.simulate import INVALID, check_run
+from ctxwin.settings import DEFAULT, Settings, settings_with
+from ctxwin.simulate import INVALID, STATUSES, check_run
+
+ENGINES = ("local", "dask")
+"""Where :func:`check_files` runs the per-file check: this machine's processes, or the
+workers of a Dask cluster (the ``dask`` extra)."""
+
+MISSING = "no such file, folder or match"
+"""The error of the row for an argument that names nothing."""
 
 SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
 """File names a folder walk picks up (files named explicitly are always read)."""
@@ -211,3 +219,146 @@ def _pooled(
                 yield from fut.result()
                 if on_file_done is not None:
                     on_file_done(n)
+
+
+# --- the whole check: engine, stable order, summary, exit code -----------------------
+
+
+@dataclass(slots=True)
+class Checked:
+    """What :func:`check_files` found: one row per transcript, in a stable order."""
+
+    rows: list[dict[str, Any]]
+    """File order (as :func:`find_files` lists them), then run order within a file; the
+    rows of arguments that name nothing come last."""
+    found: Found
+    engine: str
+
+    def summary(self, worst: int = 10) -> dict[str, Any]:
+        """The ``summary`` object of ``check --json``."""
+        return summarize(self.rows, self.found, worst)
+
+    def exit_code(self, fail_on: str = "pruned") -> ExitCode:
+        """The exit code ``ctxwin check`` gives for these rows."""
+        return check_exit_code(count_statuses(self.rows), fail_on)
+
+
+def check_files(
+    paths: Iterable[str],
+    settings: Settings | None = None,
+    *,
+    engine: str = "local",
+    scheduler: Any = None,
+    jobs: int = 0,
+    max_bytes: int = 0,
+    on_file_done: Callable[[int], None] | None = None,
+    **changes: Any,
+) -> Checked:
+    """Check every transcript in ``paths`` (files, folders, globs) on ``engine``.
+
+    ``engine="local"`` uses ``jobs`` processes of this machine (0: all cores);
+    ``engine="dask"`` sends the files in chunks to the workers of the Dask scheduler
+    at ``scheduler`` (an address such as ``tcp://10.0.0.5:8786``, a scheduler file, or
+    a ``distributed.Client``), which must see the same paths. Either engine runs
+    :func:`check_chunk` on the files and gives the same rows in the same order.
+    ``on_file_done(n)`` is called as each chunk of ``n`` files finishes. ``settings``
+    and keyword names of :class:`~ctxwin.settings.Settings` (``model=``,
+    ``context_length=``, ``estimator=`` …) say what to check against.
+    """
+    return check_found(
+        find_files(paths),
+        settings_with(settings, changes),
+        engine=engine,
+        scheduler=scheduler,
+        jobs=jobs,
+        max_bytes=max_bytes,
+        on_file_done=on_file_done,
+    )
+
+
+def check_found(
+    found: Found,
+    settings: Settings | None = None,
+    *,
+    engine: str = "local",
+    scheduler: Any = None,
+    jobs: int = 0,
+    max_bytes: int = 0,
+    on_file_done: Callable[[int], None] | None = None,
+) -> Checked:
+    """:func:`check_files` for files already listed by :func:`find_files`."""
+    if engine not in ENGINES:
+        raise UsageError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    settings = (settings or DEFAULT).portable()
+    if engine == "dask":
+        from ctxwin.cluster import check_paths_on_dask
+
+        rows = check_paths_on_dask(
+            found.files,
+            settings,
+            scheduler=scheduler,
+            max_bytes=max_bytes,
+            on_file_done=on_file_done,
+        )
+    else:
+        if scheduler is not None:
+            raise UsageError("a scheduler is for engine 'dask' (--engine dask)")
+        rows = check_paths(
+            found.files, settings, jobs=jobs, max_bytes=max_bytes, on_file_done=on_file_done
+        )
+    ordered = in_file_order(rows, found.files)
+    ordered += [_invalid(arg, MISSING) for arg in found.missing]
+    return Checked(ordered, found, engine)
+
+
+def in_file_order(rows: Iterable[dict[str, Any]], files: list[str]) -> list[dict[str, Any]]:
+    """``rows`` (in any order of chunks) sorted by the place of their file in ``files``,
+    keeping the order of rows within a file (a stable sort)."""
+    order = {p: i for i, p in enumerate(files)}
+    return sorted(rows, key=lambda r: order[r["path"]])
+
+
+def count_statuses(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many rows have each status (every status present, zero when none)."""
+    counts = dict.fromkeys(STATUSES, 0)
+    for r in rows:
+        counts[r["status"]] += 1
+    return counts
+
+
+def check_exit_code(counts: dict[str, int], fail_on: str) -> ExitCode:
+    """The exit code of ``check`` for these verdict counts."""
+    if counts.get("invalid", 0):
+        return ExitCode.BAD_INPUT
+    if fail_on == "never":
+        return ExitCode.OK
+    if counts.get("truncated", 0):
+        return ExitCode.CONTEXT_TRUNCATED
+    if fail_on == "pruned" and counts.get("needs_pruning", 0):
+        return ExitCode.NEEDS_PRUNING
+    return ExitCode.OK
+
+
+def summarize(rows: list[dict[str, Any]], found: Found, worst: int = 10) -> dict[str, Any]:
+    """The ``summary`` of ``check --json`` for ``rows`` of the files in ``found``."""
+    offenders = sorted(
+        (r for r in rows if r["status"] in ("needs_pruning", "truncated")),
+        key=lambda r: -(r["over_by"]),
+    )[:worst]
+    invalid = [r for r in rows if r["status"] == "invalid"][:worst]
+    return {
+        "files": len(found.files),
+        "skipped_files": len(found.skipped),
+        "missing": list(found.missing),
+        "transcripts": len(rows),
+        "counts": count_statuses(rows),
+        "not_enforced": sum(1 for r in rows if r.get("enforced") is False),
+        "worst": [
+            {
+                k: r.get(k)
+                for k in ("path", "run", "status", "estimated_tokens", "budget", "over_by")
+            }
+            for r in offenders
+        ],
+        "invalid": [{k: r.get(k) for k in ("path", "run", "error")} for r in invalid],
+    }

@@ -9,9 +9,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ctxwin.checking import check_paths, chunks, find_files
+from ctxwin.checking import check_exit_code, check_paths, chunks, find_files
 from ctxwin.cli.app import app
-from ctxwin.cli.runs import check_exit_code
 from ctxwin.settings import Settings
 from tests.builders import adr_transcript, assistant, system, tool, user
 

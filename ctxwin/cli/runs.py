@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
+from ctxwin.checking import check_exit_code
 from ctxwin.cli.commands import build_settings
 from ctxwin.cli.funnel import say as _say
 from ctxwin.cli.options import (
@@ -278,6 +280,11 @@ class FailOn(StrEnum):
     never = "never"
 
 
+class Engine(StrEnum):
+    local = "local"
+    dask = "dask"
+
+
 def check(
     paths: Annotated[
         list[str],
@@ -289,8 +296,29 @@ def check(
     ],
     jobs: Annotated[
         int,
-        typer.Option("--jobs", "-j", min=0, help="Worker processes (0: all cores)."),
+        typer.Option(
+            "--jobs", "-j", min=0, help="Worker processes (0: all cores; --engine local)."
+        ),
     ] = 0,
+    engine: Annotated[
+        Engine,
+        typer.Option(
+            "--engine",
+            help="Where the files are checked: 'local' (this machine's processes) or 'dask' "
+            "(the workers of a Dask cluster, --scheduler; needs ctxwin[dask]).",
+            case_sensitive=False,
+        ),
+    ] = Engine.local,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="The Dask scheduler for --engine dask: tcp://HOST:PORT, or the JSON file "
+            "of `dask scheduler --scheduler-file` (default: DASK_SCHEDULER_ADDRESS). "
+            "Workers must see the same paths.",
+        ),
+    ] = None,
     fail_on: Annotated[
         FailOn,
         typer.Option(
@@ -327,10 +355,12 @@ def check(
     all fit; 4 when some need pruning and none would truncate; 3 when any
     would truncate; 1 when any is invalid. --fail-on chooses which verdict fails.
     """
-    from ctxwin.checking import check_paths, default_jobs, find_files
+    from ctxwin.checking import check_found, default_jobs, find_files, summarize
 
     if json_ and jsonl:
         raise UsageError("--json and --jsonl: choose one")
+    if scheduler is not None and engine is not Engine.dask:
+        raise UsageError("--scheduler needs --engine dask")
     settings = build_settings(
         model=model,
         model_spec=model_spec,
@@ -352,8 +382,20 @@ def check(
     if not found.files and not found.missing and not stdin_rows:
         raise InputError("no files to check: the folders hold no .json, .jsonl or .traj files")
     workers = jobs or default_jobs()
-    order = {p: i for i, p in enumerate(found.files)}
-    rows: list[dict[str, Any]] = []
+    label = f"checking ({workers} workers)" if engine is Engine.local else "checking on Dask"
+
+    def run(advance: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+        checked = check_found(
+            found,
+            settings,
+            engine=engine.value,
+            scheduler=scheduler,
+            jobs=workers,
+            max_bytes=max_input_bytes,
+            on_file_done=advance,
+        )
+        return checked.rows  # file order, then run order within a file
+
     show_progress = not quiet and sys.stderr.isatty() and len(found.files) > 1
     if show_progress:
         from rich.console import Console
@@ -369,24 +411,17 @@ def check(
             transient=True,
             auto_refresh=False,
         ) as progress:
-            task = progress.add_task(f"checking ({workers} workers)", total=len(found.files))
+            task = progress.add_task(label, total=len(found.files))
 
             def advance(n: int) -> None:
                 progress.advance(task, n)
                 progress.refresh()
 
-            for row in check_paths(
-                found.files, settings, jobs=workers, max_bytes=max_input_bytes, on_file_done=advance
-            ):
-                rows.append(row)
+            rows = run(advance)
     else:
-        rows.extend(check_paths(found.files, settings, jobs=workers, max_bytes=max_input_bytes))
-    # Stable output: file order, then run order within a file (workers finish in any order).
-    rows = [r for _, r in sorted(enumerate(rows), key=lambda ir: (order[ir[1]["path"]], ir[0]))]
-    missing = "no such file, folder or match"
-    rows += [{"path": a, "run": "", "status": "invalid", "error": missing} for a in found.missing]
+        rows = run()
     rows = stdin_rows + rows
-    summary = _check_summary(rows, found, worst)
+    summary = summarize(rows, found, worst)
     if summary["not_enforced"] and not quiet:
         _say(
             f"warning: {summary['not_enforced']} transcripts have a budget that is not positive "
@@ -402,48 +437,6 @@ def check(
 
         _render_check(summary, Console())
     raise typer.Exit(int(check_exit_code(summary["counts"], fail_on.value)))
-
-
-def check_exit_code(counts: dict[str, int], fail_on: str) -> ExitCode:
-    """The exit code of ``check`` for these verdict counts."""
-    if counts.get("invalid", 0):
-        return ExitCode.BAD_INPUT
-    if fail_on == "never":
-        return ExitCode.OK
-    if counts.get("truncated", 0):
-        return ExitCode.CONTEXT_TRUNCATED
-    if fail_on == "pruned" and counts.get("needs_pruning", 0):
-        return ExitCode.NEEDS_PRUNING
-    return ExitCode.OK
-
-
-def _check_summary(rows: list[dict[str, Any]], found: Any, worst: int) -> dict[str, Any]:
-    from ctxwin.simulate import STATUSES
-
-    counts = dict.fromkeys(STATUSES, 0)
-    for r in rows:
-        counts[r["status"]] += 1
-    offenders = sorted(
-        (r for r in rows if r["status"] in ("needs_pruning", "truncated")),
-        key=lambda r: -(r["over_by"]),
-    )[:worst]
-    invalid = [r for r in rows if r["status"] == "invalid"][:worst]
-    return {
-        "files": len(found.files),
-        "skipped_files": len(found.skipped),
-        "missing": list(found.missing),
-        "transcripts": len(rows),
-        "counts": counts,
-        "not_enforced": sum(1 for r in rows if r.get("enforced") is False),
-        "worst": [
-            {
-                k: r.get(k)
-                for k in ("path", "run", "status", "estimated_tokens", "budget", "over_by")
-            }
-            for r in offenders
-        ],
-        "invalid": [{k: r.get(k) for k in ("path", "run", "error")} for r in invalid],
-    }
 
 
 def _render_check(summary: dict[str, Any], console: Console) -> None:
