@@ -8,11 +8,14 @@ the command exists, else ``ctxwin.proxy.serve``), and this client. For each body
 (agent runs of ``--turns`` turns from ``bench/gen.py``, model ``gpt-4o``: 30 turns fit
 its window and are forwarded as they came, 300 turns are pruned):
 
-* **in-process fit**: median time of what the proxy does to a body in this process —
-  ``ctxwin.parse`` + ``ctxwin.prune`` (+ ``orjson.dumps`` of the output when pruned);
-* **latency**: sequential requests over one keep-alive connection, alternating rounds
-  of direct (client → fake) and proxied (client → proxy → fake) so machine noise hits
-  both alike; *added* = proxied − direct, at p50 and p99;
+* **in-process fit**: median time of what the proxy does to a body, done in this
+  process — ``ctxwin.parse`` + ``ctxwin.prune`` (+ ``orjson.dumps`` of the output
+  when pruned);
+* **latency**: sequential requests over one keep-alive connection, direct (client →
+  fake) and proxied (client → proxy → fake); *added* = proxied − direct, at p50 and p99.
+  Fits and both paths are measured in the same ``--rounds`` interleaved rounds, so
+  machine noise hits all alike; "quietest round" repeats the ratio for the round whose
+  proxied median was lowest (the least disturbed by other work on the machine);
 * **throughput**: requests per second through the proxy with ``--concurrency``
   clients in flight (and direct, for reference).
 
@@ -33,6 +36,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -140,19 +144,14 @@ def spawn(*args: str) -> Iterator[str]:
 # --- measurements -------------------------------------------------------------------------
 
 
-def fit_seconds(raw: bytes, reps: int) -> tuple[float, bool]:
-    """Median in-process time of parse + prune (+ dumps when pruned), and whether it pruned."""
-    times = []
-    pruned = False
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        body = ctxwin.parse(raw)
-        out, plan = ctxwin.prune(body, fmt="openai-chat")
-        if plan.result.pruned:
-            dumps(out)
-        times.append(time.perf_counter() - t0)
-        pruned = plan.result.pruned
-    return statistics.median(times), pruned
+def fit_once(raw: bytes) -> tuple[float, bool]:
+    """In-process time of parse + prune (+ dumps when pruned), and whether it pruned."""
+    t0 = time.perf_counter()
+    body = ctxwin.parse(raw)
+    out, plan = ctxwin.prune(body, fmt="openai-chat")
+    if plan.result.pruned:
+        dumps(out)
+    return time.perf_counter() - t0, plan.result.pruned
 
 
 class Client:
@@ -187,22 +186,33 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def latencies(direct: str, proxied: str, raw: bytes, n: int) -> tuple[list[float], list[float]]:
+@dataclass
+class Round:
+    """One round's samples: in-process fits, direct and proxied request latencies."""
+
+    fit: list[float] = field(default_factory=list)
+    direct: list[float] = field(default_factory=list)
+    proxied: list[float] = field(default_factory=list)
+
+
+def measure(direct: str, proxied: str, raw: bytes, n: int, rounds: int) -> list[Round]:
+    """``rounds`` rounds, each: ``n`` fits in this process, ``n`` direct and ``n`` proxied
+    requests (the two paths in alternating order), so every round sees the same machine."""
     a, b = Client(direct), Client(proxied)
     try:
         for _ in range(5):  # warm both paths (connections, caches, calibration)
             a.post(raw)
             b.post(raw)
-        out_a: list[float] = []
-        out_b: list[float] = []
-        rounds = 10
+            fit_once(raw)
+        out = []
         for r in range(rounds):
-            count = n // rounds
-            first, second = ((a, out_a), (b, out_b)) if r % 2 == 0 else ((b, out_b), (a, out_a))
-            for client, out in (first, second):
-                for _ in range(count):
-                    out.append(client.post(raw)[0])
-        return out_a, out_b
+            got = Round()
+            got.fit = [fit_once(raw)[0] for _ in range(n)]
+            pair = [(a, got.direct), (b, got.proxied)]
+            for client, samples in pair if r % 2 == 0 else pair[::-1]:
+                samples.extend(client.post(raw)[0] for _ in range(n))
+            out.append(got)
+        return out
     finally:
         a.close()
         b.close()
@@ -244,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=300, help="latency samples per path")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each load run")
-    parser.add_argument("--fit-reps", type=int, default=31)
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds")
     parser.add_argument("--out", type=Path, help="also write the Markdown table here")
     parser.add_argument("--fake-upstream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--proxy", metavar="UPSTREAM", help=argparse.SUPPRESS)
@@ -260,14 +270,21 @@ def main(argv: list[str] | None = None) -> int:
     with spawn("--fake-upstream") as upstream, spawn("--proxy", upstream) as proxy:
         for t in turns:
             raw = body_for(t)
-            fit, pruned = fit_seconds(raw, args.fit_reps)
-            n = max(20, args.requests if t <= 100 else args.requests // 3)
-            direct, proxied = latencies(upstream, proxy, raw, n)
+            pruned = fit_once(raw)[1]
+            n = max(5, (args.requests if t <= 100 else args.requests // 3) // args.rounds)
+            rounds = measure(upstream, proxy, raw, n, args.rounds)
             action = Client(proxy).post(raw)[1].get("x-ctxwin-action", "?")
+            assert pruned == (action == "pruned"), "in-process fit and proxy disagree"
             rps_proxy = throughput(proxy, raw, args.concurrency, args.seconds)
             rps_direct = throughput(upstream, raw, args.concurrency, args.seconds)
+            fit = statistics.median([x for r in rounds for x in r.fit])
+            direct = [x for r in rounds for x in r.direct]
+            proxied = [x for r in rounds for x in r.proxied]
             p50 = statistics.median(proxied) - statistics.median(direct)
             p99 = percentile(proxied, 0.99) - percentile(direct, 0.99)
+            quiet = min(rounds, key=lambda r: statistics.median(r.proxied))
+            quiet_added = statistics.median(quiet.proxied) - statistics.median(quiet.direct)
+            quiet_ratio = quiet_added / statistics.median(quiet.fit)
             rows.append(
                 (
                     t,
@@ -279,20 +296,22 @@ def main(argv: list[str] | None = None) -> int:
                     ms(p50),
                     ms(p99),
                     f"{p50 / fit:.2f}×",
+                    f"{quiet_ratio:.2f}×",
                     f"{rps_proxy:,.0f}",
                     f"{rps_direct:,.0f}",
                 )
             )
-            assert pruned == (action == "pruned"), "in-process fit and proxy disagree"
     header = (
         "| turns | body | proxy action | in-process fit ms | direct p50 ms | proxied p50 ms "
-        "| added p50 ms | added p99 ms | added p50 ÷ fit | req/s proxied | req/s direct |"
+        "| added p50 ms | added p99 ms | added p50 ÷ fit | same, quietest round "
+        "| req/s proxied | req/s direct |"
     )
-    lines = [header, "|" + "---|" * 11]
+    lines = [header, "|" + "---|" * 12]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     cpu = platform.processor() or platform.machine()
     note = (
-        f"\n{len(turns)} sizes; {args.requests} latency samples per path (÷3 above 100 turns), "
+        f"\n{args.requests} samples per path and of the fit (÷3 above 100 turns), in "
+        f"{args.rounds} interleaved rounds; "
         f"{args.concurrency} clients × {args.seconds:g} s for req/s; Python "
         f"{platform.python_version()}, {os.cpu_count()} cores ({cpu}), "
         f"load average {os.getloadavg()[0]:.1f} at the end."

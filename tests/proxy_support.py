@@ -12,13 +12,14 @@ bytes it sent, so tests can compare them with what came through the proxy.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import socket
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -28,6 +29,7 @@ from ctxwin.proxy.fitting import ProxyConfig
 from ctxwin.proxy.routes import ANTHROPIC, GEMINI, error_body, route_for
 from ctxwin.proxy.server import Proxy, bind, start
 from ctxwin.pruning import total_cost
+from ctxwin.settings import Settings
 
 
 @dataclass
@@ -224,16 +226,20 @@ class FakeUpstream:
         return response
 
 
+class Stoppable(Protocol):
+    async def cleanup(self) -> None: ...
+
+
 class Served:
     """An aiohttp application served on 127.0.0.1 from a background thread."""
 
-    def __init__(self, make: Callable[[socket.socket], Coroutine[Any, Any, web.AppRunner]]) -> None:
+    def __init__(self, make: Callable[[socket.socket], Coroutine[Any, Any, Stoppable]]) -> None:
         self._make = make
         self._loop = asyncio.new_event_loop()
         self._sock = bind("127.0.0.1", 0)
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self._runner: web.AppRunner | None = None
+        self._runner: Stoppable | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     def __enter__(self) -> Served:
@@ -265,6 +271,14 @@ def serve_proxy(proxy: Proxy) -> Served:
     return Served(lambda sock: start(proxy, sock))
 
 
+def config_for(upstream: str, **options: Any) -> ProxyConfig:
+    """A proxy config: the options that are :class:`Settings` fields go into its settings."""
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    settings = Settings(**{k: v for k, v in options.items() if k in fields})
+    rest = {k: v for k, v in options.items() if k not in fields}
+    return ProxyConfig(upstream=upstream, settings=settings, **rest)
+
+
 @contextmanager
 def proxied(
     fake: FakeUpstream | None = None, **config: Any
@@ -272,6 +286,6 @@ def proxied(
     """A fake upstream and a proxy in front of it: ``(proxy server, proxy, fake)``."""
     fake = fake if fake is not None else FakeUpstream()
     with serve_fake(fake) as upstream:
-        proxy = Proxy(ProxyConfig(upstream=upstream.url, **config))
+        proxy = Proxy(config_for(upstream.url, **config))
         with serve_proxy(proxy) as served:
             yield served, proxy, fake

@@ -21,7 +21,6 @@ from ctxwin.proxy.fitting import (
     UNSAFE,
     Calibrations,
     Fitter,
-    ProxyConfig,
     floor_message,
 )
 from ctxwin.proxy.metrics import Histogram, Metrics
@@ -39,6 +38,7 @@ from ctxwin.proxy.routes import (
 from ctxwin.proxy.usage import UsageReader, prompt_tokens_of_json
 from ctxwin.pruning import total_cost
 from tests.builders import assistant, system, tool, user
+from tests.proxy_support import config_for
 from tests.strategies import transcripts
 
 
@@ -50,7 +50,7 @@ def agent_body(turns: int, result_bytes: int = 2000, **extra: Any) -> dict[str, 
 
 
 def fitter(**config: Any) -> Fitter:
-    return Fitter(ProxyConfig(upstream="http://127.0.0.1:9", **config))
+    return Fitter(config_for("http://127.0.0.1:9", **config))
 
 
 # --- routes and error shapes ---------------------------------------------------------

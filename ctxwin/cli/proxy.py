@@ -138,22 +138,28 @@ def proxy(
     except ImportError as exc:
         say(MISSING_EXTRA.format(missing=f"no module {exc.name!r}" if exc.name else exc))
         raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
-    from ctxwin.cli.commands import choose_estimator, load_spec
+    import dataclasses
+
+    from ctxwin.cli.commands import build_settings
     from ctxwin.proxy import ProxyConfig
     from ctxwin.strategy import Strategy, parse_steps
 
+    settings = build_settings(
+        model=model,
+        model_spec=model_spec,
+        context_length=context_length,
+        max_output_tokens=max_output_tokens,
+        max_tokens=max_tokens,
+        calibration=calibration,
+        format_="auto",
+        estimator=estimator,
+        tokenizer=tokenizer,
+    )
     config = ProxyConfig(
         upstream=check_upstream(upstream),
         host=host,
         port=port,
-        model=model,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        spec=load_spec(model_spec),
-        calibration=calibration,
-        strategy=Strategy(steps=parse_steps(strategy)),
-        estimator=choose_estimator("auto", estimator, tokenizer, calibration),
+        settings=dataclasses.replace(settings, strategy=Strategy(steps=parse_steps(strategy))),
         max_body_bytes=max_body_bytes,
         conversations=conversations,
         connect_timeout=connect_timeout,

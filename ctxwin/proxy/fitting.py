@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -41,11 +41,10 @@ from ctxwin.calibration import grow
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
 from ctxwin.core import Plan, Transcript, load, plan
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator, default_estimator
 from ctxwin.manager import _raw_of_kept
 from ctxwin.proxy.routes import Route
 from ctxwin.pruning import head_end
-from ctxwin.strategy import Strategy
+from ctxwin.settings import DEFAULT, Settings
 
 FIT = "fit"
 PRUNED = "pruned"
@@ -72,17 +71,10 @@ class ProxyConfig:
     """Base URL requests are forwarded to; the request path is appended to its path."""
     host: str = "127.0.0.1"
     port: int = 8787
-    model: str | None = None
-    """Budget for this model instead of the body's (or the Gemini path's) model."""
-    context_length: int | None = None
-    max_output_tokens: int | None = None
-    max_tokens: int | None = None
-    spec: Any = None
-    calibration: float | None = None
-    """The factor each conversation starts from (``None``: ctxwin's default for the model)."""
-    strategy: Strategy | None = None
-    """The steps that fit a request (``None``: drop turns only; see :mod:`ctxwin.strategy`)."""
-    estimator: Estimator = field(default_factory=default_estimator)
+    settings: Settings = DEFAULT
+    """Model, budget, estimator and strategy, as for ``ctxwin prune``. A ``model`` here
+    is budgeted for instead of the body's (or the Gemini path's); a ``calibration`` is
+    the factor each conversation starts from; ``fmt`` is ignored (the route decides)."""
     max_body_bytes: int = DEFAULT_MAX_BODY
     conversations: int = 10_000
     """How many conversations' calibrations are remembered (least recently used go first)."""
@@ -184,6 +176,8 @@ class Fitter:
 
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
+        self.settings = config.settings
+        self.estimator = config.settings.make_estimator()
         self.calibrations = Calibrations(config.conversations)
 
     def fit(self, route: Route, raw: bytes, credentials: Iterable[str] = ()) -> Fitted:
@@ -192,25 +186,21 @@ class Fitter:
         Raises :class:`InputError` when ``raw`` is not JSON (the caller answers 400).
         """
         body = parse(raw)
-        cfg = self.config
+        settings = self.settings
         try:
-            transcript = load(body, route.fmt, cfg.estimator)
+            transcript = load(body, route.fmt, self.estimator)
         except InputError as exc:
             return Fitted(UNREAD, raw, reason=str(exc))
-        model = cfg.model or route.model
+        model = settings.model or route.model
         key = fingerprint(route, transcript, model or transcript.view.model, credentials)
         learned = self.calibrations.get(key)
+        changes: dict[str, Any] = {}
+        if model != settings.model:
+            changes["model"] = model
+        if learned is not None:
+            changes["calibration"] = learned
         try:
-            p = plan(
-                transcript,
-                model=model,
-                context_length=cfg.context_length,
-                max_output_tokens=cfg.max_output_tokens,
-                max_tokens=cfg.max_tokens,
-                spec=cfg.spec,
-                calibration=learned if learned is not None else cfg.calibration,
-                strategy=cfg.strategy,
-            )
+            p = plan(transcript, settings, **changes)
         except InputError as exc:  # fitting needed, but it would break a pairing rule
             return Fitted(UNSAFE, raw, key=key, reason=str(exc))
         result = p.result

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import socket
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -62,8 +62,6 @@ _HOP_BY_HOP = frozenset(
 _REQUEST_DROP = _HOP_BY_HOP | {"host", "content-length"}
 _JSON = "application/json"
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 
 def _decoder(encoding: str | None) -> Any:
     """A zlib decompressor for a gzip or deflate response (for the usage copy), else None."""
@@ -82,14 +80,25 @@ class Proxy:
         self.upstream = config.upstream.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
 
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.config.max_body_bytes)
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        app.on_startup.append(self._open)
-        app.on_cleanup.append(self._close)
-        return app
+    def server(self) -> web.Server:
+        """The low-level aiohttp server for :meth:`handle` (no application, router or
+        middleware machinery: one handler sees every request)."""
+        loop = asyncio.get_running_loop()
+        limit = self.config.max_body_bytes
 
-    async def _open(self, _app: web.Application) -> None:
+        def request(
+            message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+        ) -> web.BaseRequest:  # as aiohttp's own factory, with the body limit
+            return web.BaseRequest(
+                message, payload, protocol, writer, task, loop, client_max_size=limit
+            )
+
+        return web.Server(
+            self.handle, request_factory=request, handler_cancellation=True, access_log=None
+        )
+
+    async def open(self) -> None:
+        """Open the upstream connection pool (before serving)."""
         cfg = self.config
         self._session = aiohttp.ClientSession(
             auto_decompress=False,
@@ -101,7 +110,8 @@ class Proxy:
             cookie_jar=aiohttp.DummyCookieJar(),
         )
 
-    async def _close(self, _app: web.Application) -> None:
+    async def close(self) -> None:
+        """Close the upstream connection pool (after serving)."""
         if self._session is not None:
             await self._session.close()
 
@@ -116,7 +126,7 @@ class Proxy:
             headers=headers,
         )
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         start = perf_counter()
         method, path = request.method, request.path
         if method == "GET" and path == "/healthz":
@@ -141,7 +151,7 @@ class Proxy:
             log.info("%s %s %s %s %.1fms", method, path, status, action, elapsed * 1000)
 
     async def _serve(
-        self, request: web.Request, route: Any, flavor: str, start: float
+        self, request: web.BaseRequest, route: Any, flavor: str, start: float
     ) -> tuple[web.StreamResponse, str]:
         try:
             raw = await request.read()
@@ -175,7 +185,7 @@ class Proxy:
         return await self._forward(request, body, flavor, fitted), action
 
     async def _forward(
-        self, request: web.Request, body: bytes, flavor: str, fitted: Fitted | None
+        self, request: web.BaseRequest, body: bytes, flavor: str, fitted: Fitted | None
     ) -> web.StreamResponse:
         assert self._session is not None
         headers = CIMultiDict(
@@ -205,7 +215,7 @@ class Proxy:
             upstream.close()
 
     async def _relay(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, fitted: Fitted | None
+        self, request: web.BaseRequest, upstream: aiohttp.ClientResponse, fitted: Fitted | None
     ) -> web.StreamResponse:
         headers = CIMultiDict(
             (k, v) for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP
@@ -270,12 +280,25 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def start(proxy: Proxy, sock: socket.socket) -> web.AppRunner:
-    """Serve ``proxy`` on ``sock``; the runner to :meth:`~aiohttp.web.AppRunner.cleanup`."""
-    runner = web.AppRunner(proxy.app(), access_log=None, handler_cancellation=True)
+class Running:
+    """A proxy being served: :meth:`cleanup` stops it."""
+
+    def __init__(self, proxy: Proxy, runner: web.BaseRunner) -> None:
+        self.proxy = proxy
+        self.runner = runner
+
+    async def cleanup(self) -> None:
+        await self.runner.cleanup()
+        await self.proxy.close()
+
+
+async def start(proxy: Proxy, sock: socket.socket) -> Running:
+    """Serve ``proxy`` on ``sock`` (a listening socket, see :func:`bind`)."""
+    await proxy.open()
+    runner = web.ServerRunner(proxy.server())
     await runner.setup()
     await web.SockSite(runner, sock).start()
-    return runner
+    return Running(proxy, runner)
 
 
 def run(config: ProxyConfig, ready: Callable[[str], None] | None = None) -> None:
