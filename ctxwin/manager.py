@@ -36,7 +36,7 @@ Promises:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.budget import Budget
@@ -46,6 +46,7 @@ from ctxwin.errors import ContextTruncated
 from ctxwin.estimate import Estimator, default_calibration
 from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
+from ctxwin.strategy import Applied
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ class ManagedFit:
     transcript: Transcript
     raw_tokens_sent: int
     """Uncalibrated estimate of :attr:`request` (what calibration learns against)."""
+    applied: Applied = field(default_factory=Applied)
+    """What the strategy's editing steps did (nothing under the default strategy)."""
 
     @property
     def messages(self) -> list[Any]:
@@ -219,8 +222,9 @@ class ContextWindowManager:
             floor=learner.overhead if learner is not None else None,
         )
         result = p.result
-        raw_sent = _raw_of_kept(transcript, result.keep) if result.pruned else result.raw_tokens
-        return ManagedFit(p.output(), result, p.budget, transcript, raw_sent)
+        changed = result.pruned or bool(p.applied.edits)
+        raw_sent = _raw_of_kept(p.transcript, result.keep) if changed else result.raw_tokens
+        return ManagedFit(p.output(), result, p.budget, transcript, raw_sent, p.applied)
 
     def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:
         """Bound ``request`` before a send.

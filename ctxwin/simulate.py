@@ -16,7 +16,7 @@ from ctxwin.core import Transcript
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.estimate import Estimator, calibrated
 from ctxwin.formats import get_adapter
-from ctxwin.manager import ContextWindowManager
+from ctxwin.manager import ContextWindowManager, ManagedFit
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings
@@ -66,6 +66,24 @@ def run_manager(
 
 def _reported(usage: Mapping[str, Any] | None) -> int | None:
     return prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
+
+
+def _status(fitted: ManagedFit) -> str:
+    """Truncated, needs pruning (turns dropped or content edited) or fits."""
+    r = fitted.result
+    if r.overflow_at_floor:
+        return TRUNCATED
+    return NEEDS_PRUNING if r.pruned or fitted.applied.edits else FITS
+
+
+def _edited(fitted: ManagedFit) -> dict[str, int]:
+    """The row keys saying what the strategy's editing steps did."""
+    a = fitted.applied
+    return {
+        "cleared_results": a.cleared_results,
+        "cleared_tokens": a.cleared_tokens,
+        "truncated_results": a.truncated_results,
+    }
 
 
 def _hint(call: Call) -> str | None:
@@ -130,8 +148,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             continue
         r = fitted.result
         b = fitted.budget
-        status = TRUNCATED if r.overflow_at_floor else NEEDS_PRUNING if r.pruned else FITS
-        if r.pruned and first_pruned is None:
+        status = _status(fitted)
+        if (r.pruned or fitted.applied.edits) and first_pruned is None:
             first_pruned = k
         if r.overflow_at_floor and first_truncated is None:
             first_truncated = k
@@ -147,6 +165,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             dropped_turns=r.dropped_turns,
             kept_turns=r.kept_turns,
             estimated_tokens_after=r.estimated_tokens_after,
+            **_edited(fitted),
             under_estimate=reported is not None and r.estimated_tokens < reported,
             model=b.spec.name,
             overhead=r.overhead,
@@ -273,8 +292,8 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
             return row
         r = fitted.result
         b = fitted.budget
-        status = TRUNCATED if r.overflow_at_floor else NEEDS_PRUNING if r.pruned else FITS
-        if r.pruned and first_pruned is None:
+        status = _status(fitted)
+        if (r.pruned or fitted.applied.edits) and first_pruned is None:
             first_pruned = k
         if r.overflow_at_floor and first_truncated is None:
             first_truncated = k
@@ -297,6 +316,7 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
                 dropped_turns=r.dropped_turns,
                 kept_turns=r.kept_turns,
                 estimated_tokens_after=r.estimated_tokens_after,
+                **_edited(fitted),
                 messages=len(fitted.transcript.view.items),
                 where=call.where,
                 enforced=r.enforced,

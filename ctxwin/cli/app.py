@@ -22,10 +22,13 @@ from ctxwin.cli.funnel import INTERRUPTED, say
 from ctxwin.cli.options import (
     EXIT_CODES_HELP,
     CalibrationOpt,
+    ClearAtLeastOpt,
     ContextOpt,
     EstimatorOpt,
+    ExcludeToolsOpt,
     FormatOpt,
     InputArg,
+    KeepResultsOpt,
     MaxInputOpt,
     MaxOutputOpt,
     MaxTokensOpt,
@@ -34,6 +37,7 @@ from ctxwin.cli.options import (
     ReportJsonOpt,
     ReportPathOpt,
     SpecOpt,
+    StrategyOpt,
     TokenizerOpt,
     guard,
     state,
@@ -90,6 +94,10 @@ def estimate(
     json_: ReportJsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
+    strategy: StrategyOpt = "drop-turns",
+    keep_results: KeepResultsOpt = 3,
+    exclude_tools: ExcludeToolsOpt = "",
+    clear_at_least: ClearAtLeastOpt = 0,
 ) -> None:
     """Estimate a transcript's tokens and budget, and say what pruning would do (dry run).
 
@@ -111,6 +119,10 @@ def estimate(
             json_=json_,
             max_input_bytes=max_input_bytes,
             quiet=quiet,
+            strategy=strategy,
+            keep_results=keep_results,
+            exclude_tools=exclude_tools,
+            clear_at_least=clear_at_least,
         )
     )
 
@@ -138,6 +150,10 @@ def prune(
     report_path: ReportPathOpt = None,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
+    strategy: StrategyOpt = "drop-turns",
+    keep_results: KeepResultsOpt = 3,
+    exclude_tools: ExcludeToolsOpt = "",
+    clear_at_least: ClearAtLeastOpt = 0,
 ) -> None:
     """Drop the oldest whole turns until the transcript fits, and write it to OUT.
 
@@ -161,6 +177,10 @@ def prune(
             report_path=report_path,
             max_input_bytes=max_input_bytes,
             quiet=quiet,
+            strategy=strategy,
+            keep_results=keep_results,
+            exclude_tools=exclude_tools,
+            clear_at_least=clear_at_least,
         )
     )
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ctxwin.cli.report import Report
     from ctxwin.estimate import Estimator
     from ctxwin.settings import Settings
+    from ctxwin.strategy import Strategy
 
 retain: Callable[[Any], object] = id
 """Called with each parsed body. The entry point (:mod:`ctxwin.cli.main`) makes it
@@ -84,6 +85,25 @@ class PlanOptions(TypedDict):
     tokenizer: str | None
     max_input_bytes: int
     quiet: bool
+    strategy: str
+    keep_results: int
+    exclude_tools: str
+    clear_at_least: int
+
+
+def make_strategy(
+    strategy: str, keep_results: int, exclude_tools: str, clear_at_least: int
+) -> Strategy:
+    """The :class:`~ctxwin.strategy.Strategy` the flags name; :class:`UsageError` (exit 2)
+    for an unknown, repeated or misplaced step."""
+    from ctxwin.strategy import Strategy, parse_steps
+
+    try:
+        steps = parse_steps(strategy)
+    except UsageError as exc:
+        raise UsageError(f"--strategy: {exc}") from None
+    tools = frozenset(t.strip() for t in exclude_tools.split(",") if t.strip())
+    return Strategy(steps, keep_results, tools, clear_at_least)
 
 
 def choose_estimator(
@@ -120,14 +140,20 @@ def build_settings(
     format_: str,
     estimator: str,
     tokenizer: str | None = None,
+    strategy: str = "drop-turns",
+    keep_results: int = 3,
+    exclude_tools: str = "",
+    clear_at_least: int = 0,
 ) -> Settings:
     """The :class:`~ctxwin.settings.Settings` the model, budget and estimation flags name.
 
     Raises :class:`UsageError` (exit 2) for a bad format, estimator or calibration, or a
-    tokenizer that cannot count, and :class:`SpecError` for an unreadable ``--model-spec``.
+    tokenizer that cannot count, or a bad ``--strategy``, and :class:`SpecError` for an
+    unreadable ``--model-spec``.
     """
     from ctxwin.settings import Settings
 
+    steps = make_strategy(strategy, keep_results, exclude_tools, clear_at_least)
     return Settings(
         model=model,
         context_length=context_length,
@@ -137,6 +163,7 @@ def build_settings(
         calibration=calibration,
         fmt=format_,
         estimator=choose_estimator(format_, estimator, tokenizer, calibration),
+        strategy=steps,
     )
 
 
@@ -161,7 +188,7 @@ def _plan(*, input_: str, max_input_bytes: int, quiet: bool, **flags: Any) -> tu
             )
         for note in transcript.view.notes + plan.result.warnings:
             say(f"warning: {note}")
-        if not plan.result.pruned and not plan.result.overflow_at_floor:
+        if not plan.result.pruned and not plan.result.overflow_at_floor and not plan.applied.edits:
             # Nothing is dropped, so fit did not check the rules: say what a provider may reject.
             _warn_problems(transcript.problems())
     return plan, data
@@ -210,7 +237,8 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     result = plan.result
     report = build_report(plan)
     out = data
-    if result.pruned and not result.overflow_at_floor:
+    edits = plan.applied.edits
+    if (result.pruned or edits) and not result.overflow_at_floor:
         from ctxwin.codec import dumps, find_big_integer, may_hold_big_number
         from ctxwin.errors import InputError
 
@@ -227,14 +255,28 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
         say(truncated_message(report))
         return int(ExitCode.CONTEXT_TRUNCATED)
     write_output(output, out)
-    if result.pruned and not options["quiet"]:
-        say(
-            f"dropped {_plural(result.dropped_turns, 'turn')} "
-            f"({_plural(len(result.dropped), 'message')}): "
-            f"{result.estimated_tokens:,} → {result.estimated_tokens_after:,} tokens, "
-            f"budget {result.budget:,}"
-        )
+    if (result.pruned or edits) and not options["quiet"]:
+        tokens = f"{result.estimated_tokens:,} → {result.estimated_tokens_after:,} tokens"
+        say(f"{_did(plan)}: {tokens}, budget {result.budget:,}")
     return 0
+
+
+def _did(plan: Any) -> str:
+    """What fitting did, in words: ``cleared 4 tool results, dropped 2 turns (6 messages)``."""
+    a = plan.applied
+    r = plan.result
+    done = []
+    if a.cleared_results:
+        done.append(f"cleared {_plural(a.cleared_results, 'tool result')}")
+    if a.cleared_thinking:
+        done.append(f"cleared {_plural(a.cleared_thinking, 'thinking block')}")
+    if r.pruned:
+        done.append(
+            f"dropped {_plural(r.dropped_turns, 'turn')} ({_plural(len(r.dropped), 'message')})"
+        )
+    if a.truncated_results:
+        done.append(f"cut {_plural(a.truncated_results, 'tool result')}")
+    return ", ".join(done)
 
 
 def _plural(n: int, word: str) -> str:

@@ -15,6 +15,7 @@ from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO
 
 MODEL_PANEL = "Model and budget"
 EST_PANEL = "Estimation"
+STRATEGY_PANEL = "Strategy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,44 @@ FLAGS: dict[str, Flag] = {
             panel=EST_PANEL,
         ),
         Flag(
+            "strategy",
+            ("--strategy",),
+            "str",
+            "drop-turns",
+            "Steps taken in order until the request fits, comma-separated: clear-results "
+            "(replace old tool results with a placeholder), clear-thinking (earlier turns' "
+            "thinking), drop-turns (the oldest whole turns), truncate-results (last: cut the "
+            "middle of the largest results).",
+            panel=STRATEGY_PANEL,
+        ),
+        Flag(
+            "keep_results",
+            ("--keep-results",),
+            "int",
+            3,
+            "clear-results never clears the newest N tool results.",
+            minimum=0,
+            panel=STRATEGY_PANEL,
+        ),
+        Flag(
+            "exclude_tools",
+            ("--exclude-tools",),
+            "str",
+            "",
+            "Comma-separated tool names whose results are never cleared or cut.",
+            panel=STRATEGY_PANEL,
+        ),
+        Flag(
+            "clear_at_least",
+            ("--clear-at-least",),
+            "int",
+            0,
+            "Once clear-results clears anything, it clears at least this many tokens "
+            "(fewer edits that break a prompt cache).",
+            minimum=0,
+            panel=STRATEGY_PANEL,
+        ),
+        Flag(
             "max_input_bytes",
             ("--max-input-bytes",),
             "int",
@@ -159,8 +198,13 @@ SHARED = (
     "format_",
     "estimator",
     "tokenizer",
+    "strategy",
+    "keep_results",
+    "exclude_tools",
+    "clear_at_least",
 )
-"""The model, budget and estimation flags (they make a :class:`~ctxwin.settings.Settings`)."""
+"""The model, budget, estimation and strategy flags (they make a
+:class:`~ctxwin.settings.Settings`)."""
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "estimate": (*SHARED, "json_", "max_input_bytes", "quiet"),

@@ -72,6 +72,14 @@ class Report(TypedDict):
     model_table_row: str | None
     enforced: bool
     warnings: list[str]
+    strategy: str
+    """The strategy's steps, comma-separated (``--strategy``)."""
+    cleared_results: int
+    cleared_tokens: int
+    """The size of the cleared results (what their placeholders state)."""
+    truncated_results: int
+    truncated_tokens: int
+    cleared_thinking: int
 
 
 def build_report(plan: Plan) -> Report:
@@ -106,12 +114,22 @@ def build_report(plan: Plan) -> Report:
         "model_table_row": spec.table_row,
         "enforced": r.enforced,
         "warnings": list(r.warnings),
+        "strategy": plan.applied.strategy.name,
+        "cleared_results": plan.applied.cleared_results,
+        "cleared_tokens": plan.applied.cleared_tokens,
+        "truncated_results": plan.applied.truncated_results,
+        "truncated_tokens": plan.applied.truncated_tokens,
+        "cleared_thinking": plan.applied.cleared_thinking,
     }
 
 
 def render_json(report: Report) -> bytes:
     """The report as indented JSON with a trailing newline."""
     return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def verdict(report: Report) -> str:
@@ -126,11 +144,22 @@ def verdict(report: Report) -> str:
     if report["fits"]:
         return "fits: nothing to drop"
     dropped = report["messages_in"] - report["messages_out"]
-    return (
-        f"needs pruning: drop {report['dropped_turns']:,} of "
-        f"{report['dropped_turns'] + report['kept_turns']:,} turns ({dropped:,} messages) "
-        f"→ {report['estimated_tokens_after']:,} tokens"
-    )
+    edits = []
+    if report["cleared_results"]:
+        edits.append(
+            f"clear {_count(report['cleared_results'], 'tool result')} "
+            f"({report['cleared_tokens']:,} tokens)"
+        )
+    if report["cleared_thinking"]:
+        edits.append(f"clear {_count(report['cleared_thinking'], 'thinking block')}")
+    if dropped or not edits:
+        edits.append(
+            f"drop {report['dropped_turns']:,} of "
+            f"{report['dropped_turns'] + report['kept_turns']:,} turns ({dropped:,} messages)"
+        )
+    if report["truncated_results"]:
+        edits.append(f"cut {_count(report['truncated_results'], 'tool result')}")
+    return f"needs pruning: {', '.join(edits)} → {report['estimated_tokens_after']:,} tokens"
 
 
 def render_summary(report: Report, console: Console) -> None:

@@ -22,15 +22,19 @@ from ctxwin.cli.commands import build_settings
 from ctxwin.cli.funnel import say as _say
 from ctxwin.cli.options import (
     CalibrationOpt,
+    ClearAtLeastOpt,
     ContextOpt,
     EstimatorOpt,
+    ExcludeToolsOpt,
     FormatOpt,
+    KeepResultsOpt,
     MaxInputOpt,
     MaxOutputOpt,
     MaxTokensOpt,
     ModelOpt,
     QuietOpt,
     SpecOpt,
+    StrategyOpt,
     TokenizerOpt,
 )
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
@@ -93,6 +97,10 @@ def replay(
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
+    strategy: StrategyOpt = "drop-turns",
+    keep_results: KeepResultsOpt = 3,
+    exclude_tools: ExcludeToolsOpt = "",
+    clear_at_least: ClearAtLeastOpt = 0,
 ) -> None:
     """Simulate the agent loop over a recorded run, call by call.
 
@@ -117,6 +125,10 @@ def replay(
         format_=format_,
         estimator=estimator,
         tokenizer=tokenizer,
+        strategy=strategy,
+        keep_results=keep_results,
+        exclude_tools=exclude_tools,
+        clear_at_least=clear_at_least,
     ).portable()
     from ctxwin.checking import find_files
     from ctxwin.runs import Run, join_recorded
@@ -346,6 +358,10 @@ def check(
     ] = 10,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
+    strategy: StrategyOpt = "drop-turns",
+    keep_results: KeepResultsOpt = 3,
+    exclude_tools: ExcludeToolsOpt = "",
+    clear_at_least: ClearAtLeastOpt = 0,
 ) -> None:
     """Check recorded transcripts against the model spec, in parallel.
 
@@ -371,6 +387,10 @@ def check(
         format_=format_,
         estimator=estimator,
         tokenizer=tokenizer,
+        strategy=strategy,
+        keep_results=keep_results,
+        exclude_tools=exclude_tools,
+        clear_at_least=clear_at_least,
     ).portable()
     stdin_rows: list[dict[str, Any]] = []
     if STDIO in paths:
