@@ -188,7 +188,7 @@ FLAGS: dict[str, Flag] = {
 }
 """Every flag ``estimate`` or ``prune`` takes, by keyword."""
 
-SHARED = (
+ESTIMATION = (
     "model",
     "model_spec",
     "context_length",
@@ -198,13 +198,15 @@ SHARED = (
     "format_",
     "estimator",
     "tokenizer",
-    "strategy",
-    "keep_results",
-    "exclude_tools",
-    "clear_at_least",
 )
-"""The model, budget, estimation and strategy flags (they make a
-:class:`~ctxwin.settings.Settings`)."""
+"""The model, budget and estimation flags."""
+
+STRATEGY = ("strategy", "keep_results", "exclude_tools", "clear_at_least")
+"""The flags that say how a request is fitted (:class:`~ctxwin.strategy.Strategy`)."""
+
+SHARED = ESTIMATION + STRATEGY
+"""The flags that make a :class:`~ctxwin.settings.Settings`
+(:func:`ctxwin.cli.commands.build_settings`)."""
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "estimate": (*SHARED, "json_", "max_input_bytes", "quiet"),

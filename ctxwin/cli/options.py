@@ -70,6 +70,66 @@ ReportJsonOpt = Annotated[bool, _option("json_")]
 ReportPathOpt = Annotated[Path | None, _option("report_path")]
 
 
+SHARED_TYPES: dict[str, Any] = {
+    "model": ModelOpt,
+    "model_spec": SpecOpt,
+    "context_length": ContextOpt,
+    "max_output_tokens": MaxOutputOpt,
+    "max_tokens": MaxTokensOpt,
+    "calibration": CalibrationOpt,
+    "format_": FormatOpt,
+    "estimator": EstimatorOpt,
+    "tokenizer": TokenizerOpt,
+    "strategy": StrategyOpt,
+    "keep_results": KeepResultsOpt,
+    "exclude_tools": ExcludeToolsOpt,
+    "clear_at_least": ClearAtLeastOpt,
+}
+"""The Typer option of each of :data:`ctxwin.cli.flags.SHARED`."""
+
+
+def with_settings(*keys: str) -> Callable[[F], F]:
+    """Give a Typer command the flags ``keys`` (of :data:`ctxwin.cli.flags.SHARED`) as
+    one argument.
+
+    The command declares ``settings: Settings`` where the flags belong; Typer
+    sees the flags in its place, and the command receives the
+    :class:`~ctxwin.settings.Settings` they name
+    (:func:`ctxwin.cli.commands.build_settings`: exit 2 for a bad flag)::
+
+        @with_settings(*ESTIMATION, *STRATEGY)
+        def replay(run_files: ..., settings: Settings = DEFAULT, ...) -> None: ...
+    """
+    import functools
+    import inspect
+
+    def decorate(fn: F) -> F:
+        from ctxwin.cli.commands import build_settings
+
+        signature = inspect.signature(fn, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            if param.name != "settings":
+                params.append(param)
+                continue
+            params.extend(
+                inspect.Parameter(
+                    key, param.kind, default=FLAGS[key].default, annotation=SHARED_TYPES[key]
+                )
+                for key in keys
+            )
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            flags = {key: kwargs.pop(key) for key in keys}
+            return fn(*args, settings=build_settings(**flags), **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
 def guard(fn: F) -> F:
     """Turn ctxwin errors into one stderr line and their exit code
     (:func:`ctxwin.cli.funnel.exit_code_for`); with ``--debug``, a traceback."""

@@ -1,7 +1,8 @@
 """The recorded-run commands: ``replay``, ``check`` and ``calibrate``.
 
-Registered on the ``ctxwin`` app by :mod:`ctxwin.cli` (import that module, not
-this one, first). The work happens in :mod:`ctxwin.simulate` and
+Registered on the ``ctxwin`` app by :func:`ctxwin.cli.app.make_app`. Each takes the
+shared model, budget and estimation flags as one ``Settings``
+(:func:`ctxwin.cli.options.with_settings`). The work happens in :mod:`ctxwin.simulate` and
 :mod:`ctxwin.checking`; this module parses flags, renders and picks the exit code.
 """
 
@@ -18,35 +19,16 @@ import orjson
 import typer
 
 from ctxwin.checking import check_exit_code
-from ctxwin.cli.commands import build_settings
+from ctxwin.cli.flags import ESTIMATION, STRATEGY
 from ctxwin.cli.funnel import say as _say
-from ctxwin.cli.options import (
-    CalibrationOpt,
-    ClearAtLeastOpt,
-    ContextOpt,
-    EstimatorOpt,
-    ExcludeToolsOpt,
-    FormatOpt,
-    KeepResultsOpt,
-    MaxInputOpt,
-    MaxOutputOpt,
-    MaxTokensOpt,
-    ModelOpt,
-    QuietOpt,
-    SpecOpt,
-    StrategyOpt,
-    TokenizerOpt,
-)
+from ctxwin.cli.options import MaxInputOpt, QuietOpt, with_settings
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
-from ctxwin.estimate import default_estimator
+from ctxwin.settings import DEFAULT, Settings
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-
-DEFAULT_ESTIMATOR = default_estimator().name
-"""The estimator these commands use unless --estimator names another (the library default)."""
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
 
@@ -69,6 +51,7 @@ _STYLE = {"fits": "green", "needs_pruning": "yellow", "truncated": "red", "inval
 # --- replay ------------------------------------------------------------------
 
 
+@with_settings(*ESTIMATION, *STRATEGY)
 def replay(
     run_files: Annotated[
         list[str],
@@ -85,22 +68,10 @@ def replay(
             "--run", help="Replay only the runs whose name contains this text (e.g. an id)."
         ),
     ] = None,
-    model: ModelOpt = None,
-    model_spec: SpecOpt = None,
-    context_length: ContextOpt = None,
-    max_output_tokens: MaxOutputOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = None,
-    format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
-    tokenizer: TokenizerOpt = None,
+    settings: Settings = DEFAULT,
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
-    strategy: StrategyOpt = "drop-turns",
-    keep_results: KeepResultsOpt = 3,
-    exclude_tools: ExcludeToolsOpt = "",
-    clear_at_least: ClearAtLeastOpt = 0,
 ) -> None:
     """Simulate the agent loop over a recorded run, call by call.
 
@@ -115,21 +86,7 @@ def replay(
     from ctxwin.runs import read_runs
     from ctxwin.simulate import replay_run
 
-    settings = build_settings(
-        model=model,
-        model_spec=model_spec,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        calibration=calibration,
-        format_=format_,
-        estimator=estimator,
-        tokenizer=tokenizer,
-        strategy=strategy,
-        keep_results=keep_results,
-        exclude_tools=exclude_tools,
-        clear_at_least=clear_at_least,
-    ).portable()
+    settings = settings.portable()
     from ctxwin.checking import find_files
     from ctxwin.runs import Run, join_recorded
 
@@ -297,6 +254,7 @@ class Engine(StrEnum):
     dask = "dask"
 
 
+@with_settings(*ESTIMATION, *STRATEGY)
 def check(
     paths: Annotated[
         list[str],
@@ -340,15 +298,7 @@ def check(
             case_sensitive=False,
         ),
     ] = FailOn.pruned,
-    model: ModelOpt = None,
-    model_spec: SpecOpt = None,
-    context_length: ContextOpt = None,
-    max_output_tokens: MaxOutputOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = None,
-    format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
-    tokenizer: TokenizerOpt = None,
+    settings: Settings = DEFAULT,
     json_: Annotated[
         bool, typer.Option("--json", help="Print {summary, rows} as one JSON document.")
     ] = False,
@@ -358,10 +308,6 @@ def check(
     ] = 10,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
-    strategy: StrategyOpt = "drop-turns",
-    keep_results: KeepResultsOpt = 3,
-    exclude_tools: ExcludeToolsOpt = "",
-    clear_at_least: ClearAtLeastOpt = 0,
 ) -> None:
     """Check recorded transcripts against the model spec, in parallel.
 
@@ -377,21 +323,7 @@ def check(
         raise UsageError("--json and --jsonl: choose one")
     if scheduler is not None and engine is not Engine.dask:
         raise UsageError("--scheduler needs --engine dask")
-    settings = build_settings(
-        model=model,
-        model_spec=model_spec,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        calibration=calibration,
-        format_=format_,
-        estimator=estimator,
-        tokenizer=tokenizer,
-        strategy=strategy,
-        keep_results=keep_results,
-        exclude_tools=exclude_tools,
-        clear_at_least=clear_at_least,
-    ).portable()
+    settings = settings.portable()
     stdin_rows: list[dict[str, Any]] = []
     if STDIO in paths:
         from ctxwin.checking import check_bytes
@@ -525,6 +457,7 @@ def _render_check(summary: dict[str, Any], console: Console) -> None:
 # --- calibrate ---------------------------------------------------------------
 
 
+@with_settings(*ESTIMATION)
 def calibrate(
     logs: Annotated[
         list[str],
@@ -534,15 +467,7 @@ def calibrate(
             '(JSONL of {"request", "response"}, cassettes, per-call logs, eval output).',
         ),
     ],
-    model: ModelOpt = None,
-    model_spec: SpecOpt = None,
-    context_length: ContextOpt = None,
-    max_output_tokens: MaxOutputOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = None,
-    format_: FormatOpt = "auto",
-    estimator: EstimatorOpt = DEFAULT_ESTIMATOR,
-    tokenizer: TokenizerOpt = None,
+    settings: Settings = DEFAULT,
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
@@ -557,17 +482,7 @@ def calibrate(
     from ctxwin.runs import read_runs
     from ctxwin.simulate import calibration_rows, calibration_summary
 
-    settings = build_settings(
-        model=model,
-        model_spec=model_spec,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        calibration=calibration,
-        format_=format_,
-        estimator=estimator,
-        tokenizer=tokenizer,
-    ).portable()
+    settings = settings.portable()
     found = find_files(logs)
     if not quiet:
         for arg in found.missing:
