@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +52,31 @@ def test_unknown_command_is_one_usage_line() -> None:
     ]
 
 
+READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
+
+
+def _wait_until_reading_stdin(pid: int, timeout: float = 120.0) -> None:
+    """Wait until process ``pid`` is blocked in read(0, ...) (Linux), else a few seconds."""
+    import time
+
+    path = Path(f"/proc/{pid}/syscall")
+    if READ_SYSCALL is None or not path.exists():
+        time.sleep(5.0)
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fields = path.read_text().split()
+        except OSError:  # it ended
+            return
+        if fields[:2] == [READ_SYSCALL, "0x0"]:
+            time.sleep(0.1)  # still there a moment later: not a read of its own start-up
+            if path.read_text().split()[:2] == [READ_SYSCALL, "0x0"]:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never blocked reading stdin")
+
+
 def _reading_stdin(*args: str) -> subprocess.Popen[str]:
     """Start ctxwin on ``args``, blocked reading a stdin that never ends."""
     return subprocess.Popen(
@@ -71,13 +98,12 @@ def _reading_stdin(*args: str) -> subprocess.Popen[str]:
 )
 def test_ctrl_c_is_one_line_and_exit_130(args: tuple[str, ...]) -> None:
     import signal
-    import time
 
     proc = _reading_stdin(*args)
     assert proc.stdin is not None
-    proc.stdin.write("[")  # started reading: the command is past its imports
+    proc.stdin.write("[")
     proc.stdin.flush()
-    time.sleep(1.0)
+    _wait_until_reading_stdin(proc.pid)  # past its imports: the command itself is running
     proc.send_signal(signal.SIGINT)
     try:
         out, err = proc.communicate(timeout=20)
