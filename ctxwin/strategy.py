@@ -199,6 +199,19 @@ class _Planner:
         return new, self.adapter.replaced_cost(p, new, self.estimator), cut
 
 
+def clearable(
+    body: Any,
+    view: View,
+    adapter: Adapter,
+    estimator: Estimator,
+    calibration: float,
+    strategy: Strategy,
+) -> list[Part]:
+    """The results ``clear-results`` may clear in ``body``, oldest first (whatever the budget)."""
+    planner = _Planner(body, view, adapter, estimator, 0, calibration, strategy)
+    return [e.part for e in planner.clearable()]
+
+
 def plan_edits(
     body: Any,
     view: View,
@@ -346,6 +359,7 @@ __all__ = [
     "TRUNCATE_RESULTS",
     "Applied",
     "Strategy",
+    "clearable",
     "parse_steps",
     "plan_edits",
 ]

@@ -1,0 +1,38 @@
+"""On the recorded corpus, clearing before dropping never keeps less and never breaks a rule.
+
+The figures themselves (how many runs keep more) are written by
+``python -m fidelity.strategies`` to ``fidelity/strategies.md``; this test checks
+the promises behind them on every multi-turn run, at both budgets and both
+``--keep-results`` settings the report uses.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fidelity import corpus
+from fidelity.strategies import BELOW, BETTER, BUDGETS, KEEPS, WORSE, measure, report
+
+ROOT = corpus.corpus_dir()
+
+
+@pytest.mark.skipif(ROOT is None, reason="../shared/corpus is absent")
+def test_clearing_never_keeps_less_and_never_breaks_a_rule() -> None:
+    assert ROOT is not None
+    rows, medians = measure(ROOT)
+    runs = {(r.source, r.name) for r in rows}
+    assert len(rows) == len(runs) * len(BUDGETS) * len(KEEPS)
+    assert not [r for r in rows if r.bucket == WORSE]
+    assert sum(r.rule_breaks for r in rows) == 0
+    # a budget above the floor is never "below floor"; clearing more never keeps less
+    assert not [r for r in rows if r.budget == "half-droppable" and r.bucket == BELOW]
+    by_keep = {(r.source, r.name, r.budget, r.keep): r.kept_clear for r in rows}
+    for (source, name, budget, keep), kept in by_keep.items():
+        if keep == 3:
+            assert by_keep[(source, name, budget, 0)] >= kept
+    text = report(rows, medians)
+    for budget in BUDGETS:
+        for keep in KEEPS:
+            sel = [r for r in rows if r.budget == budget and r.keep == keep]
+            better = sum(1 for r in sel if r.bucket == BETTER)
+            assert f"| {budget} | {keep} | {better}/{len(sel)} |" in text
