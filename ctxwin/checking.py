@@ -45,10 +45,20 @@ class Found:
     """Files inside folders whose names do not end in one of :data:`SUFFIXES`."""
     missing: list[str] = field(default_factory=list)
     """Arguments that name nothing."""
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    """URL arguments that could not be listed, with the error."""
+
+
+def is_url(path: str) -> bool:
+    """``s3://bucket/runs``, ``file:///data/runs``…: read with fsspec (a local path that
+    happens to contain ``://`` stays a path)."""
+    return "://" in path and not os.path.exists(path)
 
 
 def find_files(args: Iterable[str]) -> Found:
-    """Expand files, folders (recursively) and globs into a sorted, de-duplicated list."""
+    """Expand files, folders (recursively) and globs into a sorted, de-duplicated list.
+
+    URLs (:func:`is_url`) are expanded the same way by their fsspec filesystem."""
     found = Found()
     seen: set[str] = set()
 
@@ -70,7 +80,9 @@ def find_files(args: Iterable[str]) -> Found:
                     found.skipped.append(path)
 
     for arg in args:
-        if os.path.isdir(arg):
+        if is_url(arg):
+            _find_url(arg, found, add)
+        elif os.path.isdir(arg):
             walk(arg)
         elif os.path.exists(arg):
             add(arg)
@@ -88,8 +100,60 @@ def find_files(args: Iterable[str]) -> Found:
     return found
 
 
+def _find_url(arg: str, found: Found, add: Callable[[str], None]) -> None:
+    try:
+        from fsspec.core import url_to_fs
+
+        fs, root = url_to_fs(arg)
+        if glob.has_magic(root):
+            matches = sorted(fs.glob(root))
+        elif fs.exists(root):
+            matches = [root]
+        else:
+            matches = []
+        if not matches:
+            found.missing.append(arg)
+        for match in matches:
+            if not fs.isdir(match):
+                add(fs.unstrip_protocol(match))
+                continue
+            for path in sorted(fs.find(match)):
+                parts = path[len(match) :].strip("/").split("/")
+                if any(part.startswith(".") for part in parts):
+                    continue
+                if parts[-1].lower().endswith(SUFFIXES):
+                    add(fs.unstrip_protocol(path))
+                else:
+                    found.skipped.append(fs.unstrip_protocol(path))
+    except ImportError as exc:
+        found.unreadable.append((arg, f"cannot list: URLs need fsspec ({exc})"))
+    except Exception as exc:  # any filesystem's error: network, credentials, protocol
+        found.unreadable.append((arg, f"cannot list: {type(exc).__name__}: {exc}"))
+
+
+def _read_url(path: str, max_bytes: int) -> bytes | str:
+    """The bytes at the fsspec URL ``path``, or the error."""
+    try:
+        import fsspec
+
+        with fsspec.open(path, "rb") as fh:
+            data: bytes = fh.read() if max_bytes <= 0 else fh.read(max_bytes + 1)
+    except ImportError as exc:
+        return f"cannot read: URLs need fsspec ({exc})"
+    except Exception as exc:  # any filesystem's error: network, credentials, missing
+        return f"cannot read: {type(exc).__name__}: {exc}"
+    if max_bytes > 0 and len(data) > max_bytes:
+        return f"over the {max_bytes:,}-byte input limit"
+    return data
+
+
 def check_file(path: str, settings: Settings, max_bytes: int = 0) -> list[dict[str, Any]]:
-    """One row per run in the file at ``path``; never raises."""
+    """One row per run in the file (or fsspec URL) at ``path``; never raises."""
+    if is_url(path):
+        data = _read_url(path, max_bytes)
+        if isinstance(data, str):
+            return [_invalid(path, data)]
+        return check_bytes(data, path, settings)
     try:
         with open(path, "rb") as fh:
             if max_bytes > 0 and os.fstat(fh.fileno()).st_size > max_bytes:
@@ -308,6 +372,7 @@ def check_found(
         )
     ordered = in_file_order(rows, found.files)
     ordered += [_invalid(arg, MISSING) for arg in found.missing]
+    ordered += [_invalid(arg, error) for arg, error in found.unreadable]
     return Checked(ordered, found, engine)
 
 

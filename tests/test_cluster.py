@@ -155,6 +155,55 @@ def test_check_command_engine_flags(
     assert "Traceback" not in lonely.stderr + nowhere.stderr
 
 
+def test_fsspec_urls_give_the_rows_of_the_paths(
+    cluster: tuple[LocalDaskCluster, Any], tmp_path: Path
+) -> None:
+    running, _ = cluster
+    mixed_files(tmp_path)
+    url = f"file://{tmp_path}"
+    by_path = check_files([str(tmp_path)], SETTINGS, jobs=1)
+    local = check_files([url], SETTINGS, jobs=1)
+    remote = check_files([url], SETTINGS, engine="dask", scheduler=running.address)
+    same(local, remote)  # the workers read the URLs themselves
+
+    def keyed(checked: Checked, prefix: str) -> list[tuple[Any, ...]]:
+        rows = [{**r, "path": prefix + r["path"]} for r in checked.rows]
+        return sorted((r["path"], r["run"], r["status"], r.get("over_by")) for r in rows)
+
+    assert keyed(local, "") == keyed(by_path, "file://")
+    assert len(local.rows) == 13
+
+
+def test_fsspec_urls_locally() -> None:
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    fs.pipe(
+        {
+            "/ctxwin-test/a.json": orjson.dumps(needs_pruning()),
+            "/ctxwin-test/sub/b.jsonl": orjson.dumps(fitting()),
+            "/ctxwin-test/notes.txt": b"not a run",
+            "/ctxwin-test/.hidden/c.json": b"{}",
+        }
+    )
+    try:
+        checked = check_files(
+            ["memory://ctxwin-test", "memory://ctxwin-test/none.json", "nosuch://x"],
+            SETTINGS,
+            jobs=1,
+        )
+    finally:
+        fs.rm("/ctxwin-test", recursive=True)
+    rows = [(r["path"], r["status"], r.get("error", "")) for r in checked.rows]
+    assert rows[:2] == [
+        ("memory:///ctxwin-test/a.json", "needs_pruning", ""),
+        ("memory:///ctxwin-test/sub/b.jsonl", "fits", ""),
+    ]
+    assert rows[2] == ("memory://ctxwin-test/none.json", "invalid", "no such file, folder or match")
+    assert rows[3][:2] == ("nosuch://x", "invalid") and "Protocol not known" in rows[3][2]
+    assert checked.found.skipped == ["memory:///ctxwin-test/notes.txt"]
+    assert checked.exit_code() == ExitCode.BAD_INPUT
+
+
 def _open_reader_side(fifo: Path, timeout: float = 60) -> int:
     """A write end of ``fifo``, once some process has it open for reading."""
     deadline = time.monotonic() + timeout

@@ -95,6 +95,8 @@ def replay(
     found = find_files([p for p in run_files if p != STDIO])
     if found.missing:
         raise InputError(f"{found.missing[0]}: no such file, folder or match")
+    if found.unreadable:
+        raise InputError(": ".join(found.unreadable[0]))
     files += found.files
     for path in files:
         file_runs = read_runs(read_input(path, max_input_bytes))
@@ -331,7 +333,7 @@ def check(
         stdin_rows = check_bytes(read_input(STDIO, max_input_bytes), STDIO, settings)
         paths = [p for p in paths if p != STDIO]
     found = find_files(paths)
-    if not found.files and not found.missing and not stdin_rows:
+    if not (found.files or found.missing or found.unreadable or stdin_rows):
         raise InputError("no files to check: the folders hold no .json, .jsonl or .traj files")
     workers = jobs or default_jobs()
     label = f"checking ({workers} workers)" if engine is Engine.local else "checking on Dask"
@@ -487,6 +489,8 @@ def calibrate(
     if not quiet:
         for arg in found.missing:
             _say(f"warning: {arg}: no such file, folder or match")
+        for arg, error in found.unreadable:
+            _say(f"warning: {arg}: {error}")
     rows: list[dict[str, Any]] = []
     for path in found.files:
         try:
