@@ -47,6 +47,7 @@ from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.view import Item, Problem, View
 
 if TYPE_CHECKING:
+    from ctxwin.checking import Checked, check_files
     from ctxwin.manager import ContextWindowManager, ManagedFit
 
 
@@ -56,6 +57,10 @@ def __getattr__(name: str) -> Any:
         from ctxwin import manager
 
         return getattr(manager, name)
+    if name in ("Checked", "check_files"):  # recorded runs, locally or on a Dask cluster
+        from ctxwin import checking
+
+        return getattr(checking, name)
     raise AttributeError(f"module 'ctxwin' has no attribute {name!r}")
 
 
@@ -63,6 +68,7 @@ __all__ = [
     "SEED_CALIBRATION",
     "Applied",
     "Budget",
+    "Checked",
     "ContentEstimator",
     "ContextTruncated",
     "ContextWindowManager",
@@ -87,6 +93,7 @@ __all__ = [
     "View",
     "__version__",
     "calibrated",
+    "check_files",
     "compute_budget",
     "default_calibration",
     "fit",

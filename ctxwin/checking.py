@@ -22,7 +22,7 @@ from typing import Any
 
 from ctxwin.errors import ExitCode, UsageError
 from ctxwin.runs import read_runs
-from ctxwin.settings import DEFAULT, Settings, settings_with
+from ctxwin.settings import Settings, settings_with
 from ctxwin.simulate import INVALID, STATUSES, check_run
 
 ENGINES = ("local", "dask")
@@ -308,7 +308,7 @@ class Checked:
 
 
 def check_files(
-    paths: Iterable[str],
+    paths: Iterable[str] | Found,
     settings: Settings | None = None,
     *,
     engine: str = "local",
@@ -318,7 +318,8 @@ def check_files(
     on_file_done: Callable[[int], None] | None = None,
     **changes: Any,
 ) -> Checked:
-    """Check every transcript in ``paths`` (files, folders, globs) on ``engine``.
+    """Check every transcript in ``paths`` (files, folders, globs, fsspec URLs; or what
+    :func:`find_files` listed) on ``engine``.
 
     ``engine="local"`` uses ``jobs`` processes of this machine (0: all cores);
     ``engine="dask"`` sends the files in chunks to the workers of the Dask scheduler
@@ -329,31 +330,10 @@ def check_files(
     and keyword names of :class:`~ctxwin.settings.Settings` (``model=``,
     ``context_length=``, ``estimator=`` …) say what to check against.
     """
-    return check_found(
-        find_files(paths),
-        settings_with(settings, changes),
-        engine=engine,
-        scheduler=scheduler,
-        jobs=jobs,
-        max_bytes=max_bytes,
-        on_file_done=on_file_done,
-    )
-
-
-def check_found(
-    found: Found,
-    settings: Settings | None = None,
-    *,
-    engine: str = "local",
-    scheduler: Any = None,
-    jobs: int = 0,
-    max_bytes: int = 0,
-    on_file_done: Callable[[int], None] | None = None,
-) -> Checked:
-    """:func:`check_files` for files already listed by :func:`find_files`."""
     if engine not in ENGINES:
         raise UsageError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    settings = (settings or DEFAULT).portable()
+    found = paths if isinstance(paths, Found) else find_files(paths)
+    settings = settings_with(settings, changes).portable()
     if engine == "dask":
         from ctxwin.cluster import check_paths_on_dask
 

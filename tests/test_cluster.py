@@ -103,19 +103,13 @@ def test_corpus_same_verdicts_and_exit_code_on_the_cluster(
     cluster: tuple[LocalDaskCluster, Any],
 ) -> None:
     running, _ = cluster
-    local = check_files([str(CORPUS)], estimator="seed")
-    remote = check_files([str(CORPUS)], estimator="seed", engine="dask", scheduler=running.address)
-    same(local, remote)
-    assert len(local.found.files) > 20
-    assert len(local.rows) >= len(local.found.files)
-
-
-@corpus
-@pytest.mark.corpus
-def test_corpus_check_command_gives_the_same_output_and_exit_code_on_the_cluster(
-    cluster: tuple[LocalDaskCluster, Any],
-) -> None:
-    running, _ = cluster
+    local_lib = check_files([str(CORPUS)], estimator="seed")
+    remote_lib = check_files(
+        [str(CORPUS)], estimator="seed", engine="dask", scheduler=running.address
+    )
+    same(local_lib, remote_lib)
+    assert len(local_lib.found.files) > 20
+    assert len(local_lib.rows) >= len(local_lib.found.files)
     for flags in ((), ("--fail-on", "truncated"), ("--context-length", "16000")):
         local = invoke("check", str(CORPUS), "--json", "--estimator", "seed", *flags)
         remote = invoke(
@@ -302,3 +296,17 @@ def test_engine_errors_are_clear() -> None:
     assert info.value.exit_code == ExitCode.BAD_INPUT
     with pytest.raises(CtxwinError, match="no such scheduler file"):
         connect("/nonexistent/scheduler.json")
+
+
+def test_docs_name_the_real_flags() -> None:
+    from typer.testing import CliRunner
+
+    from ctxwin.cli.app import app
+
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "cluster.md").read_text("utf-8")
+    assert "](docs/cluster.md)" in (root / "README.md").read_text("utf-8")
+    help_text = CliRunner().invoke(app, ["check", "--help"], terminal_width=200).stdout
+    for flag in ("--engine", "--scheduler"):
+        assert flag in page and flag in help_text
+    assert "ctxwin[dask]" in page and "bench/cluster.py" in page

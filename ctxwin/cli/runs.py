@@ -319,7 +319,7 @@ def check(
     all fit; 4 when some need pruning and none would truncate; 3 when any
     would truncate; 1 when any is invalid. --fail-on chooses which verdict fails.
     """
-    from ctxwin.checking import check_found, default_jobs, find_files, summarize
+    from ctxwin.checking import check_files, default_jobs, find_files, summarize
 
     if json_ and jsonl:
         raise UsageError("--json and --jsonl: choose one")
@@ -339,7 +339,7 @@ def check(
     label = f"checking ({workers} workers)" if engine is Engine.local else "checking on Dask"
 
     def run(advance: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-        checked = check_found(
+        checked = check_files(
             found,
             settings,
             engine=engine.value,
