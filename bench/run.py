@@ -9,6 +9,8 @@ once, in rotating order, so machine noise hits all alike):
 
 * ``ctxwin estimate FILE --context-length C --json``
 * ``ctxwin prune FILE OUT --context-length C``
+* ``ctxwin replay FILE --context-length C --json``: the transcript as a recorded agent
+  run, one provider call per assistant message, all fitted by one manager
 * the floor (``bench/floor.py``: orjson loads + dumps, same interpreter as ctxwin)
 * langchain-core's and litellm's trimmers (``bench/peers.py``, in ``bench/.venv-peers``)
   with ``max_tokens`` = ctxwin's budget for ``C``.
@@ -458,6 +460,11 @@ def collect(tool: Tool, row: Row, job: Job, stdout: Path, python: str, *, first:
             row.kept = report.get("messages_out")
             row.check = "(dry run)"
         return
+    if tool.name == "ctxwin replay":
+        if first:
+            (run,) = orjson.loads(text)["runs"]
+            row.check = f"{run['calls']:,} calls, first pruned at {run['first_pruned'] or '—'}"
+        return
     if tool.time_exponent is not None and text.strip():
         row.phases.append(orjson.loads(text.strip().splitlines()[-1]))
     if first and tool.writes_output:
@@ -672,6 +679,13 @@ def main(argv: list[str] | None = None) -> int:
             "ctxwin prune",
             lambda j: [*ctxwin, "prune", str(j.src), str(j.dst), *ctx_args(j)],
             writes_output=True,
+        ),
+        # The transcript as a recorded run: one provider call per assistant message,
+        # each fitted by one manager (incrementally; target: at most 4× the floor).
+        Tool(
+            "ctxwin replay",
+            lambda j: [*ctxwin, "replay", str(j.src), *ctx_args(j), "--json"],
+            writes_output=False,
         ),
         Tool("floor", lambda j: [python, floor, str(j.src), str(j.dst)], writes_output=True),
         # The same floor with the cyclic collector off, as ctxwin runs: a reference

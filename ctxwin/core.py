@@ -90,18 +90,25 @@ def plan(
     ``floor + raw`` (see :class:`~ctxwin.calibration.OverheadLearner`).
     """
     s = settings_with(settings, changes)
-    view = transcript.view
-    model_spec = resolve_spec(
-        s.model or view.model,
-        context_length=s.context_length,
-        max_output_tokens=s.max_output_tokens,
-        spec=s.spec,
-    )
-    budget = compute_budget(model_spec, max_tokens=s.max_tokens, body_max_tokens=view.max_tokens)
+    budget = budget_for(transcript.view, s)
     calibration = s.calibration
     if calibration is None:
-        calibration = default_calibration(transcript.estimator.name, model_spec.name)
+        calibration = default_calibration(transcript.estimator.name, budget.spec.name)
     return fit_plan(transcript, budget, calibration, s.strategy, overhead=overhead, floor=floor)
+
+
+def budget_for(view: View, settings: Settings) -> Budget:
+    """The budget of a request read into ``view``: ``settings``' model spec, else the
+    body's ``model`` and ``max_tokens`` (see :func:`~ctxwin.budget.resolve_spec`)."""
+    model_spec = resolve_spec(
+        settings.model or view.model,
+        context_length=settings.context_length,
+        max_output_tokens=settings.max_output_tokens,
+        spec=settings.spec,
+    )
+    return compute_budget(
+        model_spec, max_tokens=settings.max_tokens, body_max_tokens=view.max_tokens
+    )
 
 
 def fit_plan(

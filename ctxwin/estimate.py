@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from enum import IntEnum
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 from zlib import adler32
 
@@ -59,6 +60,7 @@ class Estimator(Protocol):
         """Request-level tokens the provider adds that the body does not show."""
 
 
+@lru_cache(maxsize=64)
 def exact_decimal(value: float) -> tuple[int, int]:
     """``value`` as written (its shortest decimal form, ``repr``) as an exact fraction
     ``(numerator, denominator)``: 1.15 is 115/100, not the binary float's 1.149999….

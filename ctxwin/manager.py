@@ -41,9 +41,10 @@ from typing import Any
 
 from ctxwin.budget import Budget
 from ctxwin.calibration import OverheadLearner, grow, prompt_tokens_from_usage
-from ctxwin.core import Transcript, load, plan
+from ctxwin.core import Transcript, budget_for, load, plan
 from ctxwin.errors import ContextTruncated
 from ctxwin.estimate import Estimator, default_calibration
+from ctxwin.incremental import Prefixes
 from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
 from ctxwin.strategy import Applied
@@ -156,6 +157,7 @@ class ContextWindowManager:
         self._learned: float | None = None
         self._learner: OverheadLearner | None = None
         self._sent_raw: int | None = None
+        self._budget: tuple[tuple[str | None, int | None], Budget] | None = None
 
     @property
     def calibration(self) -> float:
@@ -225,6 +227,30 @@ class ContextWindowManager:
         changed = result.pruned or bool(p.applied.edits)
         raw_sent = _raw_of_kept(p.transcript, result.keep) if changed else result.raw_tokens
         return ManagedFit(p.output(), result, p.budget, transcript, raw_sent, p.applied)
+
+    def evaluate_prefix(self, prefixes: Prefixes, i: int) -> tuple[FitResult, Budget]:
+        """:meth:`evaluate` for the request holding the first ``i`` items of a growing
+        transcript (``ctxwin.incremental``): O(new items) instead of O(i).
+
+        The result equals ``evaluate`` of that request's body; the fitted body
+        is not built (``transcript.write(result.keep)`` builds it).
+        """
+        view = prefixes.view
+        if self._learned is None and self._seed is None:
+            self._seed = default_seed(self.estimator, self.model or view.model)
+        key = (view.model, view.max_tokens)
+        if self._budget is None or self._budget[0] != key:
+            self._budget = (key, budget_for(view, self.settings))
+        budget = self._budget[1]
+        learner = self._learner
+        result = prefixes.fit(
+            i,
+            budget.budget,
+            self.calibration,
+            overhead=learner.anchor if learner is not None else 0,
+            floor=learner.overhead if learner is not None else None,
+        )
+        return result, budget
 
     def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:
         """Bound ``request`` before a send.

@@ -33,7 +33,7 @@ from itertools import accumulate, chain
 from operator import attrgetter
 
 from ctxwin.errors import PairingError
-from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated
+from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated, exact_decimal
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
 from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
@@ -117,12 +117,19 @@ Rules = Callable[[View, Sequence[int]], list[Problem]]
 
 @dataclass(frozen=True, slots=True)
 class FitResult:
-    """What fitting a transcript to a budget did, or would do."""
+    """What fitting a transcript to a budget did, or would do.
 
-    keep: list[int]
-    """Indices of the kept items, ascending."""
-    dropped: list[int]
-    """Indices of the dropped items, ascending."""
+    A fit keeps the head and the newest items: of ``items`` items it keeps
+    ``[0, head)`` and ``[cut, items)`` and drops ``[head, cut)``; :attr:`keep`
+    and :attr:`dropped` list them (built when read, so a result is O(1) to make).
+    """
+
+    head: int
+    """Items ``[0, head)`` are kept as the head (0 when nothing is dropped)."""
+    cut: int
+    """Items ``[head, cut)`` are dropped (``cut == head`` when none is)."""
+    items: int
+    """Number of items of the input."""
     estimated_tokens: int
     """Estimate of the input as given."""
     estimated_tokens_after: int
@@ -145,6 +152,21 @@ class FitResult:
     overhead: int = 0
     """Tokens the provider counts that the body does not show (learned from usage),
     included in the estimates above."""
+
+    @property
+    def keep(self) -> list[int]:
+        """Indices of the kept items, ascending."""
+        return [*range(self.head), *range(self.cut, self.items)]
+
+    @property
+    def dropped(self) -> list[int]:
+        """Indices of the dropped items, ascending."""
+        return list(range(self.head, self.cut))
+
+    @property
+    def kept_count(self) -> int:
+        """How many items are kept."""
+        return self.head + self.items - self.cut
 
 
 def cost_columns(view: View) -> list[list[int]]:
@@ -189,15 +211,7 @@ def refuse_broken(view: View, rules: Rules | None) -> list[Problem]:
     """The structural problems of ``view``; :class:`~ctxwin.errors.PairingError` when
     one of them blocks fitting (the input already breaks a provider rule)."""
     problems = check(view, rules)
-    broken = blocking(problems)
-    if broken:
-        first = most_telling(broken)
-        more = f" (and {len(broken) - 1} more problems)" if len(broken) > 1 else ""
-        raise PairingError(
-            f"{first.message} [{first.rule}]{more}; refusing to prune a transcript that "
-            "already breaks the provider's rules (list them with `ctxwin lint`)",
-            first.where,
-        )
+    refuse(problems)
     return problems
 
 
@@ -228,39 +242,18 @@ def fit(
     ``overhead`` (tokens the provider adds that the body does not show) is
     added to every estimate; with ``floor``, an estimate is never below
     ``floor + raw`` (see :class:`~ctxwin.calibration.OverheadLearner`).
+    (``ctxwin.incremental`` gives the same results for every prefix of a
+    growing transcript at O(new items) each.)
     """
-
-    def estimate_of(raw: int) -> int:
-        scaled = overhead + calibrated(raw, calibration)
-        return scaled if floor is None else max(scaled, floor + raw)
-
+    scale = Scale(calibration, overhead, floor)
     items = view.items
     n = len(items)
     columns = cost_columns(view)
     total = total_cost(view, columns)
     raw = estimator.raw(total)
-    estimate = estimate_of(raw)
+    estimate = scale.estimate(raw)
     if budget <= 0 or estimate <= budget:
-        enforced = budget > 0
-        return FitResult(
-            keep=list(range(n)),
-            dropped=[],
-            estimated_tokens=estimate,
-            estimated_tokens_after=estimate,
-            budget=budget,
-            calibration=calibration,
-            fits=enforced,
-            pruned=False,
-            overflow_at_floor=False,
-            dropped_turns=0,
-            kept_turns=segment(items).turn_count(),
-            enforced=enforced,
-            raw_tokens=raw,
-            warnings=[]
-            if enforced
-            else [f"budget is {budget} tokens (not positive): passing the transcript through"],
-            overhead=overhead if floor is None else floor,
-        )
+        return passed(n, estimate, budget, scale, segment(items).turn_count(), raw)
     problems = refuse_broken(view, rules)
     seg = segment(items)
     turns = seg.turn_starts
@@ -273,48 +266,160 @@ def fit(
 
     def after(k: int) -> int:
         c = cuts[k]
-        kept = [t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)]
-        return estimate_of(estimator.raw(kept))
+        return estimator.raw([t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)])
 
-    lo, hi = 0, len(cuts) - 1  # the newest unit is never dropped
-    if after(hi) > budget:
-        lo = hi
-    else:
-        while lo < hi:  # smallest k with after(k) <= budget; after(0) > budget
-            mid = (lo + hi) // 2
-            if after(mid) <= budget:
-                hi = mid
-            else:
-                lo = mid + 1
-    k = lo
+    k = fewest_units(len(cuts), after, scale.raw_limit(budget))
     cut = cuts[k]
-    estimate_after = after(k)
-    dropped_turns = seg.unit_starts[k] if k < len(seg.unit_starts) else len(turns)
-    keep = [*range(seg.head_end), *range(cut, n)]
-    dropped = list(range(seg.head_end, cut))
-    if dropped:
-        known = {(p.index, p.rule) for p in problems}  # advisory ones, kept as they were
+    keep = [*range(start), *range(cut, n)]
+    if cut > start:
         if _shares_ids(items, start, cut):
             found = check(view, rules, keep)
         else:  # the generic rules cannot find anything new (see _shares_ids)
             found = rules(view, keep) if rules is not None else []
-        guard = [p for p in found if p.rule not in ADVISORY_RULES or (p.index, p.rule) not in known]
-        if guard:
-            first = most_telling(guard)
-            raise PairingError(f"pruned transcript would break a rule: {first}", first.where)
+        guard(found, problems)
+    return pruned(seg, k, n, scale.estimate(after(k)), estimate, budget, scale, raw, problems)
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """How a raw estimate becomes the estimate a budget is checked against."""
+
+    calibration: float
+    overhead: int = 0
+    """Added to every estimate."""
+    floor: int | None = None
+    """When set, no estimate is below ``floor + raw``."""
+
+    def estimate(self, raw: int) -> int:
+        scaled = self.overhead + calibrated(raw, self.calibration)
+        return scaled if self.floor is None else max(scaled, self.floor + raw)
+
+    def raw_limit(self, budget: int) -> int:
+        """The largest raw estimate whose estimate is within ``budget`` (the estimate
+        is non-decreasing in the raw one, so ``estimate(raw) <= budget`` exactly
+        when ``raw <= raw_limit(budget)``)."""
+        room = budget - self.overhead
+        numerator, denominator = exact_decimal(self.calibration)
+        limit = room if numerator <= denominator else (room * denominator) // numerator
+        return limit if self.floor is None else min(limit, budget - self.floor)
+
+    @property
+    def reported_overhead(self) -> int:
+        """What a result reports as its overhead."""
+        return self.overhead if self.floor is None else self.floor
+
+
+def passed(n: int, estimate: int, budget: int, scale: Scale, turns: int, raw: int) -> FitResult:
+    """The result for a transcript of ``n`` items that is kept whole (it fits, or
+    the budget is not positive and nothing is enforced)."""
+    enforced = budget > 0
     return FitResult(
-        keep=keep,
-        dropped=dropped,
+        head=0,
+        cut=0,
+        items=n,
+        estimated_tokens=estimate,
+        estimated_tokens_after=estimate,
+        budget=budget,
+        calibration=scale.calibration,
+        fits=enforced,
+        pruned=False,
+        overflow_at_floor=False,
+        dropped_turns=0,
+        kept_turns=turns,
+        enforced=enforced,
+        raw_tokens=raw,
+        warnings=[]
+        if enforced
+        else [f"budget is {budget} tokens (not positive): passing the transcript through"],
+        overhead=scale.reported_overhead,
+    )
+
+
+def refuse(problems: Sequence[Problem]) -> None:
+    """Raise :class:`PairingError` when ``problems`` (of an input that must be pruned)
+    holds one that blocks fitting."""
+    broken = blocking(problems)
+    if broken:
+        first = most_telling(broken)
+        more = f" (and {len(broken) - 1} more problems)" if len(broken) > 1 else ""
+        raise PairingError(
+            f"{first.message} [{first.rule}]{more}; refusing to prune a transcript that "
+            "already breaks the provider's rules (list them with `ctxwin lint`)",
+            first.where,
+        )
+
+
+def fewest_units(cuts: int, after: Callable[[int], int], limit: int, near: int = 0) -> int:
+    """The fewest oldest units to drop (``0 .. cuts - 1``) for ``after(k) <= limit``;
+    ``cuts - 1`` (the floor) when none is enough. ``after(0)`` is over the limit and
+    ``after`` is non-increasing. ``near`` is a guess of the answer (the previous
+    call's, in an agent loop): the search gallops out from it, so an answer that
+    moved by ``d`` units costs O(log d) estimates."""
+    lo, hi = 0, cuts - 1  # the newest unit is never dropped
+    if after(hi) > limit:
+        return hi
+    if 0 < near < hi:
+        step = 1
+        if after(near) <= limit:  # the answer is at or below near
+            hi = near
+            while near - step > 0 and after(near - step) <= limit:
+                hi = near - step
+                step *= 2
+            lo = max(0, near - step)
+        else:
+            lo = near + 1
+            while near + step < hi and after(near + step) > limit:
+                lo = near + step + 1
+                step *= 2
+            hi = min(hi, near + step)
+    while lo < hi:  # smallest k in [lo, hi] with after(k) <= limit; after(lo - 1) > limit
+        mid = (lo + hi) // 2
+        if after(mid) <= limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def guard(found: Sequence[Problem], problems: Sequence[Problem]) -> None:
+    """Raise when the output has a problem (``found``) the input (``problems``) did not."""
+    known = {(p.index, p.rule) for p in problems}  # advisory ones, kept as they were
+    bad = [p for p in found if p.rule not in ADVISORY_RULES or (p.index, p.rule) not in known]
+    if bad:
+        first = most_telling(bad)
+        raise PairingError(f"pruned transcript would break a rule: {first}", first.where)
+
+
+def pruned(
+    seg: Segments,
+    k: int,
+    n: int,
+    estimate_after: int,
+    estimate: int,
+    budget: int,
+    scale: Scale,
+    raw: int,
+    problems: Sequence[Problem],
+) -> FitResult:
+    """The result of dropping the ``k`` oldest units of ``seg`` from ``n`` items."""
+    turns = seg.turn_starts
+    start = seg.head_end
+    cut = turns[seg.unit_starts[k]] if k else start
+    dropped_turns = seg.unit_starts[k] if k < len(seg.unit_starts) else len(turns)
+    return FitResult(
+        head=start,
+        cut=cut,
+        items=n,
         estimated_tokens=estimate,
         estimated_tokens_after=estimate_after,
         budget=budget,
-        calibration=calibration,
+        calibration=scale.calibration,
         fits=False,
-        pruned=bool(dropped),
+        pruned=cut > start,
         overflow_at_floor=estimate_after > budget,
         dropped_turns=dropped_turns,
         kept_turns=len(turns) - dropped_turns,
         raw_tokens=raw,
         warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
-        overhead=overhead if floor is None else floor,
+        overhead=scale.reported_overhead,
     )

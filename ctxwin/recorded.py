@@ -7,7 +7,7 @@ for the files agent tools write) build these; :mod:`ctxwin.simulate` replays the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxwin.core import Transcript, load
@@ -119,18 +119,20 @@ def prepared_calls(
     view = t.view
     usage_at = usage_at or {}
     out = []
-    for i, item in enumerate(view.items):
-        if item.role == ASSISTANT and not item.joins and (calls_at is None or i in calls_at):
-            request = t.adapter.write(body, list(range(i)))
-            sub = View(
-                view.format,
-                view.items[:i],
-                view.base,
-                view.model,
-                view.max_tokens,
-                view.items_path,
-                list(view.notes),
-            )
-            call = Call(request, usage_at.get(i), view.where(i))
-            out.append((call, Transcript(request, t.adapter, sub, t.estimator)))
+    for i in model_messages(view, calls_at):
+        request = t.adapter.write(body, list(range(i)))
+        # replace keeps the view's class (a Responses view knows its reasoning items)
+        sub = replace(view, items=view.items[:i], notes=list(view.notes))
+        call = Call(request, usage_at.get(i), view.where(i))
+        out.append((call, Transcript(request, t.adapter, sub, t.estimator)))
     return out
+
+
+def model_messages(view: View, calls_at: frozenset[int] | None = None) -> list[int]:
+    """Index of every model message that opens a response: one provider call each
+    (only those at ``calls_at``, when given)."""
+    return [
+        i
+        for i, item in enumerate(view.items)
+        if item.role == ASSISTANT and not item.joins and (calls_at is None or i in calls_at)
+    ]

@@ -34,7 +34,7 @@ are listed in item order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ctxwin.view import TOOL, Problem, View
@@ -79,87 +79,125 @@ def generic_problems(view: View, keep: Sequence[int] | None = None) -> list[Prob
 
     One pass; an item without calls or results costs two attribute reads.
     """
-    items = view.items
-    where = view.where
-    made: dict[str, int] = {}
-    answered: dict[str, int] = {}
-    pending: dict[str, int] = {}
-    """Call id → index of the item that made it, for calls awaiting a result in this turn."""
-    open_ids: set[str] = set()
-    """Call ids made and not answered yet, whatever the turn."""
-    problems: list[Problem] = []
-    add = problems.append
-    for i in _indices(view, keep):
-        item = items[i]
-        answers = item.answers
-        if answers:
-            for call_id in answers:
-                if call_id not in made:
-                    add(
-                        Problem(
-                            i,
-                            where(i),
-                            "orphan-result",
-                            f"tool result answers call id {call_id!r}, "
-                            "which no earlier message made",
-                        )
-                    )
-                elif call_id in answered:
-                    add(
-                        Problem(
-                            i,
-                            where(i),
-                            "duplicate-result",
-                            f"call id {call_id!r} was already answered by "
-                            f"{where(answered[call_id])}",
-                        )
-                    )
-                else:
-                    answered[call_id] = i
-                pending.pop(call_id, None)
-                open_ids.discard(call_id)
-        if pending and item.role != TOOL and not item.joins:
-            # A new turn opens: every call still pending was never answered.
-            for call_id, at in pending.items():
-                add(
-                    Problem(
-                        at,
-                        where(at),
-                        "unanswered-call",
-                        f"call id {call_id!r} gets no result before {where(i)}",
-                    )
-                )
-            pending.clear()
-        calls = item.calls
-        if calls:
-            for call_id in calls:
-                if call_id in made:
-                    if call_id in open_ids:
+    scan = PairingScan(view)
+    scan.feed(_indices(view, keep))
+    problems = scan.problems
+    problems.sort(key=_index)  # stable: same-index problems keep their order
+    return problems
+
+
+def _index(p: Problem) -> int:
+    return p.index
+
+
+class PairingScan:
+    """The generic rules as one left-to-right pass that can be resumed.
+
+    :meth:`feed` reads items in order; :attr:`problems` holds what the items
+    read so far break, in the order found (not sorted). Fed ``range(i)`` and
+    then ``range(i, j)``, it finds exactly what one pass over ``range(j)``
+    finds, so the problems of every prefix of a growing transcript cost one
+    pass in all (``ctxwin.incremental``).
+    """
+
+    __slots__ = ("answered", "blocking", "made", "open_ids", "pending", "problems", "view")
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.made: dict[str, int] = {}
+        self.answered: dict[str, int] = {}
+        self.pending: dict[str, int] = {}
+        """Call id → index of the item that made it, for calls awaiting a result in this turn."""
+        self.open_ids: set[str] = set()
+        """Call ids made and not answered yet, whatever the turn."""
+        self.problems: list[Problem] = []
+        self.blocking = 0
+        """How many of :attr:`problems` are not advisory."""
+
+    def feed(self, indices: Iterable[int]) -> None:
+        """Read the items at ``indices`` (ascending, after every index already read)."""
+        view = self.view
+        items = view.items
+        where = view.where
+        made = self.made
+        answered = self.answered
+        pending = self.pending
+        open_ids = self.open_ids
+        problems = self.problems
+        add = problems.append
+        blocking = 0
+        for i in indices:
+            item = items[i]
+            answers = item.answers
+            if answers:
+                for call_id in answers:
+                    if call_id not in made:
+                        blocking += 1
                         add(
                             Problem(
                                 i,
                                 where(i),
-                                "duplicate-call-id",
-                                f"call id {call_id!r} was already made by "
-                                f"{where(made[call_id])}, which has no result yet",
+                                "orphan-result",
+                                f"tool result answers call id {call_id!r}, "
+                                "which no earlier message made",
+                            )
+                        )
+                    elif call_id in answered:
+                        add(
+                            Problem(
+                                i,
+                                where(i),
+                                "duplicate-result",
+                                f"call id {call_id!r} was already answered by "
+                                f"{where(answered[call_id])}",
                             )
                         )
                     else:
-                        add(
-                            Problem(
-                                i,
-                                where(i),
-                                "reused-call-id",
-                                f"call id {call_id!r} reuses the id of the answered call "
-                                f"in {where(made[call_id])}",
-                            )
+                        answered[call_id] = i
+                    pending.pop(call_id, None)
+                    open_ids.discard(call_id)
+            if pending and item.role != TOOL and not item.joins:
+                # A new turn opens: every call still pending was never answered.
+                for call_id, at in pending.items():
+                    add(
+                        Problem(
+                            at,
+                            where(at),
+                            "unanswered-call",
+                            f"call id {call_id!r} gets no result before {where(i)}",
                         )
-                    answered.pop(call_id, None)  # its next result answers this call
-                made[call_id] = i
-                pending[call_id] = i
-                open_ids.add(call_id)
-    problems.sort(key=lambda p: p.index)  # stable: same-index problems keep their order
-    return problems
+                    )
+                pending.clear()
+            calls = item.calls
+            if calls:
+                for call_id in calls:
+                    if call_id in made:
+                        if call_id in open_ids:
+                            blocking += 1
+                            add(
+                                Problem(
+                                    i,
+                                    where(i),
+                                    "duplicate-call-id",
+                                    f"call id {call_id!r} was already made by "
+                                    f"{where(made[call_id])}, which has no result yet",
+                                )
+                            )
+                        else:
+                            add(
+                                Problem(
+                                    i,
+                                    where(i),
+                                    "reused-call-id",
+                                    f"call id {call_id!r} reuses the id of the answered call "
+                                    f"in {where(made[call_id])}",
+                                )
+                            )
+                        answered.pop(call_id, None)  # its next result answers this call
+                    made[call_id] = i
+                    pending[call_id] = i
+                    open_ids.add(call_id)
+        self.blocking += blocking
 
 
 FormatRules = Callable[[View, Sequence[int]], list[Problem]]
@@ -216,6 +254,7 @@ __all__ = [
     "GENERIC_RULES",
     "PAIRING_RULES",
     "FormatRules",
+    "PairingScan",
     "blocking",
     "check",
     "generic_problems",

@@ -12,14 +12,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxwin.calibration import fit_overhead, prompt_tokens_from_usage
-from ctxwin.core import Transcript
+from ctxwin.core import Transcript, load
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.estimate import Estimator, calibrated
 from ctxwin.formats import get_adapter
+from ctxwin.incremental import Prefixes
 from ctxwin.manager import ContextWindowManager, ManagedFit
+from ctxwin.pruning import FitResult
+from ctxwin.recorded import model_messages
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings
+from ctxwin.strategy import DEFAULT_STEPS, Applied
 
 FITS = "fits"
 NEEDS_PRUNING = "needs_pruning"
@@ -70,15 +74,21 @@ def _reported(usage: Mapping[str, Any] | None) -> int | None:
 
 def _status(fitted: ManagedFit) -> str:
     """Truncated, needs pruning (turns dropped or content edited) or fits."""
-    r = fitted.result
+    return _status_of(fitted.result, fitted.applied)
+
+
+def _status_of(r: FitResult, applied: Applied) -> str:
     if r.overflow_at_floor:
         return TRUNCATED
-    return NEEDS_PRUNING if r.pruned or fitted.applied.edits else FITS
+    return NEEDS_PRUNING if r.pruned or applied.edits else FITS
 
 
 def _edited(fitted: ManagedFit) -> dict[str, int]:
     """The row keys saying what the strategy's editing steps did."""
-    a = fitted.applied
+    return _edited_by(fitted.applied)
+
+
+def _edited_by(a: Applied) -> dict[str, int]:
     return {
         "cleared_results": a.cleared_results,
         "cleared_tokens": a.cleared_tokens,
@@ -113,7 +123,18 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     if run.error is not None:
         raise InputError(run.error)
     prepared: list[tuple[Call, Transcript | None]]
-    if run.recorded is None:
+    prefixes: Prefixes | None = None
+    ends: list[int] = []
+    strategy = settings.strategy
+    if run.recorded is None and (strategy is None or strategy.steps == DEFAULT_STEPS):
+        # One reading of the transcript; call k fits the prefix before its model
+        # message, incrementally (ctxwin.incremental), so n calls cost O(n), not O(n²).
+        t = load(run.body, run.format_for(settings.fmt), estimator)
+        prefixes = Prefixes(t.view, estimator, t.adapter.problems)
+        ends = model_messages(t.view, run.calls_at)
+        usage_at = run.usage_at
+        prepared = [(Call(None, usage_at.get(i), t.view.where(i)), None) for i in ends]
+    elif run.recorded is None:
         prepared = list(
             prepared_calls(
                 run.body, run.usage_at, estimator, run.format_for(settings.fmt), run.calls_at
@@ -136,26 +157,31 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             manager.observe(prev[0], raw_tokens=prev[1])
         reported = _reported(call.usage)
         row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}
+        applied = Applied()
         try:
-            if transcript is None:
-                fitted = manager.evaluate(call.request)
+            if prefixes is not None:
+                messages = ends[k - 1]
+                r, b = manager.evaluate_prefix(prefixes, messages)
             else:
-                fitted = manager.evaluate_transcript(transcript)
+                if transcript is None:
+                    fitted = manager.evaluate(call.request)
+                else:
+                    fitted = manager.evaluate_transcript(transcript)
+                r, b, applied = fitted.result, fitted.budget, fitted.applied
+                messages = len(fitted.transcript.view.items)
         except CtxwinError as exc:
             row.update(status=INVALID, reported_tokens=reported, error=str(exc))
             rows.append(row)
             prev = (None, 0)  # nothing to learn from it; keep what was learned
             continue
-        r = fitted.result
-        b = fitted.budget
-        status = _status(fitted)
-        if (r.pruned or fitted.applied.edits) and first_pruned is None:
+        status = _status_of(r, applied)
+        if (r.pruned or applied.edits) and first_pruned is None:
             first_pruned = k
         if r.overflow_at_floor and first_truncated is None:
             first_truncated = k
         row.update(
             status=status,
-            messages=len(fitted.transcript.view.items),
+            messages=messages,
             reported_tokens=reported,
             raw_tokens=r.raw_tokens,
             estimated_tokens=r.estimated_tokens,
@@ -165,7 +191,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             dropped_turns=r.dropped_turns,
             kept_turns=r.kept_turns,
             estimated_tokens_after=r.estimated_tokens_after,
-            **_edited(fitted),
+            **_edited_by(applied),
             under_estimate=reported is not None and r.estimated_tokens < reported,
             model=b.spec.name,
             overhead=r.overhead,

@@ -91,6 +91,8 @@ def _is_anthropic_block(block: Any) -> bool:
 class Anthropic:
     name = "anthropic"
     items_key = "messages"
+    local_rules = True
+    """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = (
         'Anthropic Messages body {"messages": [...]} with a top-level "system" or '
         "content blocks (tool_use, tool_result, image, thinking, ...)"

@@ -63,6 +63,8 @@ def _get(obj: dict[str, Any], camel: str, snake: str) -> tuple[str, Any]:
 class Gemini:
     name = "gemini"
     items_key = "contents"
+    local_rules = True
+    """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = 'Google Gemini generateContent body {"contents": [{"role", "parts"}, ...]}'
 
     def detect(self, body: Any) -> bool:

@@ -62,6 +62,10 @@ MEDIA_PART_TOKENS = 1105
 class OpenAIChat:
     name = "openai-chat"
     items_key = "messages"
+    local_rules = True
+    """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
+    format_rules = False
+    """``problems`` never finds anything: Chat Completions has no rules beyond pairing."""
     description = 'OpenAI Chat Completions body {"messages": [...]} or a bare messages array'
 
     def detect(self, body: Any) -> bool:

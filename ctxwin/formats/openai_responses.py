@@ -89,6 +89,8 @@ class ResponsesView(View):
 class OpenAIResponses:
     name = "openai-responses"
     items_key = "input"
+    local_rules = True
+    """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = 'OpenAI Responses body {"input": "..." | [...], "instructions": ...}'
 
     def detect(self, body: Any) -> bool:

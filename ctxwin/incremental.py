@@ -1,0 +1,380 @@
+"""Fit every prefix of a growing transcript at O(new items) each.
+
+An agent run is one transcript that grows: call ``k`` sends the messages
+before the ``k``-th model message. Fitting each request from scratch
+(:func:`ctxwin.pruning.fit`) re-reads the whole transcript every call, so a
+run of ``n`` calls costs O(n²). :class:`Prefixes` keeps what a fit needs as
+running state over one growing item list and answers, for the prefix of the
+first ``i`` items, exactly the :class:`~ctxwin.pruning.FitResult` (or the
+:class:`~ctxwin.errors.PairingError`) that ``fit`` gives on a view of those
+items:
+
+* per-slot prefix sums of the items' cost vectors (the estimate of any
+  prefix, and of any prefix with a run of oldest units cut out, is O(width));
+* the segmentation (head, turns, drop units), extended item by item
+  (:class:`Segmenter`): a later result that answers an earlier call merges
+  units, which only ever removes the newest unit boundaries;
+* the generic rules as one resumable pass (:class:`~ctxwin.rules.PairingScan`);
+* the format's own rules, when the adapter declares them local
+  (``local_rules``: a problem at item ``j`` depends on items ``j - 1 .. j + 1``
+  only, and on whether ``j`` is the last item), one window per item;
+* which items share a call id with an item in another place: a Fenwick tree
+  counts, for every boundary, the call ids whose occurrences span it, so the
+  pruner's "do the dropped items share ids with the kept ones" test is
+  O(log n) (when it may be true, the exact test runs).
+
+The prefix asked for must not shrink between calls (``fit(i)`` after
+``fit(j)`` needs ``i >= j``); items are only ever appended.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ctxwin.estimate import Estimator
+from ctxwin.pruning import (
+    FitResult,
+    Rules,
+    Scale,
+    Segments,
+    _shares_ids,
+    fewest_units,
+    guard,
+    passed,
+    pruned,
+    refuse,
+)
+from ctxwin.rules import PairingScan, check
+from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
+
+
+class Segmenter:
+    """:func:`ctxwin.pruning.segment` of ``items[:n]``, for a growing ``n``."""
+
+    __slots__ = (
+        "_calls",
+        "_h",
+        "_owner",
+        "_reach",
+        "_scanned",
+        "_user",
+        "head_end",
+        "items",
+        "n",
+        "turn_starts",
+        "unit_starts",
+    )
+
+    def __init__(self, items: Sequence[Item]) -> None:
+        self.items = items
+        self.n = 0
+        self._user = False
+        """Whether a user item has been read (the head then runs through the first)."""
+        self._h = 0
+        """The head before its extension: leading system items, through the first user."""
+        self._calls: set[str] = set()
+        self._scanned = 0
+        self.head_end = 0
+        self._restart()
+
+    def _restart(self) -> None:
+        self.turn_starts: list[int] = []
+        self.unit_starts: list[int] = []
+        self._owner: dict[str, int] = {}
+        self._reach: list[int] = []
+
+    def advance(self, n: int) -> None:
+        """Read the items up to ``n`` (``n >= self.n``)."""
+        items = self.items
+        old_head = self.head_end
+        turns_from = self.n
+        for i in range(self.n, n):
+            role = items[i].role
+            if not self._user and (role == USER or (role == SYSTEM and i == self._h)):
+                self._user = role == USER
+                self._h = i + 1
+                self._calls = {c for item in items[: self._h] for c in item.calls}
+                self.head_end = self._h
+                self._scanned = self._h
+        self.n = n
+        calls = self._calls
+        if calls:
+            end = self.head_end
+            for j in range(self._scanned, n):
+                if any(c in calls for c in items[j].answers):
+                    for item in items[end : j + 1]:
+                        calls.update(item.calls)
+                    end = j + 1
+            self.head_end = end
+        self._scanned = n
+        if self.head_end != old_head:
+            self._restart()
+            turns_from = self.head_end
+        self._turns(max(turns_from, self.head_end), n)
+
+    def _turns(self, start: int, n: int) -> None:
+        items = self.items
+        turn_starts = self.turn_starts
+        unit_starts = self.unit_starts
+        owner = self._owner
+        reach = self._reach
+        turn = len(turn_starts) - 1
+        for i in range(start, n):
+            item = items[i]
+            if turn < 0 or (item.role == ASSISTANT and not item.joins):
+                turn += 1
+                turn_starts.append(i)
+                reach.append(turn)
+                unit_starts.append(turn)
+            for call_id in item.calls:
+                owner[call_id] = turn
+            for call_id in item.answers:
+                made_in = owner.get(call_id)
+                if made_in is not None and made_in < turn and reach[made_in] < turn:
+                    reach[made_in] = turn
+                    while unit_starts[-1] > made_in:  # the units in between merge
+                        unit_starts.pop()
+
+    def segments(self) -> Segments:
+        """The segmentation of the items read so far (a snapshot)."""
+        return Segments(self.head_end, list(self.turn_starts), list(self.unit_starts))
+
+
+class _Cover:
+    """A Fenwick tree over item boundaries: how many call ids span each boundary."""
+
+    __slots__ = ("first", "last", "tree")
+
+    def __init__(self) -> None:
+        self.tree: list[int] = [0]
+        self.first: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+
+    def grow(self, n: int) -> None:
+        """Make room for boundaries up to ``n``."""
+        tree = self.tree
+        while len(tree) <= n + 1:
+            i = len(tree)
+            # a new node covers (i - lowbit(i), i]: copy the sums it must hold
+            low = i & -i
+            total = 0
+            j = i - 1
+            while j > i - low:
+                total += tree[j]
+                j -= j & -j
+            tree.append(total)
+
+    def _add(self, pos: int, delta: int) -> None:
+        tree = self.tree
+        size = len(tree)
+        i = pos + 1
+        while i < size:
+            tree[i] += delta
+            i += i & -i
+
+    def add(self, call_id: str, at: int) -> None:
+        """Item ``at`` names ``call_id``: the id now spans the boundaries up to ``at``."""
+        last = self.last.get(call_id)
+        if last is None:
+            self.first[call_id] = at
+        elif at > last:
+            # boundaries b with last < b <= at are spanned once more
+            self._add(last + 1, 1)
+            self._add(at + 1, -1)
+        self.last[call_id] = max(at, last or at)
+
+    def spanned(self, boundary: int) -> bool:
+        """Whether some id is named both before ``boundary`` and at or after it."""
+        tree = self.tree
+        i = min(boundary + 1, len(tree) - 1)
+        total = 0
+        while i > 0:
+            total += tree[i]
+            i -= i & -i
+        return total > 0
+
+
+class Prefixes:
+    """Fits of the growing prefixes of ``view``'s items (see the module docstring).
+
+    ``view.items`` may grow between calls (append only); ``fit(i)`` answers
+    for a view of ``view.items[:i]`` with ``view``'s base, model and notes.
+    """
+
+    def __init__(self, view: View, estimator: Estimator, rules: Rules | None = None) -> None:
+        self.view = view
+        self.estimator = estimator
+        adapter = getattr(rules, "__self__", None)
+        if getattr(adapter, "format_rules", True) is False:
+            rules = None  # the adapter's rules never find anything
+        self.rules = rules
+        self.local_rules = rules is not None and bool(getattr(adapter, "local_rules", False))
+        width = len(view.base)
+        self.n = 0
+        self.prefix: list[list[int]] = [[0] for _ in range(width)]
+        self.seg = Segmenter(view.items)
+        self.scan = PairingScan(view)
+        self.cover = _Cover()
+        self.stable: list[Problem] = []
+        """Format problems at items that are not the last one read (they no longer change)."""
+        self._stable_index: list[int] = []
+        self._near = 0
+        """The units the last fit dropped: where the next search starts."""
+
+    def advance(self, n: int) -> None:
+        """Read items up to ``n``."""
+        if n < self.n:
+            raise ValueError(f"prefixes only grow: asked for {n} after {self.n}")
+        if n == self.n:
+            return
+        items = self.view.items
+        start = self.n
+        for k, column in enumerate(self.prefix):
+            running = column[-1]
+            for item in items[start:n]:
+                running += item.cost[k]
+                column.append(running)
+        cover = self.cover
+        cover.grow(n)
+        for i in range(start, n):
+            item = items[i]
+            for call_id in item.calls:
+                cover.add(call_id, i)
+            for call_id in item.answers:
+                cover.add(call_id, i)
+        self.seg.advance(n)
+        self.scan.feed(range(start, n))
+        if self.local_rules and self.rules is not None:
+            # item j's problems are final once item j + 1 exists
+            for j in range(max(0, start - 1), n - 1):
+                window = [j, j + 1] if j == 0 else [j - 1, j, j + 1]
+                for p in self.rules(self.view, window):
+                    if p.index == j:
+                        self.stable.append(p)
+                        self._stable_index.append(j)
+        self.n = n
+
+    def total(self, i: int) -> list[int]:
+        """The summed cost vector of a request holding ``items[:i]``."""
+        return [b + column[i] for b, column in zip(self.view.base, self.prefix, strict=True)]
+
+    def raw(self, i: int) -> int:
+        """Uncalibrated estimate of a request holding ``items[:i]``."""
+        return self.estimator.raw(self.total(i))
+
+    def problems(self, i: int) -> list[Problem]:
+        """``check`` on ``items[:i]``: the format's rules, then the generic ones, by item."""
+        view = self._view_for(i)
+        rules = self.rules
+        generic = list(self.scan.problems)
+        found: list[Problem]
+        if rules is None:
+            found = generic
+        elif self.local_rules:
+            found = self.local_problems([(0, i)] if i else []) + generic
+        else:
+            found = rules(view, range(i)) + generic
+        found.sort(key=_index)
+        return found
+
+    def local_problems(self, spans: list[tuple[int, int]]) -> list[Problem]:
+        """The format's problems on the items kept in ``spans`` (ascending, disjoint,
+        not touching, each ``(start, end)`` non-empty, within the items read), for
+        rules declared local: an item inside a span whose neighbours are kept too
+        has the problems found when it was read (:attr:`stable`); the items at the
+        edges of the spans are checked in a window of their kept neighbours."""
+        rules = self.rules
+        if rules is None:
+            return []
+        view = self.view
+        index = self._stable_index
+        stable = self.stable
+        out: list[Problem] = []
+        last_span = len(spans) - 1
+        for s, (a, b) in enumerate(spans):
+            before = [spans[s - 1][1] - 1] if s else []
+            after = [spans[s + 1][0]] if s < last_span else []
+            inner_from = a
+            if not (s == 0 and a == 0 and b - a > 1):  # the span's first item is an edge
+                window = [*before, a, a + 1] if b - a > 1 else [*before, a, *after]
+                out += [p for p in rules(view, window) if p.index == a]
+                inner_from = a + 1
+            if b - 1 > inner_from:
+                out += stable[bisect_left(index, inner_from) : bisect_left(index, b - 1)]
+            if b - 1 >= inner_from:  # the span's last item: an edge
+                window = [b - 2, b - 1, *after] if b - 1 > a else [*before, b - 1, *after]
+                out += [p for p in rules(view, window) if p.index == b - 1]
+        return out
+
+    def fit(
+        self,
+        i: int,
+        budget: int,
+        calibration: float,
+        *,
+        overhead: int = 0,
+        floor: int | None = None,
+    ) -> FitResult:
+        """What :func:`ctxwin.pruning.fit` gives on a view of ``items[:i]``."""
+        self.advance(i)
+        estimator = self.estimator
+        total = self.total(i)
+        raw = estimator.raw(total)
+        scale = Scale(calibration, overhead, floor)
+        estimate = scale.estimate(raw)
+        seg = self.seg
+        if budget <= 0 or estimate <= budget:
+            return passed(i, estimate, budget, scale, len(seg.turn_starts), raw)
+        rules = self.rules
+        problems = self.problems(i)
+        refuse(problems)
+        start = seg.head_end
+        turns = seg.turn_starts
+        units = seg.unit_starts
+        prefix = self.prefix
+
+        def after(k: int) -> int:
+            c = turns[units[k]] if k else start
+            return estimator.raw([t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)])
+
+        k = fewest_units(max(1, len(units)), after, scale.raw_limit(budget), self._near)
+        self._near = k
+        cut = turns[units[k]] if k else start
+        if cut > start:
+            view = self._view_for(i)
+            cover = self.cover
+            if (cover.spanned(start) or cover.spanned(cut)) and _shares_ids(
+                view.items[:i], start, cut
+            ):
+                found = check(view, rules, [*range(start), *range(cut, i)])
+            elif rules is None:
+                found = []
+            elif self.local_rules:
+                found = self.local_problems([(0, start), (cut, i)] if start else [(cut, i)])
+            else:
+                found = rules(view, [*range(start), *range(cut, i)])
+            guard(found, problems)
+        after_k = scale.estimate(after(k))
+        return pruned(self.segments(), k, i, after_k, estimate, budget, scale, raw, problems)
+
+    def segments(self) -> Segments:
+        seg = self.seg
+        return Segments(seg.head_end, seg.turn_starts, seg.unit_starts)
+
+    def _view_for(self, i: int) -> View:
+        """The view to check rules on: the whole one when the rules are local (they
+        read only the kept items), else a view of exactly ``items[:i]``."""
+        if self.local_rules or self.rules is None or i == len(self.view.items):
+            return self.view
+        return self.view_of(i)
+
+    def view_of(self, i: int) -> View:
+        """A view of ``items[:i]`` (for code that needs one; the fit does not)."""
+        view = self.view
+        return replace(view, items=view.items[:i], notes=list(view.notes))
+
+
+def _index(p: Problem) -> int:
+    return p.index
