@@ -32,8 +32,15 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import replace
+from operator import is_
+from typing import Any
 
+from ctxwin.core import Transcript, load
+from ctxwin.errors import CtxwinError
 from ctxwin.estimate import Estimator
+from ctxwin.formats import AUTO, get_adapter
+from ctxwin.formats._util import replace_key
+from ctxwin.formats.base import Adapter
 from ctxwin.pruning import (
     FitResult,
     Rules,
@@ -143,56 +150,60 @@ class Segmenter:
 
 
 class _Cover:
-    """A Fenwick tree over item boundaries: how many call ids span each boundary."""
+    """How many call ids span each item boundary (some item before it and some item
+    at or after it name the id).
 
-    __slots__ = ("first", "last", "tree")
+    An id's span only grows at its end as items are read, so each occurrence adds
+    one range to a difference array; :meth:`spanned` keeps a running sum per
+    cursor, moved to the boundary asked about, and the pruner asks about the same
+    boundaries call after call (the head's end, and a cut that moves a little):
+    O(1) per occurrence, O(distance moved) per question.
+    """
+
+    __slots__ = ("cursors", "diff", "last")
 
     def __init__(self) -> None:
-        self.tree: list[int] = [0]
-        self.first: dict[str, int] = {}
+        self.diff: list[int] = [0]
         self.last: dict[str, int] = {}
+        self.cursors: list[list[int]] = [[0, 0], [0, 0]]
+        """``[position, sum of diff[0 .. position]]``, one per boundary being followed."""
 
     def grow(self, n: int) -> None:
         """Make room for boundaries up to ``n``."""
-        tree = self.tree
-        while len(tree) <= n + 1:
-            i = len(tree)
-            # a new node covers (i - lowbit(i), i]: copy the sums it must hold
-            low = i & -i
-            total = 0
-            j = i - 1
-            while j > i - low:
-                total += tree[j]
-                j -= j & -j
-            tree.append(total)
+        diff = self.diff
+        if len(diff) <= n + 1:
+            diff.extend([0] * (n + 2 - len(diff)))
 
     def _add(self, pos: int, delta: int) -> None:
-        tree = self.tree
-        size = len(tree)
-        i = pos + 1
-        while i < size:
-            tree[i] += delta
-            i += i & -i
+        self.diff[pos] += delta
+        for cursor in self.cursors:
+            if pos <= cursor[0]:
+                cursor[1] += delta
 
     def add(self, call_id: str, at: int) -> None:
         """Item ``at`` names ``call_id``: the id now spans the boundaries up to ``at``."""
         last = self.last.get(call_id)
-        if last is None:
-            self.first[call_id] = at
-        elif at > last:
+        if last is not None and at > last:
             # boundaries b with last < b <= at are spanned once more
             self._add(last + 1, 1)
             self._add(at + 1, -1)
-        self.last[call_id] = max(at, last or at)
+        if last is None or at > last:
+            self.last[call_id] = at
 
-    def spanned(self, boundary: int) -> bool:
-        """Whether some id is named both before ``boundary`` and at or after it."""
-        tree = self.tree
-        i = min(boundary + 1, len(tree) - 1)
-        total = 0
-        while i > 0:
-            total += tree[i]
-            i -= i & -i
+    def spanned(self, boundary: int, which: int) -> bool:
+        """Whether some id is named both before ``boundary`` and at or after it
+        (``which`` names the cursor to move: 0 for the head's end, 1 for the cut)."""
+        cursor = self.cursors[which]
+        pos, total = cursor
+        diff = self.diff
+        while pos < boundary:
+            pos += 1
+            total += diff[pos]
+        while pos > boundary:
+            total -= diff[pos]
+            pos -= 1
+        cursor[0] = pos
+        cursor[1] = total
         return total > 0
 
 
@@ -263,6 +274,16 @@ class Prefixes:
     def raw(self, i: int) -> int:
         """Uncalibrated estimate of a request holding ``items[:i]``."""
         return self.estimator.raw(self.total(i))
+
+    def raw_kept(self, result: FitResult) -> int:
+        """Uncalibrated estimate of what ``result`` (a fit of a prefix) keeps."""
+        start, cut, i = result.head, result.cut, result.items
+        return self.estimator.raw(
+            [
+                b + column[i] - column[cut] + column[start]
+                for b, column in zip(self.view.base, self.prefix, strict=True)
+            ]
+        )
 
     def problems(self, i: int) -> list[Problem]:
         """``check`` on ``items[:i]``: the format's rules, then the generic ones, by item."""
@@ -345,7 +366,7 @@ class Prefixes:
         if cut > start:
             view = self._view_for(i)
             cover = self.cover
-            if (cover.spanned(start) or cover.spanned(cut)) and _shares_ids(
+            if (cover.spanned(start, 0) or cover.spanned(cut, 1)) and _shares_ids(
                 view.items[:i], start, cut
             ):
                 found = check(view, rules, [*range(start), *range(cut, i)])
@@ -378,3 +399,107 @@ class Prefixes:
 
 def _index(p: Problem) -> int:
     return p.index
+
+
+class Reader:
+    """Reads the requests of one agent loop, estimating only the messages that are new.
+
+    A request whose message list starts with the very objects (``is``) of the
+    previous request's list, or of the list the previous fit kept, and whose
+    other fields are equal, reuses their items: only the new messages are read.
+    Anything else is read whole. The adapter must say a message reads the same
+    alone as in its list (``reads_alone``); a read that fails, adds notes or
+    changes the request's base cost is redone whole, so the result is always
+    what reading the whole request gives. Messages already sent must not be
+    changed in place (build new ones; every SDK's message objects are
+    replaced, not edited).
+    """
+
+    def __init__(self, estimator: Estimator, fmt: str = AUTO) -> None:
+        self.estimator = estimator
+        self.fmt = fmt
+        self._adapter: Adapter | None = None
+        self._rest: Any = None
+        self._messages: list[Any] = []
+        self._kept: list[Any] = []
+        self._keep: list[int] = []
+        self._view: View | None = None
+        self._prefixes: Prefixes | None = None
+        self.messages_read = 0
+        """How many messages this reader has estimated (each new one once, when it can)."""
+
+    def read(self, body: Any) -> tuple[Transcript, Prefixes]:
+        """The request read (its view holds exactly its items) and the prefixes to fit
+        it with (``prefixes.fit(len(transcript.view.items), ...)``)."""
+        adapter = get_adapter(body, self.fmt)
+        if isinstance(body, dict):
+            messages = body.get(adapter.items_key)
+            rest: Any = {k: v for k, v in body.items() if k != adapter.items_key}
+        else:
+            messages, rest = body, None
+        prefixes = None
+        if (
+            isinstance(messages, list)
+            and adapter is self._adapter
+            and getattr(adapter, "reads_alone", None) is not None
+            and rest == self._rest
+        ):
+            prefixes = self._extend(body, adapter, messages)
+        if prefixes is None:
+            t = load(body, self.fmt, self.estimator)
+            self.messages_read += len(t.view.items)
+            view = replace(t.view, items=list(t.view.items), notes=list(t.view.notes))
+            prefixes = Prefixes(view, self.estimator, adapter.problems)
+        self._adapter = adapter
+        self._rest = rest
+        self._messages = list(messages) if isinstance(messages, list) else []
+        self._kept = []
+        self._view = prefixes.view
+        self._prefixes = prefixes
+        n = len(prefixes.view.items)
+        view = prefixes.view
+        snapshot = replace(view, items=view.items[:n], notes=list(view.notes))
+        return Transcript(body, adapter, snapshot, self.estimator), prefixes
+
+    def sent(self, messages: list[Any], keep: list[int]) -> None:
+        """The last request was sent with only ``messages`` (its items at ``keep``)."""
+        self._kept = messages
+        self._keep = keep
+
+    def _extend(self, body: Any, adapter: Adapter, messages: list[Any]) -> Prefixes | None:
+        view = self._view
+        prefixes = self._prefixes
+        if view is None or prefixes is None:
+            return None
+        old = self._messages
+        kept = self._kept
+        if len(messages) >= len(old) and all(map(is_, old, messages)):
+            start = len(old)
+            items = None
+        elif kept and len(messages) >= len(kept) and all(map(is_, kept, messages)):
+            start = len(kept)
+            items = [view.items[k] for k in self._keep]
+        else:
+            return None
+        new = messages[start:]
+        reads_alone = adapter.reads_alone  # type: ignore[attr-defined]
+        if not all(map(reads_alone, new)):
+            return None
+        if new:
+            sub = replace_key(body, adapter.items_key, new) if isinstance(body, dict) else new
+            try:
+                part = adapter.read(sub, self.estimator)
+            except CtxwinError:
+                return None
+            if part.notes or view.notes or part.base != view.base or type(part) is not View:
+                return None
+            added = part.items
+            self.messages_read += len(added)
+        else:
+            added = []
+        if items is None:
+            view.items.extend(added)
+            return prefixes
+        return Prefixes(
+            replace(view, items=items + added, notes=[]), self.estimator, adapter.problems
+        )

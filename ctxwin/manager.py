@@ -30,7 +30,15 @@ Promises:
 * a pruned request is what the caller keeps: the next request is built on
   ``sent.request``, so dropped turns stay dropped;
 * when even the floor (head + newest turn) exceeds the budget, nothing is
-  returned to send: :class:`~ctxwin.errors.ContextTruncated` carries the fit.
+  returned to send: :class:`~ctxwin.errors.ContextTruncated` carries the fit;
+* a request that extends the previous one (the same message objects first,
+  either the whole history or what the last fit kept, and the other fields
+  equal) is read incrementally: only its new messages are estimated, and the
+  fit reuses the running sums, segmentation and rule checks of the last one
+  (``ctxwin.incremental``), so an N-call loop costs O(total messages). The
+  result is exactly what reading the whole request gives; pass
+  ``incremental=False`` to read every request whole. Messages already sent must
+  not be edited in place.
 """
 
 from __future__ import annotations
@@ -44,10 +52,10 @@ from ctxwin.calibration import OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.core import Transcript, budget_for, load, plan
 from ctxwin.errors import ContextTruncated
 from ctxwin.estimate import Estimator, default_calibration
-from ctxwin.incremental import Prefixes
+from ctxwin.incremental import Prefixes, Reader
 from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
-from ctxwin.strategy import Applied
+from ctxwin.strategy import DEFAULT_STEPS, Applied
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +142,7 @@ class ContextWindowManager:
         *,
         calibration_seed: float | None = None,
         learn_overhead: bool = False,
+        incremental: bool = True,
         **changes: Any,
     ) -> None:
         """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
@@ -158,6 +167,9 @@ class ContextWindowManager:
         self._learner: OverheadLearner | None = None
         self._sent_raw: int | None = None
         self._budget: tuple[tuple[str | None, int | None], Budget] | None = None
+        self.incremental = incremental
+        """Read only the messages new since the last request (see :class:`Reader`)."""
+        self._reader = Reader(self.estimator, self.fmt)
 
     @property
     def calibration(self) -> float:
@@ -175,6 +187,12 @@ class ContextWindowManager:
         """Tokens usage proved every request costs beyond its estimate (0 unless
         ``learn_overhead``); never shrinks within a run."""
         return self._learner.overhead if self._learner is not None else 0
+
+    @property
+    def messages_read(self) -> int:
+        """How many messages this manager has estimated: each new one once, when the
+        next request extends the last one (see ``ctxwin.incremental.Reader``)."""
+        return self._reader.messages_read
 
     def reset(self) -> None:
         """Start a new run: calibration back to the seed, no overhead, no previous send."""
@@ -209,7 +227,23 @@ class ContextWindowManager:
         ``result.overflow_at_floor`` says so. Raises
         :class:`~ctxwin.errors.InputError` for a body it cannot read.
         """
-        return self.evaluate_transcript(load(request, self.fmt, self.estimator))
+        strategy = self.settings.strategy
+        if not self.incremental or (strategy is not None and strategy.steps != DEFAULT_STEPS):
+            # a strategy that edits content reads each request whole
+            return self.evaluate_transcript(load(request, self.fmt, self.estimator))
+        transcript, prefixes = self._reader.read(request)
+        n = len(transcript.view.items)
+        result, budget = self.evaluate_prefix(prefixes, n)
+        if result.pruned:
+            raw_sent = prefixes.raw_kept(result)
+            sent = transcript.write(result.keep)
+            items = sent if isinstance(sent, list) else sent.get(transcript.adapter.items_key)
+            if isinstance(items, list):
+                self._reader.sent(items, result.keep)
+        else:
+            raw_sent = result.raw_tokens
+            sent = request
+        return ManagedFit(sent, result, budget, transcript, raw_sent)
 
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
         """:meth:`evaluate` for a request that is already read."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,15 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwin.core import load
-from ctxwin.errors import PairingError
+from ctxwin.errors import CtxwinError, PairingError
 from ctxwin.estimate import SeedEstimator
 from ctxwin.formats.anthropic import Anthropic
 from ctxwin.formats.openai_chat import OpenAIChat
 from ctxwin.formats.openai_responses import OpenAIResponses, ResponsesView
-from ctxwin.incremental import Prefixes, Segmenter
+from ctxwin.incremental import Prefixes, Segmenter, _Cover
+from ctxwin.manager import ContextWindowManager
 from ctxwin.pruning import Rules, fit, segment
 from ctxwin.runs import Run, calls_from_transcript, read_runs
-from ctxwin.simulate import Options, replay_run
+from ctxwin.settings import Settings
+from ctxwin.simulate import replay_run
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, View
 from tests.strategies import transcripts
 
@@ -65,6 +68,15 @@ def check_all_prefixes(
         assert incremental_outcome(p, i, budget, calibration) == outcome(
             sub, budget, calibration, rules
         ), i
+
+
+def same_replay(transcript: dict[str, Any], calls: dict[str, Any]) -> bool:
+    """Two replay reports agree, but for what only a transcript run reports (the
+    request the session would send next) and the run's shape."""
+    skip = {"next_request", "shape"}
+    return {k: v for k, v in transcript.items() if k not in skip} == {
+        k: v for k, v in calls.items() if k not in skip
+    }
 
 
 PLAN = st.tuples(
@@ -141,21 +153,22 @@ def test_prefixes_only_grow() -> None:
     transcripts(max_steps=40),
     st.integers(1200, 6000),
     st.lists(st.integers(0, 3000), max_size=20),
+    st.booleans(),
 )
 def test_replay_of_a_transcript_equals_replay_of_its_calls(
-    messages: list[Any], context_length: int, reported: list[int]
+    messages: list[Any], context_length: int, reported: list[int], learn: bool
 ) -> None:
     """``replay`` fits a transcript's calls incrementally; replaying the same calls as
     recorded request bodies (each read and fitted from scratch) gives the same rows."""
     view = load(messages, estimator=EST).view
     model_at = [i for i, item in enumerate(view.items) if item.role == ASSISTANT]
-    usage_at = {i: {"prompt_tokens": n} for i, n in zip(model_at, reported, strict=False)}
+    usage_at: dict[int, Mapping[str, Any]] = {
+        i: {"prompt_tokens": n} for i, n in zip(model_at, reported, strict=False)
+    }
     run = Run("r", "chat", body={"messages": messages}, usage_at=usage_at)
     recorded = Run("r", "chat", recorded=calls_from_transcript(run.body, usage_at))
-    options = Options(context_length=context_length, estimator=EST.name)
-    incremental = replay_run(run, options)
-    scratch = replay_run(recorded, options)
-    assert incremental == scratch
+    options = Settings(context_length=context_length, estimator=EST.name)
+    assert same_replay(replay_run(run, options, learn), replay_run(recorded, options, learn))
 
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
@@ -172,5 +185,142 @@ def test_replay_of_recorded_transcripts_equals_replay_of_their_calls(
 ) -> None:
     for run in read_runs((CORPUS / name).read_bytes()):
         recorded = Run(run.name, run.shape, recorded=run.calls())
-        options = Options(context_length=context_length)
-        assert replay_run(run, options) == replay_run(recorded, options)
+        options = Settings(context_length=context_length)
+        assert same_replay(replay_run(run, options), replay_run(recorded, options))
+
+
+# the manager: a live loop reads only the new messages -----------------------------------
+
+
+def to_anthropic(messages: list[Any]) -> tuple[str, list[Any]]:
+    """Chat messages as Anthropic ones (one for one; the system text goes apart)."""
+    system = ""
+    out: list[Any] = []
+    for m in messages:
+        if m["role"] in ("system", "developer"):
+            system += str(m["content"])
+        elif m["role"] == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": m["tool_call_id"],
+                "content": m["content"],
+            }
+            out.append({"role": "user", "content": [block]})
+        elif m["role"] == "assistant":
+            blocks: list[Any] = [{"type": "text", "text": m["content"] or "."}]
+            for call in m.get("tool_calls", ()):
+                blocks.append({"type": "tool_use", "id": call["id"], "name": "f", "input": {}})
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append({"role": "user", "content": m["content"] or "."})
+    return system, out
+
+
+def attempt(manager: ContextWindowManager, request: Any, usage: Any) -> Any:
+    try:
+        fitted = manager.fit(request, last_usage=usage)
+    except CtxwinError as exc:
+        return type(exc).__name__, str(exc), None, None, None, None
+    view = fitted.transcript.view
+    return fitted.result, fitted.budget, fitted.raw_tokens_sent, fitted.request, view, fitted
+
+
+LOOP = st.lists(
+    st.tuples(
+        st.integers(0, 4), st.sampled_from(["history", "sent", "copy"]), st.integers(0, 5000)
+    ),
+    max_size=14,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(transcripts(max_steps=40), st.integers(900, 6000), LOOP, st.booleans(), st.booleans())
+def test_manager_loop_equals_reading_every_request_whole(
+    messages: list[Any],
+    context_length: int,
+    loop: list[tuple[int, str, int]],
+    anthropic: bool,
+    tools: bool,
+) -> None:
+    """Whatever the loop sends (the growing history, the last fit's kept messages plus
+    new ones, or fresh copies), an incremental manager decides exactly what one that
+    reads every request whole decides."""
+    system = ""
+    if anthropic:
+        system, messages = to_anthropic(messages)
+    incremental = ContextWindowManager(context_length=context_length, estimator=EST)
+    scratch = ContextWindowManager(context_length=context_length, estimator=EST, incremental=False)
+    history: list[Any] = []
+    sent: list[Any] | None = None
+    pos = 0
+    usage: Any = None
+    for take, mode, reported in loop:
+        new = messages[pos : pos + take]
+        pos += take
+        if mode == "sent" and sent is not None:
+            listed = [*sent, *new]
+        elif mode == "copy":
+            listed = [dict(m) for m in [*history, *new]]
+        else:
+            listed = [*history, *new]
+        history = [*history, *new]
+        body: dict[str, Any] = {"model": "m", "messages": listed}
+        if anthropic:
+            body["system"] = system
+        if tools:
+            body["tools"] = [{"name": "f", "description": "d" * take, "input_schema": {}}]
+        got = attempt(incremental, body, usage)
+        want = attempt(scratch, body, usage)
+        assert got[:5] == want[:5]
+        if got[5] is not None:
+            sent = got[5].request["messages"]
+        usage = {"prompt_tokens": reported} if reported else None
+
+
+@pytest.mark.parametrize("build_on", ["history", "sent"])
+def test_a_loop_reads_each_message_once(build_on: str) -> None:
+    """200 calls over a growing history (pruned from call ~60 on), built on the whole
+    history or on what the last fit kept, estimate each message once: the loop costs
+    O(messages), not O(calls × messages)."""
+    manager = ContextWindowManager(context_length=3000, estimator=EST)
+    history: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    usage = None
+    pruned = 0
+    total = len(history)
+    for k in range(200):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        history = [
+            *history,
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": "x" * 200},
+        ]
+        total += 2
+        fitted = manager.fit({"model": "m", "messages": history}, last_usage=usage)
+        pruned += fitted.pruned
+        usage = {"prompt_tokens": fitted.estimated_tokens_after}
+        if build_on == "sent":
+            history = fitted.messages
+    assert pruned > 100
+    assert manager.messages_read == total
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(IDS), max_size=3), max_size=25),
+    st.lists(st.tuples(st.integers(0, 25), st.integers(0, 1)), max_size=12),
+)
+def test_cover_counts_the_ids_spanning_a_boundary(
+    named: list[list[str]], questions: list[tuple[int, int]]
+) -> None:
+    cover = _Cover()
+    cover.grow(len(named))
+    for at, ids in enumerate(named):
+        for call_id in ids:
+            cover.add(call_id, at)
+    for asked, which in questions:
+        boundary = min(asked, len(named))
+        spanning = any(
+            any(c in named[j] for j in range(boundary)) and any(c in m for m in named[boundary:])
+            for c in IDS
+        )
+        assert cover.spanned(boundary, which) == spanning, boundary

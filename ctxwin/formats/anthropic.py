@@ -303,6 +303,12 @@ class Anthropic:
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return adjacency_problems(view, keep)
 
+    def reads_alone(self, message: Any) -> bool:
+        """Every message reads the same alone as in its list (``ctxwin.incremental``):
+        what spans messages (tool search, unknown documents) shows in the base cost
+        and the notes, which the incremental reader compares."""
+        return True
+
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
         """Each ``tool_result`` block's content, and the ``thinking`` /
         ``redacted_thinking`` blocks of earlier turns (the API lets a client omit

@@ -279,6 +279,13 @@ class OpenAIChat:
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return []
 
+    def reads_alone(self, message: Any) -> bool:
+        """Whether ``message`` reads the same alone as in its list (``ctxwin.incremental``):
+        all but the legacy ``function_call`` and ``function`` messages, paired by name."""
+        return type(message) is not dict or (
+            "function_call" not in message and message.get("role") != "function"
+        )
+
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
         """Each ``tool`` (or legacy ``function``) message's content; Chat has no thinking."""
         messages = body if isinstance(body, list) else body["messages"]
