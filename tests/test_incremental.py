@@ -234,13 +234,21 @@ LOOP = st.lists(
 
 
 @settings(max_examples=80, deadline=None)
-@given(transcripts(max_steps=40), st.integers(900, 6000), LOOP, st.booleans(), st.booleans())
+@given(
+    transcripts(max_steps=40),
+    st.integers(900, 6000),
+    LOOP,
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
 def test_manager_loop_equals_reading_every_request_whole(
     messages: list[Any],
     context_length: int,
     loop: list[tuple[int, str, int]],
     anthropic: bool,
     tools: bool,
+    learn: bool,
 ) -> None:
     """Whatever the loop sends (the growing history, the last fit's kept messages plus
     new ones, or fresh copies), an incremental manager decides exactly what one that
@@ -248,8 +256,12 @@ def test_manager_loop_equals_reading_every_request_whole(
     system = ""
     if anthropic:
         system, messages = to_anthropic(messages)
-    incremental = ContextWindowManager(context_length=context_length, estimator=EST)
-    scratch = ContextWindowManager(context_length=context_length, estimator=EST, incremental=False)
+    incremental = ContextWindowManager(
+        context_length=context_length, estimator=EST, learn_overhead=learn
+    )
+    scratch = ContextWindowManager(
+        context_length=context_length, estimator=EST, learn_overhead=learn, incremental=False
+    )
     history: list[Any] = []
     sent: list[Any] | None = None
     pos = 0
