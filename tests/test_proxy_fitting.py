@@ -129,7 +129,7 @@ def test_a_pruned_body_is_what_the_library_prunes() -> None:
 @settings(max_examples=60, deadline=None)
 @given(transcripts(), st.integers(200, 4000))
 def test_forwarded_bodies_match_the_library(messages: list[Any], window: int) -> None:
-    """Promise: the proxy forwards exactly what ``ctxwin.pruning`` gives, or the original bytes."""
+    """Promise: the proxy forwards exactly what ``ctxwin.prune`` gives, or the original bytes."""
     body = {"model": "gpt-4o", "messages": messages, "max_tokens": 50}
     raw = orjson.dumps(body)
     fitted = fitter(context_length=window).fit(CHAT, raw)
