@@ -291,6 +291,177 @@ class ContentEstimator:
         return provider_framing(fmt, has_tools=has_tools)
 
 
+BOUND_CLASSES = (
+    ("vowel", b"aeiou"),
+    ("consonant", b"tnsrhldcm"),
+    ("rare letter", b"bfgjkpqvwxyz"),
+    ("upper", bytes(range(0x41, 0x5B))),
+    ("digit", bytes(range(0x30, 0x3A))),
+    ("space", b" \t"),
+    ("newline", b"\n\r\x0b\x0c"),
+    ("combining lead", b"\xcc\xcd"),
+    ("punct", b".,:;'\"()[]{}-_/="),
+    ("other ascii", bytes(range(0x80))),
+    ("continuation", bytes(range(0x80, 0xC0))),
+    ("lead2", bytes(range(0xC0, 0xE0))),
+    ("unused", b""),
+    ("lead3 E2", b"\xe2"),
+    ("lead3", bytes(range(0xE0, 0xF0))),
+    ("lead4", bytes(range(0xF0, 0x100))),
+)
+"""The 16 byte classes of :class:`BoundEstimator`, by code. A byte takes the first
+class that lists it (``other ascii`` is the rest of ASCII: other punctuation and
+control characters; ``combining lead`` is the lead byte of U+0300-U+037F)."""
+
+BOUND_BYTE_CENTS = (0, 0, 5, 68, 127, 39, 51, 0, 86, 107, 119, 0, 0, 0, 0, 0)
+"""u: what every byte of each class costs, in 1/100 token (by class code)."""
+
+BOUND_RUN_CENTS = (60, 57, 56, 68, 37, 38, 113, 36, 0, 46, 117, 23, 0, 0, 12, 0)
+"""s: what a byte costs on top of u when it starts a run of its class (the byte
+before it is of another class, or it opens the string). Between two letters the
+letter-pair price below applies instead."""
+
+BOUND_LETTER_CENTS = ((74, 0, 104), (88, 66, 0), (0, 120, 75))
+"""r[x][y]: what a lower-case letter of group y costs after one of group x
+(groups: vowel, consonant, rare letter), on top of u."""
+
+BOUND_STRING_CENTS = 200
+"""K: what every non-empty string costs on top of its bytes (2 tokens)."""
+
+
+def _bound_tables() -> tuple[bytes, bytes, bytes, bytes]:
+    """(byte → class code, pair code → price, byte → opening price, byte → tail price).
+
+    The pair code of two adjacent bytes is ``16 × class(first) + class(second)``;
+    its price is that of the second byte in the context of the first.
+    """
+    code = bytearray(256)
+    seen: set[int] = set()
+    for c, (_, members) in enumerate(BOUND_CLASSES):
+        for b in members:
+            if b not in seen:
+                seen.add(b)
+                code[b] = c
+    letters = 3
+    pair = bytearray(256)
+    for x in range(16):
+        for y in range(16):
+            price = BOUND_BYTE_CENTS[y]
+            if x < letters and y < letters:
+                price += BOUND_LETTER_CENTS[x][y]
+            elif x != y:
+                price += BOUND_RUN_CENTS[y]
+            pair[16 * x + y] = price
+    opening = bytes(BOUND_BYTE_CENTS[code[b]] + BOUND_RUN_CENTS[code[b]] for b in range(256))
+    tail = bytes(pair[16 * code[b]] for b in range(256))
+    return bytes(code), bytes(pair), opening, tail
+
+
+_BCLASS, _BPAIR, _BOPEN, _BTAIL = _bound_tables()
+_BSPAN = (_ADLER_MOD - 2) // max(_BPAIR)
+"""Longest run of pair prices whose sum Adler-32 gives exactly."""
+
+
+def _bound_cents(data: bytes) -> int:
+    """Price of UTF-8 ``data`` in 1/100 token; see :class:`BoundEstimator`.
+
+    Classes are translated to 4-bit codes; one big-integer shift-and-add puts
+    ``16 × code[i] + code[i+1]`` in byte ``i`` (no carries: each sum is at most
+    255), a second translate maps those pair codes to prices, and Adler-32 sums
+    them. The last byte's code is paired with code 0 (nothing follows it):
+    that price is taken off again.
+    """
+    n = len(data)
+    if not n:
+        return 0
+    a = int.from_bytes(data.translate(_BCLASS), "little")
+    prices = ((a << 4) + (a >> 8)).to_bytes(n, "little").translate(_BPAIR)
+    total = BOUND_STRING_CENTS + _BOPEN[data[0]] - _BTAIL[data[-1]]
+    if n <= _BSPAN:
+        return total + (adler32(prices) & 0xFFFF) - 1
+    view = memoryview(prices)
+    return total + sum((adler32(view[i : i + _BSPAN]) & 0xFFFF) - 1 for i in range(0, n, _BSPAN))
+
+
+class BoundEstimator:
+    """Upper bound on BPE tokens for text of any mix of byte classes (``--estimator bound``).
+
+    Each byte is priced by its class and the class of the byte before it, from
+    three tables in 1/100 token (:data:`BOUND_CLASSES` lists the 16 classes):
+
+    - u (:data:`BOUND_BYTE_CENTS`): every byte of the class;
+    - s (:data:`BOUND_RUN_CENTS`): once more for the byte that starts a run of
+      its class, i.e. follows a byte of another class or opens the string;
+    - r (:data:`BOUND_LETTER_CENTS`): between two lower-case letters, a price
+      per pair of letter groups (vowel, consonant, rare letter) in place of s;
+
+    plus K (:data:`BOUND_STRING_CENTS`, 2 tokens) per non-empty string. Why
+    that bounds any mixture: the four tokenizers (o200k_base, cl100k_base,
+    Llama 3, Qwen 3) first split text into pieces at class changes (letters,
+    digit groups, punctuation runs, whitespace) and never merge a token across
+    those pieces; merging bytes only lowers a count. So a text's tokens are at
+    most the sum over its runs, and a run costs at most one token more at its
+    start than its length × its class's rate. u and s are therefore chosen so
+    that every run of a class, of any length, alone or alternating with any
+    other class, is priced at or above the largest count of the four
+    tokenizers: the prices are the solution of a linear program whose
+    constraints are random runs of each class, random alternations of every
+    pair of classes at run lengths 1-8, random strings over unions of classes
+    (letters, alphanumerics, printable ASCII, everything), and the *fit* half
+    of the generated adversarial classes (:func:`fidelity.adversarial.split`),
+    each at 1.1 × its largest real count (the ceiling of the sum gives a short
+    string up to one token more), minimizing the estimate on the project's own
+    source and documentation. ``python -m fidelity.bound`` re-derives them.
+
+    It is a bound on what was tried, not a proof: BPE merges are not
+    guaranteed sub-additive, and a letter string whose pairs all fall in cheap
+    letter groups may tokenize worse than the random runs that set r. The
+    held-out half of the adversarial classes and a hypothesis test over
+    arbitrary mixtures of class runs check it (fidelity/results.md).
+
+    Costs are sub-additive: the price of ``a + b`` is at most the price of
+    ``a`` plus that of ``b`` (the pair price at the seam is at most K plus the
+    opening price of ``b``), so costing messages separately and adding them,
+    as the pruner does, never under-counts the whole.
+
+    Speed: two ``bytes.translate`` calls, a big-integer shift-and-add and
+    Adler-32 (:func:`_bound_cents`) — no per-character Python loop.
+    """
+
+    width = 2
+
+    def __init__(self, *, per_message: int = 3, per_tool_call: int = 3, name: str = "bound"):
+        self.name = name
+        self.per_message = per_message
+        self.per_tool_call = per_tool_call
+        self._short: dict[str, int] = {}
+
+    def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
+        if len(text) < _SHORT:
+            known = self._short.get(text)
+            if known is None:
+                known = _BOUND_UNIT * _bound_cents(text.encode("utf-8", "surrogatepass"))
+                if len(self._short) >= _SHORT_MEMO:
+                    self._short.clear()
+                self._short[text] = known
+            cost[1] += known
+            return
+        cost[1] += _BOUND_UNIT * _bound_cents(text.encode("utf-8", "surrogatepass"))
+
+    def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
+        cost[1] += _BOUND_UNIT * _bound_cents(data)
+
+    def raw(self, totals: Sequence[int]) -> int:
+        return totals[0] + -(-totals[1] // SCALE)
+
+    def framing(self, fmt: str, *, has_tools: bool) -> int:
+        return provider_framing(fmt, has_tools=has_tools)
+
+
+_BOUND_UNIT = SCALE // 100
+"""Slot 1 holds :data:`SCALE` units; a cent of a token is this many."""
+
+
 ANTHROPIC_TOOL_PROMPT = TOOL_PROMPT_TOKENS["anthropic"]
 """Anthropic's hidden tool-use system prompt (see :data:`TOOL_PROMPT_TOKENS`):
 its tool-use pricing table lists 346 tokens for ``tool_choice`` auto/none and
@@ -325,7 +496,7 @@ def provider_framing(fmt: str, *, has_tools: bool) -> int:
     return tokens
 
 
-DEFAULT_CALIBRATION = {"seed": SEED_CALIBRATION, "content": 1.0}
+DEFAULT_CALIBRATION = {"seed": SEED_CALIBRATION, "content": 1.0, "bound": 1.0}
 """Calibration seed per estimator: the ADR's 1.15 for its formula, which can
 under-count; 1.0 for :class:`ContentEstimator`, whose weights already bound
 the four open tokenizer families from above (README, "Estimator fidelity")."""
@@ -353,7 +524,7 @@ def default_calibration(name: str, model: str | None = None) -> float:
     """
     if name.startswith("tokenizer:"):
         return 1.0  # exact counts; the framing is added on top
-    if name != "content":
+    if name not in ("content", "bound"):
         return DEFAULT_CALIBRATION.get(name, SEED_CALIBRATION)
     if model:
         lowered = model.lower()
@@ -371,6 +542,7 @@ def default_estimator() -> Estimator:
 ESTIMATORS: dict[str, Callable[[], Estimator]] = {
     "seed": SeedEstimator,
     "content": ContentEstimator,
+    "bound": BoundEstimator,
 }
 """Estimators selectable by name (``--estimator``)."""
 
