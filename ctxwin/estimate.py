@@ -149,6 +149,17 @@ def calibrated(raw: int, calibration: float) -> int:
     return -((-raw * numerator) // denominator)
 
 
+def new_cost(estimator: Estimator) -> list[int]:
+    """A zero cost vector for ``estimator``."""
+    return [0] * estimator.width
+
+
+def add_into(total: list[int], cost: Sequence[int]) -> None:
+    """``total += cost`` element-wise."""
+    for i, v in enumerate(cost):
+        total[i] += v
+
+
 SCALE = 10_000
 """Fixed-point unit of :class:`ContentEstimator`'s slot 1: 1/10,000 of a token."""
 
@@ -313,17 +324,27 @@ BOUND_CLASSES = (
 class that lists it (``other ascii`` is the rest of ASCII: other punctuation and
 control characters; ``combining lead`` is the lead byte of U+0300-U+037F)."""
 
-BOUND_BYTE_CENTS = (0, 0, 5, 68, 127, 39, 51, 0, 86, 107, 119, 0, 0, 0, 0, 0)
-"""u: what every byte of each class costs, in 1/100 token (by class code)."""
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 115, 0, 53, 0, 62, 111, 92, 0, 0, 0, 0, 0)
+"""u: what a byte of each class costs, in 1/100 token (by class code), unless it
+follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (60, 57, 56, 68, 37, 38, 113, 36, 0, 46, 117, 23, 0, 0, 12, 0)
+BOUND_RUN_CENTS = (96, 99, 96, 99, 20, 85, 71, 16, 27, 6, 137, 0, 0, 1, 0, 30)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
-before it is of another class, or it opens the string). Between two letters the
-letter-pair price below applies instead."""
+before it is of another class, or it opens the string)."""
 
-BOUND_LETTER_CENTS = ((74, 0, 104), (88, 66, 0), (0, 120, 75))
-"""r[x][y]: what a lower-case letter of group y costs after one of group x
-(groups: vowel, consonant, rare letter), on top of u."""
+BOUND_WORD = (0, 1, 2, 3, 5)
+"""Class codes of the *word* classes (vowel, consonant, rare letter, upper, space):
+between two of them a pair price applies in place of u and s."""
+
+BOUND_WORD_CENTS = (
+    (66, 0, 111, 144, 110),
+    (87, 64, 126, 179, 0),
+    (0, 0, 76, 196, 110),
+    (0, 0, 0, 71, 111),
+    (0, 110, 0, 0, 73),
+)
+"""w[x][y]: what a byte of word class y costs after one of word class x (by the
+order of :data:`BOUND_WORD`)."""
 
 BOUND_STRING_CENTS = 200
 """K: what every non-empty string costs on top of its bytes (2 tokens)."""
@@ -342,15 +363,14 @@ def _bound_tables() -> tuple[bytes, bytes, bytes, bytes]:
             if b not in seen:
                 seen.add(b)
                 code[b] = c
-    letters = 3
+    word = {c: i for i, c in enumerate(BOUND_WORD)}
     pair = bytearray(256)
     for x in range(16):
         for y in range(16):
-            price = BOUND_BYTE_CENTS[y]
-            if x < letters and y < letters:
-                price += BOUND_LETTER_CENTS[x][y]
-            elif x != y:
-                price += BOUND_RUN_CENTS[y]
+            if x in word and y in word:
+                price = BOUND_WORD_CENTS[word[x]][word[y]]
+            else:
+                price = BOUND_BYTE_CENTS[y] + (BOUND_RUN_CENTS[y] if x != y else 0)
             pair[16 * x + y] = price
     opening = bytes(BOUND_BYTE_CENTS[code[b]] + BOUND_RUN_CENTS[code[b]] for b in range(256))
     tail = bytes(pair[16 * code[b]] for b in range(256))
@@ -359,7 +379,29 @@ def _bound_tables() -> tuple[bytes, bytes, bytes, bytes]:
 
 _BCLASS, _BPAIR, _BOPEN, _BTAIL = _bound_tables()
 _BSPAN = (_ADLER_MOD - 2) // max(_BPAIR)
-"""Longest run of pair prices whose sum Adler-32 gives exactly."""
+"""Longest run of pair prices whose sum Adler-32 alone gives exactly."""
+
+_BCHUNK = _ADLER_MOD - 1
+"""Longest run of pair prices summed in one go: their sum is below 255 × 65,521,
+so it is fixed by its remainders modulo 65,521 (Adler-32) and 255."""
+
+_BINV = pow(_ADLER_MOD % 255, -1, 255)
+"""65,521's inverse modulo 255, to combine the two remainders."""
+
+
+def _sum_prices(prices: bytes | memoryview) -> int:
+    """The sum of the bytes of ``prices`` (at most :data:`_BCHUNK` of them), at C speed.
+
+    Adler-32's low half is one plus the sum modulo 65,521; the integer whose
+    base-256 digits are the bytes is the sum modulo 255 (256 ≡ 1); the sum
+    is below 255 × 65,521, so the two remainders fix it (Chinese remainder
+    theorem). Runs up to :data:`_BSPAN` bytes need only the first.
+    """
+    low = ((adler32(prices) & 0xFFFF) - 1) % _ADLER_MOD
+    if len(prices) <= _BSPAN:
+        return low
+    high = int.from_bytes(prices, "little") % 255
+    return low + _ADLER_MOD * (((high - low) * _BINV) % 255)
 
 
 def _bound_cents(data: bytes) -> int:
@@ -367,9 +409,9 @@ def _bound_cents(data: bytes) -> int:
 
     Classes are translated to 4-bit codes; one big-integer shift-and-add puts
     ``16 × code[i] + code[i+1]`` in byte ``i`` (no carries: each sum is at most
-    255), a second translate maps those pair codes to prices, and Adler-32 sums
-    them. The last byte's code is paired with code 0 (nothing follows it):
-    that price is taken off again.
+    255), a second translate maps those pair codes to prices, and
+    :func:`_sum_prices` adds them up. The last byte's code is paired with code
+    0 (nothing follows it): that price is taken off again.
     """
     n = len(data)
     if not n:
@@ -377,55 +419,64 @@ def _bound_cents(data: bytes) -> int:
     a = int.from_bytes(data.translate(_BCLASS), "little")
     prices = ((a << 4) + (a >> 8)).to_bytes(n, "little").translate(_BPAIR)
     total = BOUND_STRING_CENTS + _BOPEN[data[0]] - _BTAIL[data[-1]]
-    if n <= _BSPAN:
-        return total + (adler32(prices) & 0xFFFF) - 1
+    if n <= _BCHUNK:
+        return total + _sum_prices(prices)
     view = memoryview(prices)
-    return total + sum((adler32(view[i : i + _BSPAN]) & 0xFFFF) - 1 for i in range(0, n, _BSPAN))
+    return total + sum(_sum_prices(view[i : i + _BCHUNK]) for i in range(0, n, _BCHUNK))
 
 
 class BoundEstimator:
     """Upper bound on BPE tokens for text of any mix of byte classes (``--estimator bound``).
 
-    Each byte is priced by its class and the class of the byte before it, from
-    three tables in 1/100 token (:data:`BOUND_CLASSES` lists the 16 classes):
+    Each byte is priced by its class and the class of the byte before it, in
+    1/100 token (:data:`BOUND_CLASSES` lists the 16 classes):
 
-    - u (:data:`BOUND_BYTE_CENTS`): every byte of the class;
-    - s (:data:`BOUND_RUN_CENTS`): once more for the byte that starts a run of
-      its class, i.e. follows a byte of another class or opens the string;
-    - r (:data:`BOUND_LETTER_CENTS`): between two lower-case letters, a price
-      per pair of letter groups (vowel, consonant, rare letter) in place of s;
+    - between two *word* bytes (lower-case letter groups vowel / consonant /
+      rare letter, upper-case, space or tab): a price per ordered pair of
+      word classes, w (:data:`BOUND_WORD_CENTS`);
+    - otherwise u, the class's price per byte (:data:`BOUND_BYTE_CENTS`),
+      plus s (:data:`BOUND_RUN_CENTS`) when the byte starts a run of its
+      class (the byte before it is of another class, or it opens the string);
 
-    plus K (:data:`BOUND_STRING_CENTS`, 2 tokens) per non-empty string. Why
-    that bounds any mixture: the four tokenizers (o200k_base, cl100k_base,
-    Llama 3, Qwen 3) first split text into pieces at class changes (letters,
-    digit groups, punctuation runs, whitespace) and never merge a token across
-    those pieces; merging bytes only lowers a count. So a text's tokens are at
-    most the sum over its runs, and a run costs at most one token more at its
-    start than its length × its class's rate. u and s are therefore chosen so
-    that every run of a class, of any length, alone or alternating with any
-    other class, is priced at or above the largest count of the four
-    tokenizers: the prices are the solution of a linear program whose
-    constraints are random runs of each class, random alternations of every
-    pair of classes at run lengths 1-8, random strings over unions of classes
-    (letters, alphanumerics, printable ASCII, everything), and the *fit* half
-    of the generated adversarial classes (:func:`fidelity.adversarial.split`),
-    each at 1.1 × its largest real count (the ceiling of the sum gives a short
-    string up to one token more), minimizing the estimate on the project's own
-    source and documentation. ``python -m fidelity.bound`` re-derives them.
+    plus K (:data:`BOUND_STRING_CENTS`, 2 tokens) per non-empty string.
+
+    Why that bounds any mixture: the four tokenizers (o200k_base,
+    cl100k_base, Llama 3, Qwen 3) first cut text into pieces where the class
+    changes (letters, groups of digits, punctuation runs, whitespace) and
+    never make a token across a cut; merging bytes only lowers a count. So a
+    text's tokens are at most the sum over its runs, and a run costs at most
+    its class's rate × its length plus an opening token. Every price is the
+    worst case of the text it dominates: u is set by long random runs of the
+    class, s by random alternations of the class with every other class at
+    run lengths 1-8 (every run start paid), w by random alternations of every
+    pair of word classes and random strings over unions of classes (all
+    letters, alphanumerics, printable ASCII, everything); each of those, and
+    the *fit* half of the generated adversarial classes
+    (:func:`fidelity.adversarial.split`), must be priced at 1.1 × the largest
+    of the four counts or more. ``python -m fidelity.bound`` solves for the
+    cheapest such prices (a linear program, cheapest on the fit half's
+    natural-text classes — never on the recorded corpus) and checks these
+    tables.
 
     It is a bound on what was tried, not a proof: BPE merges are not
-    guaranteed sub-additive, and a letter string whose pairs all fall in cheap
-    letter groups may tokenize worse than the random runs that set r. The
-    held-out half of the adversarial classes and a hypothesis test over
-    arbitrary mixtures of class runs check it (fidelity/results.md).
+    guaranteed sub-additive, and a letter string whose pairs all fall in
+    cheap letter groups could tokenize worse than the random alternations
+    that set w. The held-out half of the adversarial classes and a hypothesis
+    test over arbitrary mixtures of class runs check it (fidelity/results.md).
+    The price of a bound is tightness: no letter-pair price can tell English
+    from a random walk over common letter pairs, which tokenizes at 0.3-0.4
+    token per letter where English takes about 0.23 (``python -m
+    fidelity.bound --walks``), so prose and code cost about twice their real
+    count (README, "Estimator fidelity").
 
     Costs are sub-additive: the price of ``a + b`` is at most the price of
-    ``a`` plus that of ``b`` (the pair price at the seam is at most K plus the
+    ``a`` plus that of ``b`` (a pair price at the seam is at most K plus the
     opening price of ``b``), so costing messages separately and adding them,
     as the pruner does, never under-counts the whole.
 
     Speed: two ``bytes.translate`` calls, a big-integer shift-and-add and
-    Adler-32 (:func:`_bound_cents`) — no per-character Python loop.
+    Adler-32 (:func:`_bound_cents`) — no per-character Python loop; about
+    2.5× the time of ``content`` (``python -m fidelity.speed``).
     """
 
     width = 2

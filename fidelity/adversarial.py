@@ -1,6 +1,6 @@
 """Adversarial text generator: every byte class, script and machine format the issue lists.
 
-    python -m fidelity.adversarial [--seed 1] [--per-class 20] [--size 600]
+    python -m fidelity.adversarial [--seed 1] [--per-class 40] [--size 2000] [--estimator NAME]
 
 Each class is a function ``(rng, size) -> str`` giving roughly ``size``
 characters. :func:`cases` yields ``(class, text)`` pairs for a seed; the same
@@ -9,8 +9,10 @@ belongs to, and :func:`split` halves the classes into a *fit* half and a
 *held-out* half by a fixed rule (alternate classes in name order), so weights
 chosen on one half can be judged on the other.
 
-Run as a script it prints, per class, the lowest estimate ÷ largest real
-count of the four reference tokenizers (needs the ``bpe`` extra).
+Run as a script it prints, per estimator (``content`` and ``bound`` unless
+``--estimator`` names some) and per class, the lowest, median and highest
+estimate ÷ largest real count of the four reference tokenizers (needs the
+``bpe`` extra).
 """
 
 # ruff: noqa: E501  (character tables and code templates are kept on one line)
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import random
+import statistics
 import string
 import sys
 import urllib.parse
@@ -615,52 +618,85 @@ def encoders() -> list[object]:
     return [quicktok.get_encoding(e) for e in TOKENIZERS]
 
 
-def content_tokens(text: str) -> int:
-    """The default estimator's raw tokens for ``text`` alone (no message framing)."""
+ESTIMATORS = ("content", "bound")
+"""The estimators a report covers by default."""
+
+
+def estimate_tokens(text: str, estimator: str = "content") -> int:
+    """Raw tokens of ``text`` alone (no message framing) by the estimator so named."""
     from ctxwin.estimate import Kind, get_estimator
 
-    est = get_estimator("content")
+    est = get_estimator(estimator)
     cost = [0] * est.width
     est.add_text(cost, text, Kind.PROSE)
     return est.raw(cost)
 
 
-def ratios(seed: int, per_class: int, size: int) -> dict[str, list[float]]:
-    """Per class: estimate ÷ largest real count, for every generated case."""
+def content_tokens(text: str) -> int:
+    """The ``content`` estimator's raw tokens for ``text`` alone (no message framing)."""
+    return estimate_tokens(text, "content")
+
+
+def ratios(
+    seed: int, per_class: int, size: int, estimators: tuple[str, ...] = ESTIMATORS
+) -> dict[str, dict[str, list[float]]]:
+    """Per estimator, per class: estimate ÷ largest real count, for every generated case."""
     encs = encoders()
-    out: dict[str, list[float]] = {}
+    out: dict[str, dict[str, list[float]]] = {e: {} for e in estimators}
     for name, text in cases(seed, per_class, size):
         real = worst_real(text, encs)
         if real:
-            out.setdefault(name, []).append(content_tokens(text) / real)
+            for e in estimators:
+                out[e].setdefault(name, []).append(estimate_tokens(text, e) / real)
     return out
 
 
-def report(seed: int, per_class: int, size: int) -> list[str]:
-    """Markdown: lowest and highest ratio per class, and per half of :func:`split`."""
-    per = ratios(seed, per_class, size)
+def lowest(per: dict[str, list[float]]) -> tuple[float, float]:
+    """(lowest ratio on the fit half, lowest on the held-out half) of :func:`split`."""
     fit, held = split()
+    lows = {k: min(v) for k, v in per.items()}
+    return min(lows[k] for k in fit if k in lows), min(lows[k] for k in held if k in lows)
+
+
+def report(
+    seed: int, per_class: int, size: int, estimators: tuple[str, ...] = ESTIMATORS
+) -> list[str]:
+    """Markdown, per estimator: lowest and highest ratio per class, and per half of :func:`split`."""
+    lines: list[str] = []
+    for estimator, per in ratios(seed, per_class, size, estimators).items():
+        lines += _section(estimator, per, seed, per_class, size)
+    return lines
+
+
+def _section(
+    estimator: str, per: dict[str, list[float]], seed: int, per_class: int, size: int
+) -> list[str]:
+    fit_low, held_low = lowest(per)
     n = sum(map(len, per.values()))
     lows = {k: min(v) for k, v in per.items()}
     highs = {k: max(v) for k, v in per.items()}
+    mids = {k: statistics.median(v) for k, v in per.items()}
     under = sorted((v, k) for k, v in lows.items() if v < 1)
     lines = [
+        f"## `{estimator}`",
+        "",
         f"Seed {seed}, {per_class} cases per class up to {size} characters: {n:,} cases, "
         f"{len(per)} classes.",
         "",
-        f"- lowest ratio, fit half: {min(lows[k] for k in fit if k in lows):.3f}; "
-        f"held-out half: {min(lows[k] for k in held if k in lows):.3f}",
+        f"- lowest ratio, fit half: {fit_low:.3f}; held-out half: {held_low:.3f}",
         f"- cases under 1.0: {sum(r < 1 for v in per.values() for r in v):,} of {n:,}; "
         f"classes with a case under: {len(under)} of {len(per)}",
-        f"- classes whose highest ratio exceeds 2.0: {sum(v > 2 for v in highs.values())}",
+        f"- classes whose highest ratio exceeds 2.0: {sum(v > 2 for v in highs.values())}; "
+        f"whose median ratio does: {sum(v > 2 for v in mids.values())}",
         "",
-        "| class | lowest | highest |",
-        "|---|---:|---:|",
+        "| class | lowest | median | highest |",
+        "|---|---:|---:|---:|",
     ]
     lines += [
-        f"| {k} | {v:.3f} | {highs[k]:.3f} |" for v, k in sorted((v, k) for k, v in lows.items())
+        f"| {k} | {v:.3f} | {mids[k]:.3f} | {highs[k]:.3f} |"
+        for v, k in sorted((v, k) for k, v in lows.items())
     ]
-    return lines
+    return [*lines, ""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -671,8 +707,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-class", type=int, default=40)
     p.add_argument("--size", type=int, default=2000)
     p.add_argument("--out", type=argparse.FileType("w", encoding="utf-8"), default=sys.stdout)
+    p.add_argument("--estimator", action="append", default=None, help="content, bound (both)")
     a = p.parse_args(argv)
-    a.out.write("\n".join(report(a.seed, a.per_class, a.size)) + "\n")
+    names = tuple(a.estimator or ESTIMATORS)
+    a.out.write("\n".join(report(a.seed, a.per_class, a.size, names)))
     return 0
 
 

@@ -58,6 +58,17 @@ def test_fast_price_equals_the_pair_by_pair_price(data: bytes, pad: bytes) -> No
         assert _bound_cents(sample) == reference_cents(sample)
 
 
+def test_fast_price_past_one_chunk() -> None:
+    """Strings longer than one summed chunk, made of the dearest pair."""
+    from ctxwin.estimate import _BCHUNK
+
+    x, y = divmod(max(range(256), key=_BPAIR.__getitem__), 16)
+    pad = bytes([_BCLASS.index(x), _BCLASS.index(y)])
+    for n in (_BCHUNK - 1, _BCHUNK, _BCHUNK + 1, 2 * _BCHUNK + 7):
+        data = (pad * (n // 2 + 1))[:n]
+        assert _bound_cents(data) == reference_cents(data)
+
+
 @settings(max_examples=300)
 @given(st.text(), st.text())
 def test_sub_additive_and_monotonic(a: str, b: str) -> None:

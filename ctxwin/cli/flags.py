@@ -88,7 +88,8 @@ FLAGS: dict[str, Flag] = {
             "float",
             None,
             "Factor the raw estimate is scaled by (values below 1 count as 1). "
-            "Default: 1.15 for --estimator seed; 1.0 for content, or its model family's "
+            "Default: 1.15 for --estimator seed; 1.0 for content and bound, or the model "
+            "family's "
             "measured seed (Claude 1.35, Llama 4 1.3, DeepSeek 1.2); 1.0 with --tokenizer.",
             minimum=0.0,
             panel=EST_PANEL,
@@ -109,8 +110,10 @@ FLAGS: dict[str, Flag] = {
             "str",
             "content",
             "Estimator: 'content' (default) costs each byte by its class (digits, "
-            "upper-case, punctuation, non-ASCII) and bounds o200k, cl100k, Llama 3 and Qwen 3 "
-            "from above; 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+            "upper-case, punctuation, non-ASCII), fitted to bound o200k, cl100k, Llama 3 and "
+            "Qwen 3 on recorded transcripts; 'bound' prices each byte by its class and the "
+            "class before it and bounds them on every generated text class too, at about "
+            "twice the real count; 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
             panel=EST_PANEL,
         ),
         Flag(

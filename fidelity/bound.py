@@ -1,0 +1,300 @@
+"""Derive the prices of :class:`ctxwin.estimate.BoundEstimator` from the four tokenizers.
+
+    python -m fidelity.bound [--margin 1.1] [--check] [--walks]
+
+The estimator prices every byte by its class and the class of the byte before
+it (three tables: per byte, per run start, per pair of word classes) plus a
+fixed price per string. This module builds the texts each price is
+derived from and solves for the prices with a linear program (``scipy``, in
+the ``fidelity`` dependency group):
+
+* *run and pair texts*: for every ordered pair of character classes
+  (:data:`CHAR_CLASSES`: letter groups, digits, punctuation, whitespace,
+  combining marks, 2-, 3- and 4-byte scripts, symbols, emoji), random
+  alternations of the two at run lengths 1-1, 1-3, 2-8 against 1-2 and
+  1-2 against 2-8, from 2 to 600 characters; a class paired with itself is a
+  random run of it;
+* *union texts*: random strings over unions of classes (all lower-case
+  letters, all letters, alphanumerics, printable ASCII, every class), 2 to
+  1,200 characters;
+* the *fit* half of the adversarial classes (:func:`fidelity.adversarial.split`).
+
+Every one of them is a constraint: estimate ≥ ``margin`` × the largest count of
+o200k_base, cl100k_base, Llama 3 and Qwen 3, less 0.99 (the estimate is rounded
+up). Among the prices that satisfy them all, the program takes those with the
+lowest estimate on the natural-text classes of the fit half (code, prose,
+data formats, scripts, logs; :data:`NATURAL_SEED`), with the constraint texts
+as a tie-break — the recorded corpus is never used. ``--check`` compares the
+solution with the tables in ``ctxwin/estimate.py``; ``--walks`` prints why a
+bigram or trigram price cannot be much cheaper on English (random walks over
+the commonest letter pairs and triples of the vocabularies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import itertools
+import random
+import string
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ctxwin.estimate import (
+    _BCLASS,
+    BOUND_BYTE_CENTS,
+    BOUND_RUN_CENTS,
+    BOUND_STRING_CENTS,
+    BOUND_WORD,
+    BOUND_WORD_CENTS,
+)
+from fidelity import adversarial
+
+ROOT = Path(__file__).resolve().parent.parent
+WORD = {c: i for i, c in enumerate(BOUND_WORD)}
+NW = len(BOUND_WORD)
+
+
+def _chars(lo: int, hi: int) -> str:
+    return "".join(chr(c) for c in range(lo, hi + 1) if chr(c).isprintable())
+
+
+CHAR_CLASSES = {
+    "vowel": "aeiou",
+    "consonant": "tnsrhldcm",
+    "rare letter": "bfgjkpqvwxyz",
+    "upper": string.ascii_uppercase,
+    "digit": string.digits,
+    "space": " \t",
+    "newline": "\n\r",
+    "combining": _chars(0x300, 0x36F),
+    "punct": ".,:;'\"()[]{}-_/=",
+    "other ascii": "!#$%&*+<>?@\\^`|~"
+    + "".join(chr(c) for c in (*range(0, 9), 11, 12, *range(14, 32), 127)),
+    "latin 2-byte": _chars(0xA0, 0x2FF),
+    "other 2-byte": "".join(c for c in _chars(0x370, 0x7FF)),
+    "symbols E2": _chars(0x2000, 0x2FFF),
+    "cjk": _chars(0x4E00, 0x9FFF),
+    "hangul": _chars(0xAC00, 0xD7A3),
+    "other 3-byte": _chars(0x800, 0x1FFF) + _chars(0x3000, 0x33FF) + _chars(0xF900, 0xFFEF),
+    "emoji": _chars(0x1F300, 0x1F6FF),
+    "astral": _chars(0x10000, 0x103FF) + _chars(0x1D400, 0x1D7FF) + _chars(0x20000, 0x20FFF),
+}
+"""Character classes whose runs and alternations set the prices."""
+
+UNIONS = {
+    "lower": string.ascii_lowercase,
+    "letters": string.ascii_letters,
+    "alnum": string.ascii_letters + string.digits,
+    "lower+space": string.ascii_lowercase + " ",
+    "printable": string.printable[:95],
+    "lower+digit": string.ascii_lowercase + string.digits,
+    "lower+punct": string.ascii_lowercase + string.punctuation,
+    "space+digit": " " + string.digits,
+    "everything": "".join(CHAR_CLASSES.values()),
+}
+"""Unions of classes, drawn from at random."""
+
+RUNS = (((1, 1), (1, 1)), ((1, 3), (1, 3)), ((2, 8), (1, 2)), ((1, 2), (2, 8)))
+
+
+def _alternate(
+    rng: random.Random, a: str, b: str, runs: tuple[tuple[int, int], ...], n: int
+) -> str:
+    out: list[str] = []
+    size = turn = 0
+    while size < n:
+        m = rng.randint(*runs[turn])
+        out.append("".join(rng.choice(a if turn == 0 else b) for _ in range(m)))
+        size += m
+        turn ^= 1
+    return "".join(out)
+
+
+def pair_texts(seed: int) -> Iterator[tuple[str, str]]:
+    """(label, text): alternations of every ordered pair of :data:`CHAR_CLASSES`."""
+    rng = random.Random(seed)
+    for x, a in CHAR_CLASSES.items():
+        for y, b in CHAR_CLASSES.items():
+            for runs in RUNS if x != y else RUNS[:1]:
+                for n in (rng.randint(2, 12), rng.randint(12, 60), 600):
+                    yield f"pair:{x}/{y}", _alternate(rng, a, b, runs, n)
+
+
+def union_texts(seed: int) -> Iterator[tuple[str, str]]:
+    """(label, text): random strings over :data:`UNIONS`, 2 to 1,200 characters."""
+    rng = random.Random(seed)
+    for name, alphabet in UNIONS.items():
+        for n in (2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 300, 600, 1200) * 4:
+            yield f"union:{name}", "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def constraint_texts() -> Iterator[tuple[str, str]]:
+    """Every text a price must bound (see the module docstring)."""
+    for seed in (1, 2):
+        yield from pair_texts(seed)
+    yield from union_texts(9)
+    fit, _ = adversarial.split()
+    for seed, per_class, size in ((5, 20, 1500), (21, 30, 300), (22, 10, 2000), (23, 30, 60)):
+        yield from adversarial.cases(seed, per_class, size, fit)
+
+
+NATURAL_SEED = 31
+"""Seed of the natural-text cases the program minimizes the estimate on."""
+
+
+def natural_texts() -> Iterator[str]:
+    """Code, prose, data, script and log cases of the fit half (the objective)."""
+    fit, _ = adversarial.split()
+    natural = [k for k in fit if k.startswith(("code:", "text:", "data:", "script:", "log:"))]
+    for _, text in adversarial.cases(NATURAL_SEED, 20, 1500, natural):
+        yield text
+
+
+NPARAM = 16 + 16 + NW * NW
+TIE_BREAK = 0.01
+"""Weight of the constraint texts in the objective: among equally cheap prices for
+natural text, the program takes the lowest on the constraint texts too."""
+MAX_PRICE = 2.55
+"""The dearest a byte may cost (a pair price is stored in one byte, in 1/100 token)."""
+
+
+def features(text: str) -> np.ndarray:
+    """How often each price (u by class, s by class, w by word-class pair) is paid."""
+    codes = text.encode("utf-8", "surrogatepass").translate(_BCLASS)
+    v = np.zeros(NPARAM)
+    if not codes:
+        return v
+    v[codes[0]] += 1
+    v[16 + codes[0]] += 1
+    for x, y in itertools.pairwise(codes):
+        if x in WORD and y in WORD:
+            v[32 + NW * WORD[x] + WORD[y]] += 1
+        else:
+            v[y] += 1
+            if x != y:
+                v[16 + y] += 1
+    return v
+
+
+def current_prices() -> np.ndarray:
+    """The prices in ``ctxwin/estimate.py``, in tokens, in :func:`features` order."""
+    # u by class, s by class, then w row by row
+    cents = [*BOUND_BYTE_CENTS, *BOUND_RUN_CENTS, *(c for row in BOUND_WORD_CENTS for c in row)]
+    return np.array(cents, float) / 100
+
+
+def derive(margin: float, string_tokens: float) -> tuple[np.ndarray, int]:
+    """(prices in tokens, number of constraints) — see the module docstring."""
+    from scipy.optimize import linprog
+
+    encs = adversarial.encoders()
+    rows, rhs = [], []
+    objective = np.zeros(NPARAM)
+    for _, text in constraint_texts():
+        real = adversarial.worst_real(text, encs)
+        if real:
+            f = features(text)
+            rows.append(f)
+            rhs.append(real * margin - 0.99 - string_tokens)
+            objective += TIE_BREAK * f / real
+    for text in natural_texts():
+        real = adversarial.worst_real(text, encs)
+        if real:
+            objective += features(text) / real
+    for y in range(16):  # a byte's price and its run-start price fit in one byte together
+        cap = np.zeros(NPARAM)
+        cap[y] = cap[16 + y] = -1
+        rows.append(cap)
+        rhs.append(-MAX_PRICE)
+    res = linprog(
+        objective,
+        A_ub=-np.array(rows),
+        b_ub=-np.array(rhs),
+        bounds=[(0, MAX_PRICE)] * NPARAM,
+        method="highs",
+    )
+    if res.status != 0:
+        raise SystemExit(f"fidelity.bound: no solution: {res.message}")
+    return np.asarray(res.x), len(rows)
+
+
+def _cents(x: np.ndarray) -> list[int]:
+    return [int(c) for c in np.ceil(np.round(x * 100, 6))]
+
+
+def walks(seed: int = 1, size: int = 3000) -> list[str]:
+    """Worst tokens per letter of random walks over the commonest letter pairs / triples."""
+    encs = adversarial.encoders()
+    grams: dict[int, collections.Counter[bytes]] = {k: collections.Counter() for k in (2, 3)}
+    for enc in encs[:2]:
+        for i in range(enc.n_vocab):  # type: ignore[attr-defined]
+            try:
+                word = enc.decode_single_token_bytes(i).strip().lower()  # type: ignore[attr-defined]
+            except Exception:  # ids with no token
+                continue
+            if word.isalpha() and word.isascii():
+                for k, counter in grams.items():
+                    counter.update(word[j : j + k] for j in range(len(word) - k + 1))
+    rng = random.Random(seed)
+    lines = []
+    for k, counter in grams.items():
+        ranked = [g for g, _ in counter.most_common()]
+        for top in (50, 300, 2000) if k == 2 else (300, 2000, 8000):
+            nxt: dict[bytes, list[int]] = collections.defaultdict(list)
+            for g in ranked[:top]:
+                nxt[g[:-1]].append(g[-1])
+            heads = list(nxt)
+            out = bytearray(rng.choice(heads))
+            while len(out) < size:
+                opts = nxt.get(bytes(out[len(out) - k + 1 :]))
+                out += bytes([rng.choice(opts)]) if opts else rng.choice(heads)
+            text = out[:size].decode()
+            rate = adversarial.worst_real(text, encs) / size
+            lines.append(
+                f"- walk over the {top:,} commonest {k}-letter sequences: {rate:.3f} tokens/letter"
+            )
+    english = " ".join(
+        w for w in (ROOT / "README.md").read_text(encoding="utf-8").lower().split() if w.isalpha()
+    )
+    letters = sum(c.isalpha() for c in english)
+    lines.append(
+        f"- README.md's words (letters and spaces only): "
+        f"{adversarial.worst_real(english, encs) / letters:.3f} tokens/letter"
+    )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m fidelity.bound", description=__doc__.splitlines()[0]
+    )
+    p.add_argument("--margin", type=float, default=1.1)
+    p.add_argument("--check", action="store_true", help="compare with ctxwin/estimate.py")
+    p.add_argument("--walks", action="store_true", help="print the letter-walk rates")
+    a = p.parse_args(argv)
+    out = sys.stdout
+    if a.walks:
+        out.write("\n".join(walks()) + "\n")
+        return 0
+    x, n = derive(a.margin, BOUND_STRING_CENTS / 100)
+    c = _cents(x)
+    out.write(f"{n:,} constraints, margin {a.margin}\n")
+    out.write(f"BOUND_BYTE_CENTS = {tuple(c[:16])}\n")
+    out.write(f"BOUND_RUN_CENTS = {tuple(c[16:32])}\n")
+    g = NW
+    words = tuple(tuple(c[32 + g * i : 32 + g * i + g]) for i in range(g))
+    out.write(f"BOUND_WORD_CENTS = {words}\n")
+    if a.check:
+        same = np.array(c) == np.round(current_prices() * 100)
+        verdict = "matches" if same.all() else "differs from"
+        out.write(f"{verdict} ctxwin/estimate.py\n")
+        return 0 if same.all() else 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
