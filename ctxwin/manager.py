@@ -232,6 +232,9 @@ class ContextWindowManager:
             # a strategy that edits content reads each request whole
             return self.evaluate_transcript(load(request, self.fmt, self.estimator))
         transcript, prefixes = self._reader.read(request)
+        if transcript.view.pinned:
+            # a compaction block: the incremental segmenter does not know its head
+            return self.evaluate_transcript(transcript)
         n = len(transcript.view.items)
         result, budget = self.evaluate_prefix(prefixes, n)
         if result.pruned:

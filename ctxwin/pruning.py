@@ -54,9 +54,10 @@ class Segments:
         return len(self.turn_starts)
 
 
-def head_end(items: Sequence[Item]) -> int:
+def head_end(items: Sequence[Item], pinned: int = 0) -> int:
     """End of the head: leading system items plus everything through the first user item,
-    extended through the results of any call the head makes (a call keeps its results)."""
+    and at least the first ``pinned`` items (:attr:`~ctxwin.view.View.pinned`), extended
+    through the results of any call the head makes (a call keeps its results)."""
     n = len(items)
     h = 0
     while h < n and items[h].role == SYSTEM:
@@ -65,6 +66,7 @@ def head_end(items: Sequence[Item]) -> int:
         if items[j].role == USER:
             h = j + 1
             break
+    h = max(h, min(pinned, n))
     calls = {c for item in items[:h] for c in item.calls}
     if not calls:
         return h
@@ -77,9 +79,9 @@ def head_end(items: Sequence[Item]) -> int:
     return end
 
 
-def segment(items: Sequence[Item]) -> Segments:
-    """Split ``items`` into head, turns and drop units."""
-    h = head_end(items)
+def segment(items: Sequence[Item], pinned: int = 0) -> Segments:
+    """Split ``items`` into head, turns and drop units (the first ``pinned`` in the head)."""
+    h = head_end(items, pinned)
     n = len(items)
     turn_starts: list[int] = []
     owner: dict[str, int] = {}
@@ -253,9 +255,9 @@ def fit(
     raw = estimator.raw(total)
     estimate = scale.estimate(raw)
     if budget <= 0 or estimate <= budget:
-        return passed(n, estimate, budget, scale, segment(items).turn_count(), raw)
+        return passed(n, estimate, budget, scale, segment(items, view.pinned).turn_count(), raw)
     problems = refuse_broken(view, rules)
-    seg = segment(items)
+    seg = segment(items, view.pinned)
     turns = seg.turn_starts
     # cuts[k]: first kept item after the head when the k oldest units are dropped
     cuts = [seg.head_end] + [turns[u] for u in seg.unit_starts[1:]] if drop else [seg.head_end]

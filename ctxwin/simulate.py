@@ -126,10 +126,15 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     prefixes: Prefixes | None = None
     ends: list[int] = []
     strategy = settings.strategy
+    whole: Transcript | None = None
     if run.recorded is None and (strategy is None or strategy.steps == DEFAULT_STEPS):
+        whole = load(run.body, run.format_for(settings.fmt), estimator)
+        if whole.view.pinned:  # a compaction block: earlier calls did not have it
+            whole = None
+    if whole is not None:
         # One reading of the transcript; call k fits the prefix before its model
         # message, incrementally (ctxwin.incremental), so n calls cost O(n), not O(n²).
-        t = load(run.body, run.format_for(settings.fmt), estimator)
+        t = whole
         prefixes = Prefixes(t.view, estimator, t.adapter.problems)
         ends = model_messages(t.view, run.calls_at)
         usage_at = run.usage_at

@@ -144,7 +144,7 @@ class _Planner:
         self.calibration = calibration
         self.strategy = strategy
         self.view = view
-        self.seg = segment(view.items)
+        self.seg = segment(view.items, view.pinned)
         self.parts = adapter.parts(body, view, estimator)
 
     def tokens(self, cost: Sequence[int]) -> int:

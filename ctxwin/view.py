@@ -52,6 +52,9 @@ class View:
     """JSON path of the message list, for error messages (``""`` for a bare list)."""
     notes: list[str] = field(default_factory=list)
     """Non-fatal remarks made while reading (shown as warnings)."""
+    pinned: int = 0
+    """Items ``[0, pinned)`` join the head and are never dropped: the provider already
+    ignores them (they precede an Anthropic ``compaction`` block) and they cost nothing."""
 
     def where(self, index: int) -> str:
         """JSON path of item ``index`` (``messages[4]``)."""

@@ -200,6 +200,6 @@ def test_the_guard_stops_a_cut_that_splits_a_call(monkeypatch: pytest.MonkeyPatc
     msgs = [system(), user(), big, tool("a"), assistant("b"), tool("b")]
     view = load(msgs, estimator=SeedEstimator()).view
     wrong = Segments(2, [2, 3, 4], [0, 1, 2])  # a "unit" starting at a's result
-    monkeypatch.setattr(prune_module, "segment", lambda items: wrong)
+    monkeypatch.setattr(prune_module, "segment", lambda items, pinned=0: wrong)
     with pytest.raises(PairingError, match=r"would break a rule: .*\[orphan-result\]"):
         fit(view, 400, SeedEstimator(), 1.0)

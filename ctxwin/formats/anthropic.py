@@ -68,6 +68,7 @@ _ANTHROPIC_BLOCKS = frozenset(
         "mcp_tool_use",
         "search_result",
         "container_upload",
+        "compaction",
     }
 )
 
@@ -151,6 +152,7 @@ class Anthropic:
         base[0] += estimator.framing(self.name, has_tools=tools is not None)
         max_tokens = optional_int(body, "max_tokens", "max_tokens")
         view = View(self.name, [], base, optional_model(body), max_tokens, "messages")
+        compaction: tuple[int, int] | None = None
         for i, m in enumerate(messages):
             where = view.where(i)
             if not isinstance(m, dict):
@@ -187,7 +189,17 @@ class Anthropic:
                         Kind.PROSE,
                         ctx,
                     )
+                    if ctx.compacted:
+                        ctx.compacted = False
+                        compaction = (i, k)
+                        after = [0] * width  # the API reads only what follows the block
+                        after[0] = estimator.per_message
+                        cost = after
+                        self._block(block, "", cost, estimator, role, [], [], Kind.PROSE, ctx)
+                        ctx.compacted = False
             view.items.append(Item(role, cost, tuple(calls), tuple(answers)))
+        if compaction is not None:
+            _compacted(view, compaction)
         if ctx.tool_search:
             base[0] += TOOL_SEARCH_TOKENS
         view.notes.extend(self._notes(refs))
@@ -261,6 +273,12 @@ class Anthropic:
         elif t.endswith("_tool_result"):
             est.add_text(cost, required_str(block, "tool_use_id", at), Kind.DENSE)
             add_json(cost, block.get("content"), est)
+        elif t == "compaction":
+            # The summary the API reads in place of everything before the block.
+            summary = block.get("content")
+            if summary is not None:
+                est.add_text(cost, expect_str(summary, f"{at}.content"), Kind.PROSE)
+            ctx.compacted = True
         elif t == "tool_reference":
             # The provider replaces the block with the named tool's full definition.
             name = required_str(block, "tool_name", at)
@@ -390,12 +408,36 @@ documented tool prompt.
 class _Context:
     """What one ``read`` gathers across blocks."""
 
-    __slots__ = ("refs", "tool_search", "tools")
+    __slots__ = ("compacted", "refs", "tool_search", "tools")
 
     def __init__(self, refs: list[str]) -> None:
         self.refs = refs
         self.tools: dict[str, Any] = {}
         self.tool_search = False
+        self.compacted = False
+        """Set by a ``compaction`` block: the read restarts the message's cost there."""
+
+
+def _compacted(view: View, at: tuple[int, int]) -> None:
+    """The API drops every block before the last ``compaction`` block (``at``: message,
+    block): the messages before it cost nothing and join the head, never dropped (the
+    head runs on through the next user message)."""
+    index, block = at
+    items = view.items
+    for item in items[:index]:
+        item.cost = [0] * len(item.cost)
+    pinned = index + 1
+    if items[index].role == ASSISTANT:  # the head ends with a user message, as always
+        while pinned < len(items) and items[pinned].role != USER:
+            pinned += 1
+        pinned = min(pinned + 1, len(items))
+    view.pinned = pinned
+    if index or block:
+        view.notes.append(
+            f"a compaction block at {view.where(index)}.content[{block}]: the "
+            f"{index:,} message(s) and {block:,} block(s) before it are not counted "
+            "(the API drops them) and are kept as they are"
+        )
 
 
 def _source(source: Any, where: str, kind: str) -> media.Media:
