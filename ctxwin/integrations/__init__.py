@@ -1,0 +1,12 @@
+"""Drop-in fitting for the SDKs and frameworks agent loops are written with.
+
+Each integration is a module of its own that works on the SDK's or framework's
+own objects, and is imported only when used; installing the matching extra
+(``pip install 'ctxwin[openai]'``, ``'ctxwin[anthropic]'``, ...) brings the
+package it wraps. See ``docs/integrations/``.
+
+* :mod:`ctxwin.integrations.openai`: ``wrap(client, **settings)`` for
+  ``chat.completions.create`` and ``responses.create`` (sync, async, streamed);
+* :mod:`ctxwin.integrations.anthropic`: ``wrap(client, **settings)`` for
+  ``messages.create`` and ``messages.stream`` (sync and async).
+"""

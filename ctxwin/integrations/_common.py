@@ -1,0 +1,314 @@
+"""What the SDK wrappers share: settings, fitting a call's keyword arguments, learning
+from usage, and wrapping a client or a stream so that everything else passes through.
+
+Nothing here imports a provider SDK: the wrappers work on the objects they are
+given (the SDK's own client, its responses and its streams).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any
+
+from ctxwin.errors import ContextTruncated
+from ctxwin.estimate import Estimator
+from ctxwin.manager import ContextWindowManager, ManagedFit
+from ctxwin.strategy import Strategy
+
+SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+"""Keyword arguments of an SDK call that are not part of the request body."""
+
+SETTINGS = (
+    "model",
+    "context_length",
+    "max_output_tokens",
+    "max_tokens",
+    "model_spec",
+    "calibration",
+    "estimator",
+    "strategy",
+)
+"""The settings a wrapper takes: the library's own (see :func:`settings_for`)."""
+
+
+def settings_for(
+    *,
+    model: str | None = None,
+    context_length: int | None = None,
+    max_output_tokens: int | None = None,
+    max_tokens: int | None = None,
+    model_spec: Any = None,
+    calibration: float | None = None,
+    estimator: Estimator | None = None,
+    strategy: Strategy | None = None,
+) -> dict[str, Any]:
+    """The keyword arguments of :class:`~ctxwin.manager.ContextWindowManager` for the
+    wrappers' settings: ``model`` (the model's spec is looked up by this name
+    instead of the request's), ``context_length``, ``max_output_tokens``,
+    ``max_tokens`` (the response allocation, when the request names none),
+    ``model_spec`` (a :class:`~ctxwin.budget.ModelSpec` or its dict),
+    ``calibration`` (the seed factor), ``estimator`` and ``strategy``."""
+    return {
+        "model": model,
+        "context_length": context_length,
+        "max_output_tokens": max_output_tokens,
+        "max_tokens": max_tokens,
+        "spec": model_spec,
+        "calibration_seed": calibration,
+        "estimator": estimator,
+        "strategy": strategy,
+    }
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-like data: SDK objects (pydantic models) are dumped, without
+    their unset ``None`` fields; anything already plain is returned as it is."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, dict):
+        converted = {k: plain(v) for k, v in value.items()}
+        same = all(converted[k] is v for k, v in value.items())
+        return value if same else converted
+    if isinstance(value, list | tuple):
+        items = [plain(v) for v in value]
+        if isinstance(value, list) and all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return plain(dump(mode="json", exclude_none=True))
+    return value
+
+
+class Fitting:
+    """The state of one wrapped client: a manager per model, and what each message
+    object reads as (so a growing history is estimated once per message)."""
+
+    def __init__(
+        self, fmt: str, items_key: str, settings: dict[str, Any], record: Any = None
+    ) -> None:
+        self.record = record
+        """An object whose ``last`` is set too (one record shared by several APIs)."""
+        self.fmt = fmt
+        self.items_key = items_key
+        self.settings = settings
+        self.managers: dict[str | None, ContextWindowManager] = {}
+        self._plain: dict[int, tuple[Any, Any]] = {}
+        self.last: ManagedFit | None = None
+        """The fit of the last request sent."""
+
+    def manager(self, model: str | None) -> ContextWindowManager:
+        """The manager of ``model``'s requests (calibration is learned per model)."""
+        found = self.managers.get(model)
+        if found is None:
+            found = ContextWindowManager(fmt=self.fmt, **self.settings)
+            self.managers[model] = found
+        return found
+
+    def reset(self) -> None:
+        """Start over: forget what was learned (a new agent run)."""
+        self.managers.clear()
+        self._plain.clear()
+        self.last = None
+
+    def _items(self, messages: list[Any]) -> list[Any]:
+        cache = self._plain
+        fresh: dict[int, tuple[Any, Any]] = {}
+        out = []
+        for m in messages:
+            hit = cache.get(id(m))
+            if hit is None or hit[0] is not m:
+                hit = (m, plain(m))
+            fresh[id(m)] = hit
+            out.append(hit[1])
+        self._plain = fresh
+        return out
+
+    def fit(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], ManagedFit]:
+        """The keyword arguments to send (the message list fitted) and the fit.
+
+        Raises :class:`~ctxwin.errors.ContextTruncated` when even the floor does
+        not fit: nothing is to be sent.
+        """
+        key = self.items_key
+        messages = kwargs.get(key)
+        body: dict[str, Any] = {}
+        for k, v in kwargs.items():
+            if k in SDK_OPTIONS or k == key:
+                continue
+            body[k] = plain(v)
+        if isinstance(messages, list | tuple):
+            body[key] = self._items(list(messages))
+        elif messages is not None:
+            body[key] = plain(messages)
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        fitted = self.manager(model).evaluate(body)
+        if fitted.result.overflow_at_floor:
+            raise ContextTruncated(fitted.result)
+        self.last = fitted
+        if self.record is not None:
+            self.record.last = fitted
+        if not fitted.result.pruned or not isinstance(messages, list | tuple):
+            return kwargs, fitted
+        kept = [messages[i] for i in fitted.result.keep]
+        return {**kwargs, key: kept}, fitted
+
+    def learn(self, model: Any, usage: Any, fitted: ManagedFit) -> None:
+        """Learn from the ``usage`` a provider reported for the request ``fitted`` sent."""
+        if usage is None:
+            return
+        data = plain(usage)
+        if isinstance(data, Mapping):
+            name = model if isinstance(model, str) else None
+            self.manager(name).observe(data, raw_tokens=fitted.raw_tokens_sent)
+
+
+Create = Callable[..., Any]
+
+
+def fitted_call(
+    fitting: Fitting,
+    create: Create,
+    usage_of: Callable[[Any], Any],
+    stream_usage: Callable[[Any], Any],
+) -> Create:
+    """``create`` fitted: the request is fitted before it is sent, usage is learned
+    from the response (or from the stream's events, when ``stream=True``).
+    Keeps ``create``'s sync or async nature."""
+
+    def call(**kwargs: Any) -> Any:
+        sent, fitted = fitting.fit(kwargs)
+        response = create(**sent)
+        if inspect.isawaitable(response):  # an async client's call
+
+            async def finish() -> Any:
+                done = await response
+                return _after(fitting, kwargs, fitted, done, usage_of, stream_usage)
+
+            return finish()
+        return _after(fitting, kwargs, fitted, response, usage_of, stream_usage)
+
+    return call
+
+
+def _after(
+    fitting: Fitting,
+    kwargs: dict[str, Any],
+    fitted: ManagedFit,
+    response: Any,
+    usage_of: Callable[[Any], Any],
+    stream_usage: Callable[[Any], Any],
+) -> Any:
+    model = kwargs.get("model")
+    if kwargs.get("stream"):
+
+        def seen(event: Any) -> None:
+            usage = stream_usage(event)
+            if usage is not None:
+                fitting.learn(model, usage, fitted)
+
+        return Watched(response, seen)
+    fitting.learn(model, usage_of(response), fitted)
+    return response
+
+
+class Watched:
+    """A stream (sync or async) that shows each event to ``seen`` as it passes;
+    everything else is the stream's own."""
+
+    def __init__(self, stream: Any, seen: Callable[[Any], None]) -> None:
+        self._stream = stream
+        self._seen = seen
+        self._iter: Iterator[Any] | None = None
+        self._aiter: AsyncIterator[Any] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        for event in self._stream:
+            self._seen(event)
+            yield event
+
+    def __next__(self) -> Any:
+        if self._iter is None:
+            self._iter = iter(self)
+        return next(self._iter)
+
+    async def _agen(self) -> AsyncIterator[Any]:
+        async for event in self._stream:
+            self._seen(event)
+            yield event
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._agen()
+
+    async def __anext__(self) -> Any:
+        if self._aiter is None:
+            self._aiter = self._agen()
+        return await self._aiter.__anext__()
+
+    def __enter__(self) -> Watched:
+        self._stream.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> Any:
+        return self._stream.__exit__(*exc)
+
+    async def __aenter__(self) -> Watched:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+
+class Wrapped:
+    """A client whose calls at some attribute paths are replaced; every other
+    attribute is the client's own (``ctxwin`` is the wrapper's :class:`Fitting`)."""
+
+    def __init__(
+        self,
+        target: Any,
+        calls: dict[tuple[str, ...], Any],
+        fitting: Any,
+        path: tuple[str, ...] = (),
+    ) -> None:
+        self._target = target
+        self._calls = calls
+        self._path = path
+        self.ctxwin = fitting
+
+    def __getattr__(self, name: str) -> Any:
+        path = (*self._path, name)
+        call = self._calls.get(path)
+        if call is not None:
+            return call
+        value = getattr(self._target, name)
+        if any(p[: len(path)] == path for p in self._calls):
+            return Wrapped(value, self._calls, self.ctxwin, path)
+        return value
+
+    def __repr__(self) -> str:
+        return f"ctxwin-fitted {self._target!r}"
+
+
+class Record:
+    """The state of a wrapped client with several fitted APIs (``client.ctxwin``)."""
+
+    def __init__(self) -> None:
+        self.last: ManagedFit | None = None
+        """The fit of the last request sent, through any API."""
+        self.fittings: list[Fitting] = []
+
+    def add(self, fmt: str, items_key: str, settings: dict[str, Any]) -> Fitting:
+        fitting = Fitting(fmt, items_key, settings, self)
+        self.fittings.append(fitting)
+        return fitting
+
+    def reset(self) -> None:
+        """Start a new agent run: forget what was learned."""
+        for fitting in self.fittings:
+            fitting.reset()
+        self.last = None

@@ -1,0 +1,354 @@
+"""A provider stand-in on 127.0.0.1 for the SDK wrapper tests.
+
+It speaks OpenAI Chat Completions (``/v1/chat/completions``), OpenAI Responses
+(``/v1/responses``) and Anthropic Messages (``/v1/messages``), each plain and
+streamed (server-sent events), well enough for the real ``openai`` and
+``anthropic`` packages:
+
+* it counts the prompt with a real BPE tokenizer (``quicktok``'s o200k_base):
+  every text, tool call, tool result and tool schema of the body, plus the
+  providers' per-message framing (and Anthropic's tool-use system prompt);
+* a prompt over its ``window`` (with the request's output cap) gets the
+  provider's own overflow answer: OpenAI's 400 ``context_length_exceeded``
+  body, Anthropic's 400 ``invalid_request_error`` "prompt is too long";
+* every answer reports ``usage`` (in the stream too: OpenAI's final chunk when
+  ``stream_options.include_usage`` is set, the Responses ``response.completed``
+  event, Anthropic's ``message_start`` and ``message_delta``);
+* every answer is one call of the tool ``read_file``, so an agent loop goes on
+  until the caller stops it (or the context overflows).
+
+It records each request body it accepted or refused.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+import quicktok
+
+ENCODING = quicktok.get_encoding("o200k_base")
+COMPLETION_TOKENS = 12
+ANTHROPIC_TOOL_PROMPT = 346
+"""Tokens Anthropic adds to a request with tools (its documented tool-use system prompt)."""
+
+
+def tokens(text: str) -> int:
+    return int(ENCODING.count(text))
+
+
+def _text(content: Any) -> str:
+    """Every string inside ``content`` (text parts, blocks, JSON arguments), joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(_text(c) for c in content)
+    if isinstance(content, dict):
+        return "".join(_text(v) for k, v in content.items() if k not in ("type", "role"))
+    return str(content)
+
+
+def prompt_tokens(path: str, body: dict[str, Any]) -> int:
+    """The prompt's tokens as the provider would count them (framing included)."""
+    if path.endswith("/messages"):  # Anthropic
+        items = body.get("messages", [])
+        total = tokens(_text(body.get("system")))
+    elif path.endswith("/responses"):
+        raw = body.get("input", [])
+        items = [{"content": raw}] if isinstance(raw, str) else raw
+        total = tokens(_text(body.get("instructions")))
+    else:
+        items = body.get("messages", [])
+        total = 0
+    total += 3 + 4 * len(items) + sum(tokens(_text(m)) for m in items)
+    if body.get("tools"):
+        total += tokens(orjson.dumps(body["tools"]).decode())
+        if path.endswith("/messages"):
+            total += ANTHROPIC_TOOL_PROMPT  # the tool-use system prompt Anthropic adds
+    return total
+
+
+def overflow(path: str, window: int, prompt: int) -> dict[str, Any]:
+    """The provider's exact answer to a prompt over the window."""
+    if path.endswith("/messages"):
+        return {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {prompt} tokens > {window} maximum",
+            },
+        }
+    if path.endswith("/responses"):
+        return {
+            "error": {
+                "message": "Your input exceeds the context window of this model. "
+                "Please adjust your input and try again.",
+                "type": "invalid_request_error",
+                "param": "input",
+                "code": "context_length_exceeded",
+            }
+        }
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {window} tokens. However, "
+            f"your messages resulted in {prompt} tokens. Please reduce the length of the "
+            "messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+def _call_id(n: int) -> str:
+    return f"call_{n:04d}"
+
+
+ARGUMENTS = '{"path": "src/module.py"}'
+
+
+def chat_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": _call_id(n),
+                            "type": "function",
+                            "function": {"name": "read_file", "arguments": ARGUMENTS},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": _chat_usage(prompt),
+    }
+
+
+def _chat_usage(prompt: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": COMPLETION_TOKENS,
+        "total_tokens": prompt + COMPLETION_TOKENS,
+    }
+
+
+def chat_chunks(model: str, n: int, prompt: int, usage: bool) -> Iterator[dict[str, Any]]:
+    base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": 1, "model": model}
+    call = {
+        "index": 0,
+        "id": _call_id(n),
+        "type": "function",
+        "function": {"name": "read_file", "arguments": ""},
+    }
+    yield base | {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]}
+    for piece in (ARGUMENTS[:10], ARGUMENTS[10:]):
+        delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+        yield base | {"choices": [{"index": 0, "delta": delta}]}
+    yield base | {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    if usage:
+        yield base | {"choices": [], "usage": _chat_usage(prompt)}
+
+
+def responses_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
+    return {
+        "id": f"resp_{n}",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "model": model,
+        "output": [
+            {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": _call_id(n),
+                "name": "read_file",
+                "arguments": ARGUMENTS,
+                "status": "completed",
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": COMPLETION_TOKENS,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + COMPLETION_TOKENS,
+        },
+    }
+
+
+def responses_events(model: str, n: int, prompt: int) -> Iterator[dict[str, Any]]:
+    done = responses_answer(model, n, prompt)
+    started = done | {"status": "in_progress", "output": [], "usage": None}
+    yield {"type": "response.created", "sequence_number": 0, "response": started}
+    item = done["output"][0]
+    yield {
+        "type": "response.output_item.added",
+        "sequence_number": 1,
+        "output_index": 0,
+        "item": item,
+    }
+    yield {
+        "type": "response.output_item.done",
+        "sequence_number": 2,
+        "output_index": 0,
+        "item": item,
+    }
+    yield {"type": "response.completed", "sequence_number": 3, "response": done}
+
+
+def anthropic_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
+    return {
+        "id": f"msg_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [
+            {
+                "type": "tool_use",
+                "id": f"toolu_{n:04d}",
+                "name": "read_file",
+                "input": {"path": "a"},
+            }
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": COMPLETION_TOKENS},
+    }
+
+
+def anthropic_events(model: str, n: int, prompt: int) -> Iterator[dict[str, Any]]:
+    done = anthropic_answer(model, n, prompt)
+    start = done | {
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": prompt, "output_tokens": 1},
+    }
+    yield {"type": "message_start", "message": start}
+    block = done["content"][0] | {"input": {}}
+    yield {"type": "content_block_start", "index": 0, "content_block": block}
+    delta = {"type": "input_json_delta", "partial_json": '{"path": "a"}'}
+    yield {"type": "content_block_delta", "index": 0, "delta": delta}
+    yield {"type": "content_block_stop", "index": 0}
+    yield {
+        "type": "message_delta",
+        "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+        "usage": {"output_tokens": COMPLETION_TOKENS},
+    }
+    yield {"type": "message_stop"}
+
+
+@dataclass
+class Standin:
+    """The server's settings and what it saw."""
+
+    window: int = 4000
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[int] = field(default_factory=list)
+    """The prompt tokens of every request, accepted or refused."""
+    refused: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any, bool]:
+        """``(status, payload, stream)``; payload is a dict, or an iterator of events."""
+        prompt = prompt_tokens(path, body)
+        with self.lock:
+            self.bodies.append(body)
+            self.prompts.append(prompt)
+            n = len(self.bodies)
+        reserve = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
+        if prompt + reserve > self.window:
+            with self.lock:
+                self.refused += 1
+            return 400, overflow(path, self.window, prompt), False
+        model = str(body.get("model", "standin"))
+        stream = bool(body.get("stream"))
+        if path.endswith("/messages"):
+            events = anthropic_events(model, n, prompt)
+            return 200, events if stream else anthropic_answer(model, n, prompt), stream
+        if path.endswith("/responses"):
+            events = responses_events(model, n, prompt)
+            return 200, events if stream else responses_answer(model, n, prompt), stream
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return (
+            200,
+            chat_chunks(model, n, prompt, usage) if stream else chat_answer(model, n, prompt),
+            stream,
+        )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        size = int(self.headers.get("content-length") or 0)
+        body = orjson.loads(self.rfile.read(size))
+        path = self.path.split("?")[0]
+        status, payload, stream = self.server.standin.answer(path, body)
+        if not stream:
+            data = orjson.dumps(payload)
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        openai_chat = path.endswith("/chat/completions")
+        for event in payload:
+            head = b"" if openai_chat else b"event: " + event["type"].encode() + b"\n"
+            self.wfile.write(head + b"data: " + orjson.dumps(event) + b"\n\n")
+            self.wfile.flush()
+        if openai_chat:
+            self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, standin: Standin) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.standin = standin
+
+
+@contextmanager
+def serve(standin: Standin) -> Iterator[str]:
+    """Run ``standin`` on 127.0.0.1 (a free port) for the block; yields its base URL."""
+    server = _Server(standin)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.daemon = True
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
