@@ -1,4 +1,4 @@
-"""The recorded corpus: the default estimator never under-counts (skips without it)."""
+"""The recorded corpus: the content and bound estimators never under-count (skips without it)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,20 @@ pytestmark = [
 ]
 HAS_BPE = importlib.util.find_spec("quicktok") is not None
 
+MEDIAN_LIMIT = {"content": 1.15, "bound": 2.30}
+"""Largest median estimate ÷ o200k_base over the transcripts. ``bound`` measured 2.22
+(``make fidelity``, fidelity/results.md): a bound on random letters cannot price English
+near its real count (``python -m fidelity.bound --walks``); the limit keeps it from growing."""
 
-def test_no_under_count_against_provider_usage() -> None:
+
+@pytest.mark.parametrize("name", sorted(MEDIAN_LIMIT))
+def test_no_under_count_against_provider_usage(name: str) -> None:
     assert ROOT is not None
     seen = 0
     under = []
     from ctxwin.estimate import get_estimator
 
-    est = get_estimator("content")
+    est = get_estimator(name)
     for u in corpus.usages(ROOT):
         seen += 1
         got = estimate(u.body, est, u.fmt, u.model)
@@ -34,14 +40,15 @@ def test_no_under_count_against_provider_usage() -> None:
 
 
 @pytest.mark.skipif(not HAS_BPE, reason="needs the bpe extra (quicktok)")
-def test_no_under_count_against_tokenizers_and_median() -> None:
+@pytest.mark.parametrize("name", sorted(MEDIAN_LIMIT))
+def test_no_under_count_against_tokenizers_and_median(name: str) -> None:
     import statistics
 
     from ctxwin.estimate import TOKENIZERS, get_estimator
     from fidelity.run import RealCount
 
     assert ROOT is not None
-    est = get_estimator("content")
+    est = get_estimator(name)
     reals = [RealCount(e) for e in TOKENIZERS]
     ratios = []
     for t in corpus.transcripts(ROOT):
@@ -50,4 +57,4 @@ def test_no_under_count_against_tokenizers_and_median() -> None:
         assert e >= max(real), t.name
         ratios.append(e / real[0])
     assert len(ratios) >= 200
-    assert statistics.median(ratios) <= 1.15
+    assert statistics.median(ratios) <= MEDIAN_LIMIT[name]
