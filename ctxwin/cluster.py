@@ -179,8 +179,8 @@ def _collect(
         except (distributed.KilledWorker, distributed.CancelledError) as exc:
             if attempt >= retries:
                 raise CtxwinError(
-                    f"chunk {i + 1} of {len(parts)} ({parts[i][0]} …) was lost with "
-                    f"{attempt + 1} attempts: {type(exc).__name__}: {exc}"
+                    f"chunk {i + 1} of {len(parts)} ({parts[i][0]} …) was lost "
+                    f"{attempt + 1} times: {type(exc).__name__}: {exc}"
                 ) from exc
             pending.add(submit(i, attempt + 1))
             continue

@@ -142,6 +142,13 @@ def test_check_command_engine_flags(
     )  # fmt: skip
     assert (remote.exit_code, remote.stdout) == (local.exit_code, local.stdout)
     assert local.exit_code == ExitCode.BAD_INPUT
+    assert "--jobs" not in remote.stderr
+    with_jobs = invoke(
+        "check", *paths, "--jsonl", "--estimator", "seed", "--engine", "dask", "-j", "3",
+        "--scheduler", running.address,
+    )  # fmt: skip
+    assert with_jobs.stdout == local.stdout
+    assert "warning: --jobs is for --engine local" in with_jobs.stderr
     lonely = invoke("check", *paths, "--scheduler", running.address)
     assert lonely.exit_code == 2 and "--scheduler needs --engine dask" in lonely.stderr
     nowhere = invoke("check", *paths, "--engine", "dask")

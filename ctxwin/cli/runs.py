@@ -325,6 +325,8 @@ def check(
         raise UsageError("--json and --jsonl: choose one")
     if scheduler is not None and engine is not Engine.dask:
         raise UsageError("--scheduler needs --engine dask")
+    if jobs and engine is Engine.dask and not quiet:
+        _say("warning: --jobs is for --engine local; the Dask workers' threads do the work")
     settings = settings.portable()
     stdin_rows: list[dict[str, Any]] = []
     if STDIO in paths:
