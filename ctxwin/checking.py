@@ -147,13 +147,17 @@ def _read_url(path: str, max_bytes: int) -> bytes | str:
     return data
 
 
-def check_file(path: str, settings: Settings, max_bytes: int = 0) -> list[dict[str, Any]]:
-    """One row per run in the file (or fsspec URL) at ``path``; never raises."""
+def check_file(
+    path: str, settings: Settings, max_bytes: int = 0, run_format: str = "auto"
+) -> list[dict[str, Any]]:
+    """One row per run in the file (or fsspec URL) at ``path``; never raises.
+    ``run_format`` names a session reader (:mod:`ctxwin.sessions`) instead of
+    detecting the shape."""
     if is_url(path):
         data = _read_url(path, max_bytes)
         if isinstance(data, str):
             return [_invalid(path, data)]
-        return check_bytes(data, path, settings)
+        return check_bytes(data, path, settings, run_format)
     try:
         with open(path, "rb") as fh:
             if max_bytes > 0 and os.fstat(fh.fileno()).st_size > max_bytes:
@@ -161,16 +165,20 @@ def check_file(path: str, settings: Settings, max_bytes: int = 0) -> list[dict[s
             data = fh.read()
     except OSError as exc:
         return [_invalid(path, f"cannot read: {exc.strerror or exc}")]
-    return check_bytes(data, path, settings)
+    return check_bytes(data, path, settings, run_format)
 
 
-def check_bytes(data: bytes, path: str, settings: Settings) -> list[dict[str, Any]]:
+def check_bytes(
+    data: bytes, path: str, settings: Settings, run_format: str = "auto"
+) -> list[dict[str, Any]]:
     """One row per run in ``data`` (read from ``path``); never raises."""
     try:
         estimator = settings.make_estimator()
         rows = []
-        for run in read_runs(data):
+        for run in read_runs(data, run_format):
             row = check_run(run, settings, estimator)
+            if run.warnings:
+                row["warnings"] = list(run.warnings)
             rows.append({"path": path, **row})
         return rows or [_invalid(path, "no transcripts in this file")]
     except RecursionError:
@@ -185,11 +193,13 @@ def _invalid(path: str, error: str) -> dict[str, Any]:
     return {"path": path, "run": "", "status": INVALID, "error": error}
 
 
-def check_chunk(paths: list[str], settings: Settings, max_bytes: int = 0) -> list[dict[str, Any]]:
+def check_chunk(
+    paths: list[str], settings: Settings, max_bytes: int = 0, run_format: str = "auto"
+) -> list[dict[str, Any]]:
     """Check several files (the unit of work a worker process gets)."""
     rows: list[dict[str, Any]] = []
     for path in paths:
-        rows.extend(check_file(path, settings, max_bytes))
+        rows.extend(check_file(path, settings, max_bytes, run_format))
     return rows
 
 
@@ -240,6 +250,7 @@ def check_paths(
     jobs: int = 0,
     max_bytes: int = 0,
     on_file_done: Callable[[int], None] | None = None,
+    run_format: str = "auto",
 ) -> Iterator[dict[str, Any]]:
     """Rows for every file in ``paths``, checked by ``jobs`` processes (0: all cores).
 
@@ -249,7 +260,7 @@ def check_paths(
     jobs = jobs or default_jobs()
     if jobs == 1 or len(paths) <= 1:
         for path in paths:
-            yield from check_file(path, settings, max_bytes)
+            yield from check_file(path, settings, max_bytes, run_format)
             if on_file_done is not None:
                 on_file_done(1)
         return
@@ -259,7 +270,7 @@ def check_paths(
     # alone, so workers neither scan them nor copy their pages.
     gc.freeze()
     try:
-        yield from _pooled(parts, settings, jobs, max_bytes, context, on_file_done)
+        yield from _pooled(parts, settings, jobs, max_bytes, context, on_file_done, run_format)
     finally:
         gc.unfreeze()
 
@@ -271,10 +282,12 @@ def _pooled(
     max_bytes: int,
     context: multiprocessing.context.BaseContext,
     on_file_done: Callable[[int], None] | None,
+    run_format: str = "auto",
 ) -> Iterator[dict[str, Any]]:
     with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=context) as pool:
         pending: dict[Future[list[dict[str, Any]]], int] = {
-            pool.submit(check_chunk, part, settings, max_bytes): len(part) for part in parts
+            pool.submit(check_chunk, part, settings, max_bytes, run_format): len(part)
+            for part in parts
         }
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -316,6 +329,7 @@ def check_files(
     jobs: int = 0,
     max_bytes: int = 0,
     on_file_done: Callable[[int], None] | None = None,
+    run_format: str = "auto",
     **changes: Any,
 ) -> Checked:
     """Check every transcript in ``paths`` (files, folders, globs, fsspec URLs; or what
@@ -328,7 +342,8 @@ def check_files(
     :func:`check_chunk` on the files and gives the same rows in the same order.
     ``on_file_done(n)`` is called as each chunk of ``n`` files finishes. ``settings``
     and keyword names of :class:`~ctxwin.settings.Settings` (``model=``,
-    ``context_length=``, ``estimator=`` …) say what to check against.
+    ``context_length=``, ``estimator=`` …) say what to check against; ``run_format``
+    names a session reader (:mod:`ctxwin.sessions`) instead of detecting shapes.
     """
     if engine not in ENGINES:
         raise UsageError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
@@ -343,12 +358,18 @@ def check_files(
             scheduler=scheduler,
             max_bytes=max_bytes,
             on_file_done=on_file_done,
+            run_format=run_format,
         )
     else:
         if scheduler is not None:
             raise UsageError("a scheduler is for engine 'dask' (--engine dask)")
         rows = check_paths(
-            found.files, settings, jobs=jobs, max_bytes=max_bytes, on_file_done=on_file_done
+            found.files,
+            settings,
+            jobs=jobs,
+            max_bytes=max_bytes,
+            on_file_done=on_file_done,
+            run_format=run_format,
         )
     ordered = in_file_order(rows, found.files)
     ordered += [_invalid(arg, MISSING) for arg in found.missing]

@@ -84,6 +84,7 @@ def check_paths_on_dask(
     max_bytes: int = 0,
     on_file_done: Callable[[int], None] | None = None,
     retries: int = 3,
+    run_format: str = "auto",
 ) -> Iterator[dict[str, Any]]:
     """Rows for every file in ``paths``, checked by the workers of ``scheduler`` (a
     :class:`distributed.Client`, or what :func:`connect` takes).
@@ -99,7 +100,9 @@ def check_paths_on_dask(
     try:
         threads = ready_threads(client)
         parts = chunks(paths, threads)
-        for i, rows in run_chunks(client, parts, settings, max_bytes, retries=retries):
+        for i, rows in run_chunks(
+            client, parts, settings, max_bytes, retries=retries, run_format=run_format
+        ):
             yield from rows
             if on_file_done is not None:
                 on_file_done(len(parts[i]))
@@ -137,6 +140,7 @@ def run_chunks(
     max_bytes: int,
     *,
     retries: int = 3,
+    run_format: str = "auto",
 ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
     """``(chunk index, rows)`` for every chunk of ``parts``, each exactly once, in
     completion order. A chunk whose task was lost with its workers (``KilledWorker``)
@@ -150,7 +154,9 @@ def run_chunks(
         key = f"{KEY_PREFIX}{run_id}-{i}-{attempt}"
         attempts[key] = (i, attempt)
         submitted.append(
-            client.submit(check_chunk, parts[i], settings, max_bytes, key=key, pure=False)
+            client.submit(
+                check_chunk, parts[i], settings, max_bytes, run_format, key=key, pure=False
+            )
         )
         return submitted[-1]
 

@@ -49,7 +49,7 @@ from typing import Any
 
 from ctxwin.budget import Budget
 from ctxwin.calibration import OverheadLearner, grow, prompt_tokens_from_usage
-from ctxwin.core import Transcript, budget_for, load, plan
+from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import ContextTruncated
 from ctxwin.estimate import Estimator, default_calibration
 from ctxwin.incremental import Prefixes, Reader
@@ -250,20 +250,24 @@ class ContextWindowManager:
 
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
         """:meth:`evaluate` for a request that is already read."""
+        p = self.plan(transcript)
+        result = p.result
+        changed = result.pruned or bool(p.applied.edits)
+        raw_sent = _raw_of_kept(p.transcript, result.keep) if changed else result.raw_tokens
+        return ManagedFit(p.output(), result, p.budget, transcript, raw_sent, p.applied)
+
+    def plan(self, transcript: Transcript) -> Plan:
+        """The :class:`~ctxwin.core.Plan` of ``transcript`` at what this run has learned."""
         if self._learned is None and self._seed is None:
             self._seed = default_seed(self.estimator, self.model or transcript.view.model)
         learner = self._learner
-        p = plan(
+        return plan(
             transcript,
             self.settings,
             calibration=self.calibration,
             overhead=learner.anchor if learner is not None else 0,
             floor=learner.overhead if learner is not None else None,
         )
-        result = p.result
-        changed = result.pruned or bool(p.applied.edits)
-        raw_sent = _raw_of_kept(p.transcript, result.keep) if changed else result.raw_tokens
-        return ManagedFit(p.output(), result, p.budget, transcript, raw_sent, p.applied)
 
     def evaluate_prefix(self, prefixes: Prefixes, i: int) -> tuple[FitResult, Budget]:
         """:meth:`evaluate` for the request holding the first ``i`` items of a growing

@@ -57,6 +57,9 @@ class Run:
     """
     context_length: int | None = None
     """The context window the recording names (Codex's ``model_context_window``), if any."""
+    current: bool = False
+    """The conversation a session file continues: its next request is this run's
+    whole transcript (the last segment of the main chain, in its main model)."""
     warnings: list[str] = field(default_factory=list)
     """Non-fatal remarks made while reading (a cut-off last line, skipped entries)."""
 

@@ -53,6 +53,7 @@ __all__ = [
     "parse_values",
     "prepared_calls",
     "read_runs",
+    "read_session",
     "runs_from_value",
     "usage_of",
 ]
@@ -117,6 +118,16 @@ def read_runs(data: bytes, run_format: str = "auto") -> list[Run]:
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             runs.append(Run(label, "invalid", error=f"unexpected shape: {type(exc).__name__}"))
     return runs
+
+
+def read_session(data: bytes, run_format: str = "auto", value: Any = None) -> list[Run] | None:
+    """The runs of a session file (:mod:`ctxwin.sessions`), or ``None`` when ``data``
+    is not one and ``run_format`` is ``auto``. ``value`` is ``data`` already parsed
+    (a single JSON document), when the caller has it."""
+    values: list[tuple[str, Any, str | None]] = (
+        [("", value, None)] if value is not None else list(parse_values(data))
+    )
+    return _read_session(values, run_format)
 
 
 def _read_session(values: list[tuple[str, Any, str | None]], run_format: str) -> list[Run] | None:

@@ -18,7 +18,7 @@ from ctxwin.estimate import Estimator, calibrated
 from ctxwin.formats import get_adapter
 from ctxwin.incremental import Prefixes
 from ctxwin.manager import ContextWindowManager, ManagedFit
-from ctxwin.pruning import FitResult
+from ctxwin.pruning import FitResult, total_cost
 from ctxwin.recorded import model_messages
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
@@ -272,6 +272,56 @@ def _next_request(run: Run, manager: ContextWindowManager) -> dict[str, Any] | N
         "dropped_turns": r.dropped_turns,
         "estimated_tokens_after": r.estimated_tokens_after,
     }
+
+
+# --- a session's next request ------------------------------------------------
+
+
+def current_run(runs: list[Run]) -> Run | None:
+    """The run a session file continues (:attr:`~ctxwin.recorded.Run.current`), else
+    its first readable run."""
+    readable = [r for r in runs if r.error is None]
+    return next((r for r in readable if r.current), readable[0] if readable else None)
+
+
+def learned_manager(
+    run: Run, settings: Settings, learn_overhead: bool | None = None
+) -> tuple[ContextWindowManager, Any]:
+    """A manager that has seen every usage ``run`` recorded, and the run's next request.
+
+    The next request is the whole transcript (or the last recorded request).
+    Each call's raw estimate is read from the request as recorded, as
+    :func:`replay_run` does, without fitting it.
+    """
+    if run.error is not None:
+        raise InputError(run.error)
+    estimator = settings.make_estimator()
+    fmt = run.format_for(settings.fmt)
+    if run.recorded is None:
+        prepared = prepared_calls(run.body, run.usage_at, estimator, fmt, run.calls_at)
+        calls = [c for c, _ in prepared]
+        transcripts: list[Transcript | None] = [t for _, t in prepared]
+        nxt = run.body
+    else:
+        calls = list(run.recorded)
+        transcripts = [None] * len(calls)
+        if not calls:
+            raise InputError("no requests in this run")
+        nxt = calls[-1].request
+    hint = next((h for h in map(_hint, calls) if h), None)
+    manager = run_manager(settings, run, hint, estimator, learns_overhead(run, learn_overhead))
+    manager.reset()
+    started = False
+    for call, transcript in zip(calls, transcripts, strict=True):
+        if _reported(call.usage) is None:
+            continue
+        t = transcript if transcript is not None else load(call.request, fmt, estimator)
+        if not started:  # the run's seed depends on its model, as in replay_run
+            manager.plan(t)
+            started = True
+        raw = estimator.raw(total_cost(t.view))
+        manager.observe(call.usage, raw_tokens=raw)
+    return manager, nxt
 
 
 # --- check -------------------------------------------------------------------

@@ -36,6 +36,7 @@ from ctxwin.cli.options import (
     QuietOpt,
     ReportJsonOpt,
     ReportPathOpt,
+    RunFormatOpt,
     SpecOpt,
     StrategyOpt,
     TokenizerOpt,
@@ -89,6 +90,7 @@ def estimate(
     max_tokens: MaxTokensOpt = None,
     calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
+    run_format: RunFormatOpt = "auto",
     estimator: EstimatorOpt = "content",
     tokenizer: TokenizerOpt = None,
     json_: ReportJsonOpt = False,
@@ -100,6 +102,10 @@ def estimate(
     clear_at_least: ClearAtLeastOpt = 0,
 ) -> None:
     """Estimate a transcript's tokens and budget, and say what pruning would do (dry run).
+
+    IN may also be an agent tool's session file (Claude Code, Codex CLI, Gemini
+    CLI, OpenHands, mini-swe-agent, OpenTelemetry spans): its next request is
+    everything it recorded, estimated with the overhead its usage proves.
 
     Exit 0 whether or not pruning is needed; 3 when even the floor (head plus
     newest turn) exceeds the budget.
@@ -114,6 +120,7 @@ def estimate(
             max_tokens=max_tokens,
             calibration=calibration,
             format_=format_,
+            run_format=run_format,
             estimator=estimator,
             tokenizer=tokenizer,
             json_=json_,
@@ -145,6 +152,7 @@ def prune(
     max_tokens: MaxTokensOpt = None,
     calibration: CalibrationOpt = None,
     format_: FormatOpt = "auto",
+    run_format: RunFormatOpt = "auto",
     estimator: EstimatorOpt = "content",
     tokenizer: TokenizerOpt = None,
     report_path: ReportPathOpt = None,
@@ -172,6 +180,7 @@ def prune(
             max_tokens=max_tokens,
             calibration=calibration,
             format_=format_,
+            run_format=run_format,
             estimator=estimator,
             tokenizer=tokenizer,
             report_path=report_path,

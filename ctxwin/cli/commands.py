@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from ctxwin.cli.funnel import exit_code_for, say
 from ctxwin.cli.streams import read_input, write_output, write_stdout
-from ctxwin.errors import ExitCode, SpecError, UsageError
+from ctxwin.errors import ExitCode, InputError, SpecError, UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -81,6 +81,7 @@ class PlanOptions(TypedDict):
     max_tokens: int | None
     calibration: float | None
     format_: str
+    run_format: str
     estimator: str
     tokenizer: str | None
     max_input_bytes: int
@@ -167,17 +168,42 @@ def build_settings(
     )
 
 
-def _plan(*, input_: str, max_input_bytes: int, quiet: bool, **flags: Any) -> tuple[Any, bytes]:
+def _plan(
+    *, input_: str, max_input_bytes: int, quiet: bool, run_format: str = "auto", **flags: Any
+) -> tuple[Any, bytes, Any]:
+    """The plan of the input; the bytes read; the session run when the input is a
+    session file (its next request is planned) or ``None``."""
     from ctxwin import codec, core
 
     settings = build_settings(**flags)
+    check_run_format(run_format)
     data = read_input(input_, max_input_bytes)
     if data.startswith(codec.BOM) and not quiet:
         say("warning: ignoring the UTF-8 byte order mark at the start of the input")
-    body = codec.parse(data)
-    retain(body)
-    transcript = core.load(body, settings.fmt, settings.make_estimator())
-    plan = core.plan(transcript, settings)
+    session = None
+    if run_format != "auto":
+        session = _session_run(data, run_format)
+    else:
+        from ctxwin.runs import looks_like_jsonl
+
+        if looks_like_jsonl(data):  # not one request body: a session, or an error below
+            session = _session_run(data, "auto")
+        if session is None:
+            body = codec.parse(data)
+            if _may_be_session(body):
+                session = _session_run(data, "auto", body)
+    if session is not None:
+        data = b""  # the session's next request is written, never the file: free it now
+    if session is None:
+        retain(body)
+        transcript = core.load(body, settings.fmt, settings.make_estimator())
+        plan = core.plan(transcript, settings)
+    else:
+        from ctxwin.simulate import learned_manager
+
+        manager, nxt = learned_manager(session, settings)
+        transcript = core.load(nxt, session.format_for(settings.fmt), manager.estimator)
+        plan = manager.plan(transcript)
     if not quiet:
         s = plan.budget.spec
         if s.context_length_source == "fallback":
@@ -186,12 +212,56 @@ def _plan(*, input_: str, max_input_bytes: int, quiet: bool, **flags: Any) -> tu
                 f"warning: unknown context length ({named}); assuming {s.context_length:,} "
                 "tokens. Pass --context-length, --model or --model-spec."
             )
-        for note in transcript.view.notes + plan.result.warnings:
+        notes = session.warnings if session is not None else []
+        for note in notes + transcript.view.notes + plan.result.warnings:
             say(f"warning: {note}")
         if not plan.result.pruned and not plan.result.overflow_at_floor and not plan.applied.edits:
             # Nothing is dropped, so fit did not check the rules: say what a provider may reject.
             _warn_problems(transcript.problems())
-    return plan, data
+    return plan, data, session
+
+
+def check_run_format(run_format: str) -> None:
+    """Refuse an unknown ``--run-format`` (exit 2)."""
+    from ctxwin import sessions
+
+    if run_format != sessions.AUTO and run_format not in sessions.names():
+        raise UsageError(
+            f"--run-format: unknown run format {run_format!r}; choose from: auto, "
+            f"{', '.join(sessions.names())}"
+        )
+
+
+_BODY_KEYS = frozenset(("input", "contents", "system", "tools"))
+_SESSION_KEYS = frozenset(
+    ("sessionId", "trajectory_format", "info", "spans", "resourceSpans", "attributes")
+)
+
+
+def _may_be_session(body: Any) -> bool:
+    """Whether a parsed body could be a session file (cheap: no reader is imported
+    for a plain request body)."""
+    if isinstance(body, list):
+        head = body[0] if body else None
+        return isinstance(head, dict) and ("role" not in head or "parts" in head)
+    if isinstance(body, dict):
+        return not (body.keys() & _BODY_KEYS) and bool(body.keys() & _SESSION_KEYS)
+    return False
+
+
+def _session_run(data: bytes, run_format: str, body: Any = None) -> Any:
+    """The run a session file continues (``None`` when ``data`` is not a session
+    and no ``run_format`` was named)."""
+    from ctxwin.runs import read_session
+    from ctxwin.simulate import current_run
+
+    runs = read_session(data, run_format, body)
+    if runs is None:
+        return None
+    run = current_run(runs)
+    if run is None:
+        raise InputError(runs[0].error or "no conversation in this session")
+    return run
 
 
 def _warn_problems(problems: list[Any]) -> None:
@@ -215,8 +285,10 @@ def estimate_command(*, json_: bool, **options: Unpack[PlanOptions]) -> int:
     """``ctxwin estimate``: print the report; the exit code."""
     from ctxwin.cli.report import build_report, render_json, render_summary
 
-    plan, _ = _plan(**options)
+    plan, _, session = _plan(**options)
     report = build_report(plan)
+    if session is not None:
+        _add_session_keys(report, session, plan)
     if json_:
         write_stdout(render_json(report))
     else:
@@ -233,12 +305,17 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     """``ctxwin prune``: write the fitted body to ``output``; the exit code."""
     from ctxwin.cli.report import build_report, render_json
 
-    plan, data = _plan(**options)
+    plan, data, session = _plan(**options)
     result = plan.result
     report = build_report(plan)
     out = data
     edits = plan.applied.edits
-    if (result.pruned or edits) and not result.overflow_at_floor:
+    if session is not None:
+        _add_session_keys(report, session, plan)
+        from ctxwin.codec import dumps
+
+        out = dumps(plan.output(), indent=True, newline=True)  # the request, as a body
+    elif (result.pruned or edits) and not result.overflow_at_floor:
         from ctxwin.codec import dumps, find_big_integer, may_hold_big_number
         from ctxwin.errors import InputError
 
@@ -259,6 +336,12 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
         tokens = f"{result.estimated_tokens:,} → {result.estimated_tokens_after:,} tokens"
         say(f"{_did(plan)}: {tokens}, budget {result.budget:,}")
     return 0
+
+
+def _add_session_keys(report: Report, session: Any, plan: Any) -> None:
+    """The extra report keys of a session file: which run, and the overhead learned."""
+    report["session"] = {"run": session.name, "shape": session.shape}
+    report["overhead"] = plan.result.overhead
 
 
 def _did(plan: Any) -> str:

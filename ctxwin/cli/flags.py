@@ -105,6 +105,15 @@ FLAGS: dict[str, Flag] = {
             panel=EST_PANEL,
         ),
         Flag(
+            "run_format",
+            ("--run-format",),
+            "str",
+            "auto",
+            "Session file format: auto (detect by shape), claude-code, codex, gemini-cli, "
+            "openhands-events, mini-swe-agent or otel. See docs/sessions.md.",
+            panel=EST_PANEL,
+        ),
+        Flag(
             "estimator",
             ("--estimator",),
             "str",
@@ -212,8 +221,8 @@ SHARED = ESTIMATION + STRATEGY
 (:func:`ctxwin.cli.commands.build_settings`)."""
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "estimate": (*SHARED, "json_", "max_input_bytes", "quiet"),
-    "prune": (*SHARED, "report_path", "max_input_bytes", "quiet"),
+    "estimate": (*SHARED, "run_format", "json_", "max_input_bytes", "quiet"),
+    "prune": (*SHARED, "run_format", "report_path", "max_input_bytes", "quiet"),
 }
 """Each transcript command's flags, in the order ``--help`` lists them."""
 

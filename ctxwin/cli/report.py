@@ -7,7 +7,7 @@ something.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import orjson
 
@@ -38,6 +38,13 @@ REPORT_KEYS = (
     "dropped_messages",
 )
 """The stable keys, in order. Extra keys follow them."""
+
+
+class SessionInfo(TypedDict):
+    """The run of a session file that ``estimate`` and ``prune`` planned."""
+
+    run: str
+    shape: str
 
 
 class Report(TypedDict):
@@ -80,6 +87,11 @@ class Report(TypedDict):
     truncated_results: int
     truncated_tokens: int
     cleared_thinking: int
+    session: NotRequired[SessionInfo]
+    """Only for a session file: which run of it was estimated (its next request)."""
+    overhead: NotRequired[int]
+    """Only for a session file: the tokens its usage proves every request costs beyond
+    its estimate (a system prompt and tools the log never recorded)."""
 
 
 def build_report(plan: Plan) -> Report:

@@ -19,9 +19,10 @@ import orjson
 import typer
 
 from ctxwin.checking import check_exit_code
+from ctxwin.cli.commands import check_run_format
 from ctxwin.cli.flags import ESTIMATION, STRATEGY
 from ctxwin.cli.funnel import say as _say
-from ctxwin.cli.options import MaxInputOpt, QuietOpt, with_settings
+from ctxwin.cli.options import MaxInputOpt, QuietOpt, RunFormatOpt, with_settings
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
 from ctxwin.settings import DEFAULT, Settings
@@ -69,6 +70,7 @@ def replay(
         ),
     ] = None,
     settings: Settings = DEFAULT,
+    run_format: RunFormatOpt = "auto",
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
@@ -87,6 +89,7 @@ def replay(
     from ctxwin.simulate import replay_run
 
     settings = settings.portable()
+    check_run_format(run_format)
     from ctxwin.checking import find_files
     from ctxwin.runs import Run, join_recorded
 
@@ -99,7 +102,10 @@ def replay(
         raise InputError(": ".join(found.unreadable[0]))
     files += found.files
     for path in files:
-        file_runs = read_runs(read_input(path, max_input_bytes))
+        file_runs = read_runs(read_input(path, max_input_bytes), run_format)
+        if not quiet:
+            for warning in dict.fromkeys(w for r in file_runs for w in r.warnings):
+                _say(f"warning: {path}: {warning}")
         if len(files) > 1:
             for r in file_runs:
                 r.name = f"{path} {r.name}".strip()
@@ -195,7 +201,12 @@ def _render_replay(rep: dict[str, Any], console: Console, *, chart: bool) -> Non
         parts.append(f"truncated at call {rep['first_truncated']}: the run would stop there")
     if rep["under_estimates"]:
         parts.append(f"{rep['under_estimates']} estimates under the reported count")
+    if rep.get("peak_context_use") is not None:
+        peak = 100 * rep["peak_context_use"]
+        parts.append(f"peak {peak:.1f}% of the window at call {rep['peak_call']}")
     parts.append(f"calibration {rep['final_calibration']:.3f} at the end")
+    if rep.get("learn_overhead"):
+        parts.append(f"overhead {rep['final_overhead']:,} tokens learned from usage")
     console.print(Text("; ".join(parts)))
     console.print()
 
@@ -301,6 +312,7 @@ def check(
         ),
     ] = FailOn.pruned,
     settings: Settings = DEFAULT,
+    run_format: RunFormatOpt = "auto",
     json_: Annotated[
         bool, typer.Option("--json", help="Print {summary, rows} as one JSON document.")
     ] = False,
@@ -328,11 +340,12 @@ def check(
     if jobs and engine is Engine.dask and not quiet:
         _say("warning: --jobs is for --engine local; the Dask workers' threads do the work")
     settings = settings.portable()
+    check_run_format(run_format)
     stdin_rows: list[dict[str, Any]] = []
     if STDIO in paths:
         from ctxwin.checking import check_bytes
 
-        stdin_rows = check_bytes(read_input(STDIO, max_input_bytes), STDIO, settings)
+        stdin_rows = check_bytes(read_input(STDIO, max_input_bytes), STDIO, settings, run_format)
         paths = [p for p in paths if p != STDIO]
     found = find_files(paths)
     if not (found.files or found.missing or found.unreadable or stdin_rows):
@@ -349,6 +362,7 @@ def check(
             jobs=workers,
             max_bytes=max_input_bytes,
             on_file_done=advance,
+            run_format=run_format,
         )
         return checked.rows  # file order, then run order within a file
 
@@ -378,6 +392,10 @@ def check(
         rows = run()
     rows = stdin_rows + rows
     summary = summarize(rows, found, worst)
+    if not quiet:
+        for r in rows:
+            for warning in r.get("warnings") or ():
+                _say(f"warning: {r['path']}: {warning}")
     if summary["not_enforced"] and not quiet:
         _say(
             f"warning: {summary['not_enforced']} transcripts have a budget that is not positive "
@@ -472,6 +490,7 @@ def calibrate(
         ),
     ],
     settings: Settings = DEFAULT,
+    run_format: RunFormatOpt = "auto",
     json_: JsonOpt = False,
     max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: QuietOpt = False,
@@ -484,9 +503,10 @@ def calibrate(
     """
     from ctxwin.checking import find_files
     from ctxwin.runs import read_runs
-    from ctxwin.simulate import calibration_rows, calibration_summary
+    from ctxwin.simulate import calibration_rows, calibration_summary, overhead_fits
 
     settings = settings.portable()
+    check_run_format(run_format)
     found = find_files(logs)
     if not quiet:
         for arg in found.missing:
@@ -500,7 +520,7 @@ def calibrate(
         except InputError as exc:
             rows.append({"path": path, "error": str(exc)})
             continue
-        for run in read_runs(data):
+        for run in read_runs(data, run_format):
             rows.extend({"path": path, **row} for row in calibration_rows(run, settings))
     usable = [r for r in rows if "raw_tokens" in r]
     if not quiet:
@@ -517,13 +537,16 @@ def calibrate(
     for r in usable:
         models.setdefault(r["model"] or "(unknown)", []).append(r)
     by_model = {m: calibration_summary(rs) for m, rs in sorted(models.items())}
+    by_run = overhead_fits(rows)
     if json_:
-        payload = {"summary": summary, "by_model": by_model, "rows": rows}
+        payload = {"summary": summary, "by_model": by_model, "by_run": by_run, "rows": rows}
         write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
         return
     from rich.console import Console
 
-    _render_calibrate(usable, summary, by_model, Console())
+    console = Console()
+    _render_calibrate(usable, summary, by_model, console)
+    _render_overheads(by_run, console)
 
 
 def _render_calibrate(
@@ -569,4 +592,29 @@ def _render_calibrate(
     for name, s in by_model.items():
         add(name, s)
     add("all", summary)
+    console.print(table)
+
+
+def _render_overheads(fits: list[dict[str, Any]], console: Console) -> None:
+    """The ``reported ≈ overhead + factor × raw`` line fitted per run and model."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title = "overhead + factor × raw per run and model (the safe line with the least waste)"
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("file", "run", "model", "calls", "overhead", "factor", "median", "waste"):
+        table.add_column(col, justify="left" if col in ("file", "run", "model") else "right")
+    for f in fits:
+        if not f["calls"]:
+            continue
+        table.add_row(
+            Text(Path(f["path"]).name),
+            Text(f["run"]),
+            Text(f["model"] or ""),
+            f"{f['calls']:,}",
+            f"{f['overhead']:,}",
+            f"{f['factor']:.3f}",
+            f"{f['median_ratio']:.3f}",
+            f"{f['waste_percent']:.1f}%",
+        )
     console.print(table)

@@ -104,6 +104,7 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
     runs: list[Run] = []
     if main.lines:
         runs.extend(_chain_runs(main, "main", parents))
+
     for key, chain in sides.items():
         runs.extend(_chain_runs(chain, f"agent-{key}", parents))
     return runs
@@ -176,7 +177,7 @@ def _blocks(content: Any, where: str) -> list[Any]:
 
 
 def _chain_runs(chain: _Chain, name: str, parents: dict[str, str | None]) -> list[Run]:
-    """One run per compaction segment and per model of one chain."""
+    """One run per compaction segment and per model of one chain (main model first)."""
     lines = _select(chain.lines, parents)
     segments: list[list[tuple[str, dict[str, Any]]]] = [[]]
     for label, value in lines:
@@ -188,7 +189,10 @@ def _chain_runs(chain: _Chain, name: str, parents: dict[str, str | None]) -> lis
     runs: list[Run] = []
     for n, segment in enumerate(segments, 1):
         seg_name = name if len(segments) == 1 else f"{name} segment {n}"
-        runs.extend(_segment_runs(segment, seg_name))
+        seg_runs = _segment_runs(segment, seg_name)
+        if n == len(segments) and seg_runs and name == "main":
+            seg_runs[0].current = True  # the main model's run of the last segment
+        runs.extend(seg_runs)
     return runs
 
 
@@ -246,8 +250,10 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
     runs = []
     for model in models:
         mine = frozenset(i for i in calls if model_at.get(i, main_model) == model)
-        last = max(mine)
-        sub: dict[str, Any] = {"model": model, "messages": messages[: last + 1]}
+        # the main model's run holds the whole segment (its next request); a side
+        # model's ends at its last call
+        end = len(messages) if model == main_model else max(mine) + 1
+        sub: dict[str, Any] = {"model": model, "messages": messages[:end]}
         label = name if model == main_model else f"{name} {model}"
         runs.append(
             Run(

@@ -143,6 +143,7 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
                 usage_at=seg.usage_at,
                 fmt="openai-responses",
                 context_length=context_length,
+                current=n == len(kept),
             )
         )
     return runs

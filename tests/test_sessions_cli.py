@@ -1,0 +1,173 @@
+"""Session files on the command line: estimate and prune take one directly,
+--run-format forces a reader, replay/check/calibrate report what the sessions learned."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from ctxwin.cli.app import app
+from tests.test_sessions import AGENT_TOOLS, cc_line, corpus, jsonl, tool_result, tool_use
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+def fast(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """The console entry point (estimate and prune take the path without Typer)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwin", *args], capture_output=True, timeout=60, check=False
+    )
+
+
+def session_lines() -> list[dict[str, Any]]:
+    return [
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": "s1"},
+        cc_line("user", "u1", None, "fix the failing test"),
+        cc_line("assistant", "a1", "u1", tool_use("t1"), usage=21000),
+        cc_line("user", "r1", "a1", tool_result("t1")),
+        cc_line("assistant", "a2", "r1", [{"type": "text", "text": "Fixed."}], usage=21050),
+        cc_line("user", "u2", "a2", "thanks, now run the suite"),
+    ]
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    path = tmp_path / "s1.jsonl"
+    path.write_bytes(jsonl(*session_lines()))
+    return path
+
+
+def test_estimate_a_session_counts_the_overhead_its_usage_proves(session: Path) -> None:
+    for result in (fast("estimate", str(session), "--json"), None):
+        if result is None:
+            out = invoke("estimate", str(session), "--json")
+            assert out.exit_code == 0, out.output
+            report = orjson.loads(out.stdout)
+        else:
+            assert result.returncode == 0, result.stderr
+            report = orjson.loads(result.stdout)
+        assert report["session"] == {"run": "main", "shape": "claude-code"}
+        assert report["format"] == "anthropic"
+        assert report["messages_in"] == 5
+        # the last call reported 21,050 for four of these messages: the next request is more
+        assert report["overhead"] >= 21050 - report["raw_tokens"]
+        assert report["estimated_tokens"] > 21050
+
+
+def test_prune_writes_the_next_request_as_a_body(session: Path, tmp_path: Path) -> None:
+    out = tmp_path / "next.json"
+    result = fast("prune", str(session), str(out))
+    assert result.returncode == 0, result.stderr
+    body = orjson.loads(out.read_bytes())
+    assert set(body) == {"model", "messages"}
+    assert [m["role"] for m in body["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+
+
+def test_prune_a_session_over_its_window_drops_old_turns(tmp_path: Path) -> None:
+    lines = [cc_line("user", "u0", None, "start")]
+    parent = "u0"
+    for k in range(8):
+        lines += [
+            cc_line("assistant", f"a{k}", parent, tool_use(f"t{k}"), usage=20000 + 3000 * k),
+            cc_line("user", f"r{k}", f"a{k}", [{**tool_result(f"t{k}")[0], "content": "x" * 8000}]),
+        ]
+        parent = f"r{k}"
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(jsonl(*lines))
+    out = tmp_path / "next.json"
+    result = invoke(
+        "prune", str(path), str(out), "--context-length", "40000", "--max-tokens", "1000"
+    )
+    assert result.exit_code == 0, result.output
+    body = orjson.loads(out.read_bytes())
+    assert 1 < len(body["messages"]) < 17
+
+
+def test_cut_off_session_warns_and_reads_the_complete_lines(session: Path) -> None:
+    data = session.read_bytes() + b'{"type": "assistant", "uuid": "a3", "mess'
+    session.write_bytes(data)
+    result = fast("estimate", str(session), "--json")
+    assert result.returncode == 0, result.stderr
+    assert b"line 7 is cut off" in result.stderr
+    assert orjson.loads(result.stdout)["messages_in"] == 5
+
+
+def test_empty_session_exits_1_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    result = fast("estimate", str(path), "--run-format", "claude-code")
+    assert result.returncode == 1
+    assert result.stderr.count(b"\n") == 1 and b"empty" in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+def test_run_format_unknown_is_a_usage_error(session: Path) -> None:
+    result = invoke("estimate", str(session), "--run-format", "nope")
+    assert result.exit_code == 2
+    assert "--run-format: unknown run format 'nope'" in result.output
+    assert invoke("check", str(session), "--run-format", "nope").exit_code == 2
+
+
+def test_run_format_forces_a_reader(session: Path) -> None:
+    result = invoke("estimate", str(session), "--run-format", "codex")
+    assert result.exit_code == 1
+    ok = invoke("replay", str(session), "--run-format", "claude-code", "--json")
+    assert ok.exit_code == 0, ok.output
+    [rep] = orjson.loads(ok.stdout)["runs"]
+    assert rep["shape"] == "claude-code" and rep["calls"] == 2
+
+
+def test_replay_reports_peak_overhead_and_next_request(session: Path) -> None:
+    result = invoke("replay", str(session), "--json")
+    assert result.exit_code == 0, result.output
+    [rep] = orjson.loads(result.stdout)["runs"]
+    assert rep["learn_overhead"] is True
+    assert rep["final_overhead"] > 0
+    assert rep["peak_call"] == 2
+    assert rep["peak_context_use"] == pytest.approx(21050 / rep["context_length"], abs=0.01)
+    assert rep["next_request"]["messages"] == 5
+    # the second call is predicted before its usage is seen, from the first's
+    second = rep["rows"][1]
+    assert second["reported_tokens"] == 21050 and 21050 <= second["estimated_tokens"] < 21300
+
+
+@corpus
+@pytest.mark.corpus
+def test_check_reads_every_agent_tools_sample() -> None:
+    result = invoke("check", str(AGENT_TOOLS), "--jsonl", "-j", "1", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    rows = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 21
+    assert not [r for r in rows if r["status"] == "invalid"]
+    claude = next(r for r in rows if r["path"].endswith("drmaciver-coverage-test-fix.jsonl"))
+    assert claude["calls"] == 14 and claude["peak_call"] == 14
+    assert claude["overhead"] > 18000  # Claude Code's system prompt and tools, never logged
+
+
+@corpus
+@pytest.mark.corpus
+def test_calibrate_fits_overhead_and_factor_per_run() -> None:
+    path = AGENT_TOOLS / "claude-code" / "drmaciver-coverage-test-fix.jsonl"
+    result = invoke("calibrate", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    [fit] = orjson.loads(result.stdout)["by_run"]
+    assert (fit["run"], fit["calls"]) == ("main", 14)
+    # 14 calls from 18,549 to 22,899 reported tokens over a conversation of a few thousand
+    assert 15000 < fit["overhead"] < 18549
+    assert fit["median_ratio"] <= 1.10
