@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -50,6 +51,7 @@ __all__ = [
     "Run",
     "calls_from_transcript",
     "join_recorded",
+    "looks_like_jsonl",
     "parse_values",
     "prepared_calls",
     "read_runs",
@@ -62,34 +64,74 @@ __all__ = [
 # --- reading -----------------------------------------------------------------
 
 
+_NON_SPACE = re.compile(rb"\S")
+
+
+def looks_like_jsonl(data: bytes) -> bool:
+    """Whether ``data`` starts with a whole JSON value on its first line and has more
+    after it: JSONL, not one document (checked without copying ``data``)."""
+    start = 3 if data[:3] == b"\xef\xbb\xbf" else 0
+    end = data.find(b"\n", start)
+    if end < 0 or _NON_SPACE.search(data, end) is None:
+        return False
+    try:
+        first = orjson.loads(memoryview(data)[start:end])
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(first, dict | list)
+
+
+def _lines(data: bytes, start: int) -> Iterator[tuple[int, int, int]]:
+    """``(number, start, end)`` of each line of ``data`` that is not blank."""
+    n = 0
+    pos = start
+    size = len(data)
+    while pos < size:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            end = size
+        n += 1
+        found = _NON_SPACE.search(data, pos, end)
+        if found is not None:
+            yield n, pos, end
+        pos = end + 1
+
+
 def parse_values(data: bytes) -> Iterator[tuple[str, Any, str | None]]:
     """The JSON values of a file: one, or one per JSONL line.
 
     Yields ``(label, value, error)``; ``label`` is ``""`` for a single JSON
     document and ``line N`` for JSONL; ``error`` is set for a line that is
-    not JSON. A leading UTF-8 byte order mark is ignored.
+    not JSON. A leading UTF-8 byte order mark is ignored. Lines are parsed one
+    at a time from ``data`` (no copy of the file), and what session readers
+    never use is dropped as each line is read (:func:`ctxwin.sessions.slim`).
     """
-    if data[:3] == b"\xef\xbb\xbf":
-        data = data[3:]
-    try:
-        yield "", orjson.loads(data), None
-        return
-    except orjson.JSONDecodeError as exc:
-        first_error = str(exc)
-    lines = [(n, line) for n, line in enumerate(data.splitlines(), 1) if line.strip()]
-    if not lines:
+    start = 3 if data[:3] == b"\xef\xbb\xbf" else 0
+    view = memoryview(data)
+    first_error = "not JSON"
+    if not looks_like_jsonl(data):
+        try:
+            yield "", orjson.loads(view[start:]), None
+            return
+        except orjson.JSONDecodeError as exc:
+            first_error = str(exc)
+    lines = _lines(data, start)
+    head = next(lines, None)
+    if head is None:
         yield "", None, "empty input (expected JSON or JSONL)"
         return
+    second = next(lines, None)
     try:
-        first = orjson.loads(lines[0][1])
+        first = orjson.loads(view[head[1] : head[2]])
     except orjson.JSONDecodeError:
         first = None
-    if len(lines) < 2 or first is None:
+    if second is None or first is None:
         yield "", None, f"invalid JSON: {first_error}"
         return
-    for n, line in lines:
+    yield f"line {head[0]}", sessions.slim(first), None
+    for n, a, b in chain([second], lines):
         try:
-            yield f"line {n}", orjson.loads(line), None
+            yield f"line {n}", sessions.slim(orjson.loads(view[a:b])), None
         except orjson.JSONDecodeError as exc:
             yield f"line {n}", None, f"invalid JSON: {exc}"
 

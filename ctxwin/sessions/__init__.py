@@ -51,6 +51,15 @@ def check_name(name: str) -> str:
     return name
 
 
+def slim(value: Any) -> Any:
+    """``value`` (one JSONL line) without what no reader uses, to keep big sessions
+    small in memory: a Claude Code line's ``toolUseResult`` (a copy of the tool
+    output) and the body of a ``file-history-snapshot`` or ``progress`` line."""
+    if isinstance(value, dict):
+        return claude_code.slim(value)
+    return value
+
+
 def detect(entries: Sequence[Any], jsonl: bool) -> str | None:
     """The name of the first reader that recognizes these entries, or ``None``."""
     for name, reader in READERS.items():

@@ -69,6 +69,19 @@ def detect(entries: Sequence[Any], jsonl: bool) -> bool:
     return typed > 0 and typed == sum(1 for v in entries[:50] if isinstance(v, dict))
 
 
+_BULKY = frozenset(("file-history-snapshot", "progress"))
+
+
+def slim(value: dict[str, Any]) -> dict[str, Any]:
+    """A line without what the reader never uses (see :func:`ctxwin.sessions.slim`)."""
+    if "toolUseResult" in value and "message" in value:
+        del value["toolUseResult"]
+    t = value.get("type")
+    if t in _BULKY:
+        return {k: value[k] for k in ("type", "uuid", "parentUuid", "sessionId") if k in value}
+    return value
+
+
 @dataclass(slots=True)
 class _Chain:
     lines: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
