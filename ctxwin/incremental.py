@@ -183,12 +183,17 @@ class _Cover:
     def add(self, call_id: str, at: int) -> None:
         """Item ``at`` names ``call_id``: the id now spans the boundaries up to ``at``."""
         last = self.last.get(call_id)
-        if last is not None and at > last:
-            # boundaries b with last < b <= at are spanned once more
-            self._add(last + 1, 1)
-            self._add(at + 1, -1)
-        if last is None or at > last:
+        if last is None:
             self.last[call_id] = at
+        elif at > last:
+            self.span(last, at)
+            self.last[call_id] = at
+
+    def span(self, last: int, at: int) -> None:
+        """An id named at ``last`` is named again at ``at``: boundaries ``b`` with
+        ``last < b <= at`` are spanned once more."""
+        self._add(last + 1, 1)
+        self._add(at + 1, -1)
 
     def spanned(self, boundary: int, which: int) -> bool:
         """Whether some id is named both before ``boundary`` and at or after it
@@ -249,12 +254,19 @@ class Prefixes:
                 column.append(running)
         cover = self.cover
         cover.grow(n)
+        last = cover.last
         for i in range(start, n):
             item = items[i]
-            for call_id in item.calls:
-                cover.add(call_id, i)
-            for call_id in item.answers:
-                cover.add(call_id, i)
+            calls, answers = item.calls, item.answers
+            if not (calls or answers):
+                continue
+            for call_id in (*calls, *answers) if calls and answers else calls or answers:
+                seen = last.get(call_id)
+                if seen is None:
+                    last[call_id] = i
+                elif i > seen:
+                    cover.span(seen, i)
+                    last[call_id] = i
         self.seg.advance(n)
         self.scan.feed(range(start, n))
         if self.local_rules and self.rules is not None:

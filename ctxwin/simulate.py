@@ -72,6 +72,10 @@ def _reported(usage: Mapping[str, Any] | None) -> int | None:
     return prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
 
 
+NO_EDITS = Applied()
+"""What a fit under the default strategy applied: nothing."""
+
+
 def _status(fitted: ManagedFit) -> str:
     """Truncated, needs pruning (turns dropped or content edited) or fits."""
     return _status_of(fitted.result, fitted.applied)
@@ -162,7 +166,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             manager.observe(prev[0], raw_tokens=prev[1])
         reported = _reported(call.usage)
         row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}
-        applied = Applied()
+        applied = NO_EDITS
         try:
             if prefixes is not None:
                 messages = ends[k - 1]
@@ -206,7 +210,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
         manager.observe(prev[0], raw_tokens=prev[1])
-    nxt = _next_request(run, manager)
+    nxt = _next_request(run, manager, prefixes)
     seen_usage = False
     after_first = 0
     for row in rows:
@@ -251,24 +255,31 @@ def _peak(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"peak_context_use": round(best[0], 4), "peak_call": best[1]}
 
 
-def _next_request(run: Run, manager: ContextWindowManager) -> dict[str, Any] | None:
-    """The request a session would send next (its whole transcript), at what was learned."""
+def _next_request(
+    run: Run, manager: ContextWindowManager, prefixes: Prefixes | None = None
+) -> dict[str, Any] | None:
+    """The request a session would send next (its whole transcript), at what was learned
+    (from ``prefixes``, the transcript's calls' prefixes, when it was replayed with them)."""
     if run.recorded is not None or run.calls_at is not None:
         return None
     try:
-        fitted = manager.evaluate(run.body)
+        if prefixes is not None:
+            messages = len(prefixes.view.items)
+            r, b = manager.evaluate_prefix(prefixes, messages)
+        else:
+            fitted = manager.evaluate(run.body)
+            r, b, messages = fitted.result, fitted.budget, len(fitted.transcript.view.items)
     except CtxwinError as exc:
         return {"status": INVALID, "error": str(exc)}
-    r = fitted.result
     return {
         "status": TRUNCATED if r.overflow_at_floor else NEEDS_PRUNING if r.pruned else FITS,
-        "messages": len(fitted.transcript.view.items),
+        "messages": messages,
         "raw_tokens": r.raw_tokens,
         "estimated_tokens": r.estimated_tokens,
         "overhead": r.overhead,
         "calibration": r.calibration,
-        "budget": fitted.budget.budget,
-        "context_length": fitted.budget.context_length,
+        "budget": b.budget,
+        "context_length": b.context_length,
         "dropped_turns": r.dropped_turns,
         "estimated_tokens_after": r.estimated_tokens_after,
     }
