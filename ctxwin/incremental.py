@@ -32,6 +32,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import accumulate
 from operator import is_
 from typing import Any
 
@@ -47,6 +48,7 @@ from ctxwin.pruning import (
     Scale,
     Segments,
     _shares_ids,
+    cost_columns,
     fewest_units,
     guard,
     passed,
@@ -219,7 +221,17 @@ class Prefixes:
     for a view of ``view.items[:i]`` with ``view``'s base, model and notes.
     """
 
-    def __init__(self, view: View, estimator: Estimator, rules: Rules | None = None) -> None:
+    def __init__(
+        self,
+        view: View,
+        estimator: Estimator,
+        rules: Rules | None = None,
+        *,
+        complete: bool = False,
+    ) -> None:
+        """``complete``: ``view.items`` will not grow (a recorded transcript), so the
+        running sums and the pairing pass are made once, at C speed where they can be,
+        and each prefix reads its share of them."""
         self.view = view
         self.estimator = estimator
         adapter = getattr(rules, "__self__", None)
@@ -238,6 +250,13 @@ class Prefixes:
         self._stable_index: list[int] = []
         self._near = 0
         """The units the last fit dropped: where the next search starts."""
+        self._marks: list[int] | None = None
+        """For a complete view: how many pairing problems the first ``i`` items have."""
+        if complete:
+            self.prefix = [[0, *accumulate(col)] for col in cost_columns(view)]
+            self._marks = [0]
+            self.scan.feed(range(len(view.items)), self._marks)
+            self.cover.grow(len(view.items))
 
     def advance(self, n: int) -> None:
         """Read items up to ``n``."""
@@ -247,13 +266,16 @@ class Prefixes:
             return
         items = self.view.items
         start = self.n
-        for k, column in enumerate(self.prefix):
-            running = column[-1]
-            for item in items[start:n]:
-                running += item.cost[k]
-                column.append(running)
+        complete = self._marks is not None
+        if not complete:
+            for k, column in enumerate(self.prefix):
+                running = column[-1]
+                for item in items[start:n]:
+                    running += item.cost[k]
+                    column.append(running)
+            self.scan.feed(range(start, n))
+            self.cover.grow(n)
         cover = self.cover
-        cover.grow(n)
         last = cover.last
         for i in range(start, n):
             item = items[i]
@@ -268,7 +290,6 @@ class Prefixes:
                     cover.span(seen, i)
                     last[call_id] = i
         self.seg.advance(n)
-        self.scan.feed(range(start, n))
         if self.local_rules and self.rules is not None:
             # item j's problems are final once item j + 1 exists
             for j in range(max(0, start - 1), n - 1):
@@ -301,7 +322,8 @@ class Prefixes:
         """``check`` on ``items[:i]``: the format's rules, then the generic ones, by item."""
         view = self._view_for(i)
         rules = self.rules
-        generic = list(self.scan.problems)
+        marks = self._marks
+        generic = self.scan.problems[: marks[i]] if marks is not None else list(self.scan.problems)
         found: list[Problem]
         if rules is None:
             found = generic

@@ -114,8 +114,9 @@ class PairingScan:
         self.blocking = 0
         """How many of :attr:`problems` are not advisory."""
 
-    def feed(self, indices: Iterable[int]) -> None:
-        """Read the items at ``indices`` (ascending, after every index already read)."""
+    def feed(self, indices: Iterable[int], marks: list[int] | None = None) -> None:
+        """Read the items at ``indices`` (ascending, after every index already read);
+        after each item, ``marks`` (when given) gets the number of problems found so far."""
         view = self.view
         items = view.items
         where = view.where
@@ -197,6 +198,8 @@ class PairingScan:
                     made[call_id] = i
                     pending[call_id] = i
                     open_ids.add(call_id)
+            if marks is not None:
+                marks.append(len(problems))
         self.blocking += blocking
 
 

@@ -139,7 +139,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         # One reading of the transcript; call k fits the prefix before its model
         # message, incrementally (ctxwin.incremental), so n calls cost O(n), not O(n²).
         t = whole
-        prefixes = Prefixes(t.view, estimator, t.adapter.problems)
+        prefixes = Prefixes(t.view, estimator, t.adapter.problems, complete=True)
         ends = model_messages(t.view, run.calls_at)
         usage_at = run.usage_at
         prepared = [(Call(None, usage_at.get(i), t.view.where(i)), None) for i in ends]

@@ -62,12 +62,13 @@ def incremental_outcome(p: Prefixes, i: int, budget: int, calibration: float) ->
 def check_all_prefixes(
     view: View, rules: Rules | None, steps: list[int], budget: int, calibration: float
 ) -> None:
-    p = Prefixes(view, EST, rules)
+    growing = Prefixes(view, EST, rules)
+    complete = Prefixes(view, EST, rules, complete=True)
     for i in sorted(steps):
         sub = replace(view, items=view.items[:i], notes=list(view.notes))
-        assert incremental_outcome(p, i, budget, calibration) == outcome(
-            sub, budget, calibration, rules
-        ), i
+        want = outcome(sub, budget, calibration, rules)
+        assert incremental_outcome(growing, i, budget, calibration) == want, i
+        assert incremental_outcome(complete, i, budget, calibration) == want, i
 
 
 def same_replay(transcript: dict[str, Any], calls: dict[str, Any]) -> bool:
