@@ -390,9 +390,15 @@ class Prefixes:
         units = seg.unit_starts
         prefix = self.prefix
 
-        def after(k: int) -> int:
-            c = turns[units[k]] if k else start
-            return estimator.raw([t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)])
+        known: dict[int, int] = {}
+
+        def after(k: int) -> int:  # the raw estimate with the k oldest units dropped
+            raw_k = known.get(k)
+            if raw_k is None:
+                c = turns[units[k]] if k else start
+                kept = [t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)]
+                raw_k = known[k] = estimator.raw(kept)
+            return raw_k
 
         k = fewest_units(max(1, len(units)), after, scale.raw_limit(budget), self._near)
         self._near = k

@@ -358,18 +358,19 @@ def fewest_units(cuts: int, after: Callable[[int], int], limit: int, near: int =
     call's, in an agent loop): the search gallops out from it, so an answer that
     moved by ``d`` units costs O(log d) estimates."""
     lo, hi = 0, cuts - 1  # the newest unit is never dropped
-    if after(hi) > limit:
-        return hi
-    if 0 < near < hi:
+    if 0 < near < hi and after(near) <= limit:  # the answer is at or below near
+        hi = near
         step = 1
-        if after(near) <= limit:  # the answer is at or below near
-            hi = near
-            while near - step > 0 and after(near - step) <= limit:
-                hi = near - step
-                step *= 2
-            lo = max(0, near - step)
-        else:
+        while near - step > 0 and after(near - step) <= limit:
+            hi = near - step
+            step *= 2
+        lo = max(0, near - step)
+    else:
+        if after(hi) > limit:
+            return hi
+        if 0 < near < hi:  # the answer is above near
             lo = near + 1
+            step = 1
             while near + step < hi and after(near + step) > limit:
                 lo = near + step + 1
                 step *= 2
