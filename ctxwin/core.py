@@ -129,55 +129,43 @@ def fit_plan(
     adapter = transcript.adapter
     est = transcript.estimator
     strategy = strategy or Strategy()
-    if not strategy.edits:
-        result = fit(
+    applied = Applied(strategy)
+    if strategy.edits:
+        applied = plan_edits(
+            transcript.body,
             view,
-            budget.budget,
+            adapter,
             est,
-            calibration,
-            adapter.problems,
-            overhead=overhead,
-            floor=floor,
-        )
-        return Plan(transcript, budget, result, Applied(strategy))
-    applied = plan_edits(
-        transcript.body, view, adapter, est, budget.budget, calibration, strategy, adapter.problems
-    )
-    drop = DROP_TURNS in strategy.steps
-    if not applied.edits:
-        result = fit(
-            view,
             budget.budget,
-            est,
             calibration,
+            strategy,
             adapter.problems,
-            drop=drop,
-            overhead=overhead,
-            floor=floor,
         )
-        return Plan(transcript, budget, result, applied)
-    body = adapter.edit(transcript.body, applied.edits)
-    edited = Transcript(body, adapter, adapter.read(body, est), est)
-    edited.view.notes[:] = view.notes
+    fitted = transcript
+    if applied.edits:
+        body = adapter.edit(transcript.body, applied.edits)
+        fitted = Transcript(body, adapter, adapter.read(body, est), est)
+        fitted.view.notes[:] = view.notes
     result = fit(
-        edited.view,
+        fitted.view,
         budget.budget,
         est,
         calibration,
         adapter.problems,
-        drop=drop,
+        drop=DROP_TURNS in strategy.steps,
         overhead=overhead,
         floor=floor,
     )
-    # the input's estimate, nothing checked
-    original = fit(view, 0, est, calibration, overhead=overhead, floor=floor)
-    result = replace(
-        result,
-        estimated_tokens=original.estimated_tokens,
-        raw_tokens=original.raw_tokens,
-        fits=False,
-    )
-    return Plan(edited, budget, result, applied)
+    if fitted is not transcript:
+        # the input's estimate, nothing checked
+        original = fit(view, 0, est, calibration, overhead=overhead, floor=floor)
+        result = replace(
+            result,
+            estimated_tokens=original.estimated_tokens,
+            raw_tokens=original.raw_tokens,
+            fits=False,
+        )
+    return Plan(fitted, budget, result, applied)
 
 
 def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[Any, Plan]:

@@ -77,6 +77,13 @@ def add_json(cost: list[int], value: Any, estimator: Estimator) -> None:
     estimator.add_bytes(cost, orjson.dumps(value), Kind.DENSE)
 
 
+def dense_cost(text: str, estimator: Estimator) -> list[int]:
+    """The cost vector of ``text`` counted as dense text (what a tool result is)."""
+    cost = [0] * estimator.width
+    estimator.add_text(cost, text, Kind.DENSE)
+    return cost
+
+
 def replace_key(body: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     """A copy of ``body`` with ``key`` set to ``value``, key order kept."""
     return {k: (value if k == key else v) for k, v in body.items()}

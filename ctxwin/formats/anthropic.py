@@ -39,6 +39,7 @@ from ctxwin.formats._util import (
     add_json,
     adjacency_problems,
     current_turn_start,
+    dense_cost,
     edit_entries,
     expect_dict,
     expect_list,
@@ -375,10 +376,7 @@ class Anthropic:
         return found
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
-        cost = [0] * estimator.width
-        if part.kind == RESULT:
-            estimator.add_text(cost, text, Kind.DENSE)
-        return cost
+        return dense_cost(text if part.kind == RESULT else "", estimator)
 
     def edit(self, body: Any, edits: Edits) -> Any:
         return edit_entries(body, "messages", edits, _put)

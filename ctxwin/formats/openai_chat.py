@@ -30,6 +30,7 @@ from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
     add_json,
+    dense_cost,
     edit_entries,
     expect_dict,
     expect_list,
@@ -312,9 +313,7 @@ class OpenAIChat:
         return found
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
-        cost = [0] * estimator.width
-        estimator.add_text(cost, text, Kind.DENSE)
-        return cost
+        return dense_cost(text, estimator)
 
     def edit(self, body: Any, edits: Edits) -> Any:
         return edit_entries(body, "messages", edits, _put)
