@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+from ctxwin.breakdown import explain
 from ctxwin.budget import Budget, ModelSpec, compute_budget, lookup_model, resolve_spec
 from ctxwin.codec import parse
 from ctxwin.core import Plan, Transcript, load, plan, prune
@@ -96,6 +97,7 @@ __all__ = [
     "check_files",
     "compute_budget",
     "default_calibration",
+    "explain",
     "fit",
     "load",
     "lookup_model",

@@ -64,6 +64,13 @@ class Plan:
     result: FitResult
     applied: Applied = field(default_factory=Applied)
     """What the strategy's editing steps did (nothing under the default strategy)."""
+    original: Transcript | None = None
+    """The input, when the strategy edited it (:attr:`transcript` is then the edited one)."""
+
+    @property
+    def source(self) -> Transcript:
+        """The transcript as given (before any edit)."""
+        return self.transcript if self.original is None else self.original
 
     def output(self) -> Any:
         """The fitted body."""
@@ -165,7 +172,7 @@ def fit_plan(
             raw_tokens=original.raw_tokens,
             fits=False,
         )
-    return Plan(fitted, budget, result, applied)
+    return Plan(fitted, budget, result, applied, None if fitted is transcript else transcript)
 
 
 def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[Any, Plan]:

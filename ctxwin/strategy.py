@@ -212,6 +212,19 @@ def clearable(
     return [e.part for e in planner.clearable()]
 
 
+def thinking(
+    body: Any,
+    view: View,
+    adapter: Adapter,
+    estimator: Estimator,
+    calibration: float,
+    strategy: Strategy,
+) -> list[Part]:
+    """The thinking ``clear-thinking`` may remove in ``body``, oldest first."""
+    planner = _Planner(body, view, adapter, estimator, 0, calibration, strategy)
+    return [e.part for e in planner.thinking()]
+
+
 def plan_edits(
     body: Any,
     view: View,
@@ -362,4 +375,5 @@ __all__ = [
     "clearable",
     "parse_steps",
     "plan_edits",
+    "thinking",
 ]

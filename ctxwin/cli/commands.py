@@ -281,20 +281,28 @@ def truncated_message(report: Report) -> str:
     )
 
 
-def estimate_command(*, json_: bool, **options: Unpack[PlanOptions]) -> int:
-    """``ctxwin estimate``: print the report; the exit code."""
-    from ctxwin.cli.report import build_report, render_json, render_summary
+def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[PlanOptions]) -> int:
+    """``ctxwin estimate``: print the report (``explain``: and where the tokens go);
+    the exit code."""
+    from ctxwin.cli.report import build_report, render_explain, render_json, render_summary
 
     plan, _, session = _plan(**options)
     report = build_report(plan)
     if session is not None:
         _add_session_keys(report, session, plan)
+    if explain:
+        from ctxwin.breakdown import explain as explain_plan
+
+        report["explain"] = explain_plan(plan)
     if json_:
         write_stdout(render_json(report))
     else:
         from rich.console import Console
 
-        render_summary(report, Console())
+        console = Console()
+        render_summary(report, console)
+        if explain:
+            render_explain(report["explain"], console)
     if plan.result.overflow_at_floor:
         say(truncated_message(report))
         return int(ExitCode.CONTEXT_TRUNCATED)

@@ -183,6 +183,14 @@ FLAGS: dict[str, Flag] = {
         ),
         Flag("quiet", ("--quiet", "-q"), "flag", False, "No info lines or warnings on stderr."),
         Flag(
+            "explain",
+            ("--explain",),
+            "flag",
+            False,
+            "Also show where the tokens go (outside the messages, head, each turn, the "
+            "largest messages) and what each strategy step could save.",
+        ),
+        Flag(
             "json_",
             ("--json",),
             "flag",
@@ -221,7 +229,7 @@ SHARED = ESTIMATION + STRATEGY
 (:func:`ctxwin.cli.commands.build_settings`)."""
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "estimate": (*SHARED, "run_format", "json_", "max_input_bytes", "quiet"),
+    "estimate": (*SHARED, "run_format", "json_", "explain", "max_input_bytes", "quiet"),
     "prune": (*SHARED, "run_format", "report_path", "max_input_bytes", "quiet"),
 }
 """Each transcript command's flags, in the order ``--help`` lists them."""

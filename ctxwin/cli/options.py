@@ -68,6 +68,7 @@ KeepResultsOpt = Annotated[int, _option("keep_results")]
 ExcludeToolsOpt = Annotated[str, _option("exclude_tools")]
 ClearAtLeastOpt = Annotated[int, _option("clear_at_least")]
 ReportJsonOpt = Annotated[bool, _option("json_")]
+ExplainOpt = Annotated[bool, _option("explain")]
 ReportPathOpt = Annotated[Path | None, _option("report_path")]
 
 

@@ -7,7 +7,7 @@ something.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import orjson
 
@@ -92,6 +92,8 @@ class Report(TypedDict):
     overhead: NotRequired[int]
     """Only for a session file: the tokens its usage proves every request costs beyond
     its estimate (a system prompt and tools the log never recorded)."""
+    explain: NotRequired[dict[str, Any]]
+    """Where the tokens go (``estimate --explain``; :func:`ctxwin.explain`)."""
 
 
 def build_report(plan: Plan) -> Report:
@@ -207,3 +209,42 @@ def render_summary(report: Report, console: Console) -> None:
     style = "red" if report["overflow_at_floor"] else "green" if report["fits"] else "yellow"
     table.add_row("verdict", Text(verdict(report), style=style))
     console.print(table)
+
+
+def render_explain(details: dict[str, Any], console: Console) -> None:
+    """``estimate --explain`` for people: where the tokens go, what each step could save."""
+    from rich.table import Table
+
+    table = Table(title="where the tokens go", title_justify="left", box=None, pad_edge=False)
+    table.add_column("part")
+    table.add_column("messages", justify="right")
+    table.add_column("tokens", justify="right")
+    table.add_row(
+        "outside the messages (system, tools, framing)", "", f"{details['outside_messages']:,}"
+    )
+    head = details["head"]
+    table.add_row("head", f"{head['messages']:,}", f"{head['tokens']:,}")
+    for turn in details["turns"]:
+        table.add_row(
+            f"turn {turn['turn']} (from {turn['first']})",
+            f"{turn['messages']:,}",
+            f"{turn['tokens']:,}",
+        )
+    console.print(table)
+    largest = Table(title="largest messages", title_justify="left", box=None, pad_edge=False)
+    for col in ("message", "role", "tokens"):
+        largest.add_column(col, justify="right" if col == "tokens" else "left")
+    for row in details["largest"]:
+        largest.add_row(row["message"], row["role"], f"{row['tokens']:,}")
+    console.print(largest)
+    steps = Table(title="what each step could save", title_justify="left", box=None, pad_edge=False)
+    for col in ("step", "in --strategy", "items", "tokens"):
+        steps.add_column(col, justify="left" if col == "step" else "right")
+    for row in details["steps"]:
+        steps.add_row(
+            row["step"],
+            "yes" if row["in_strategy"] else "no",
+            f"{row['items']:,}",
+            f"{row['tokens']:,}",
+        )
+    console.print(steps)

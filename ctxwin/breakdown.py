@@ -1,0 +1,123 @@
+"""Where a request's tokens go, and what each strategy step could save.
+
+:func:`explain` takes a :class:`~ctxwin.core.Plan` and returns plain data about
+its input (:attr:`~ctxwin.core.Plan.source`, before any edit)
+(what ``ctxwin estimate --explain`` prints, and adds to its JSON report under
+``explain``):
+
+* ``outside_messages``: system prompt or instructions, tool definitions and
+  request framing (everything outside the message list);
+* ``head`` and ``turns``: the head and each turn (its first message, how many
+  messages, its tokens);
+* ``largest``: the largest messages;
+* ``steps``: per strategy step, what it could save at most on this request
+  with the plan's options (``clear-results`` with its ``keep_results`` and
+  ``exclude_tools``; ``drop-turns`` everything above the floor;
+  ``truncate-results`` at most the results it may cut, less their heads,
+  tails and markers).
+
+Each figure is one part's estimate on its own (calibrated like the request),
+so the parts add up to about, not exactly, the request's estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+from ctxwin.estimate import calibrated
+from ctxwin.formats.base import RESULT, Part
+from ctxwin.pruning import segment
+from ctxwin.strategy import (
+    CLEAR_RESULTS,
+    CLEAR_THINKING,
+    DROP_TURNS,
+    PLACEHOLDER,
+    TRUNCATE_RESULTS,
+    clearable,
+    thinking,
+)
+
+if TYPE_CHECKING:
+    from ctxwin.core import Plan, Transcript
+
+LARGEST = 5
+"""How many of the largest messages are listed."""
+
+
+def _sum(costs: Sequence[Sequence[int]], width: int) -> list[int]:
+    total = [0] * width
+    for cost in costs:
+        for k in range(width):
+            total[k] += cost[k]
+    return total
+
+
+def explain(plan: Plan, largest: int = LARGEST) -> dict[str, Any]:
+    """Where the tokens of ``plan``'s input go, and what each step of its strategy
+    could save."""
+    t = plan.source
+    view = t.view
+    items = view.items
+    est = t.estimator
+    cal = plan.result.calibration
+    width = len(view.base)
+
+    def tokens(cost: Sequence[int]) -> int:
+        return calibrated(est.raw(cost), cal)
+
+    seg = segment(items, view.pinned)
+    starts = [*seg.turn_starts, len(items)]
+    turns = [
+        {
+            "turn": n + 1,
+            "first": view.where(a),
+            "messages": b - a,
+            "tokens": tokens(_sum([it.cost for it in items[a:b]], width)),
+        }
+        for n, (a, b) in enumerate(pairwise(starts))
+    ]
+    ranked = sorted(range(len(items)), key=lambda i: tokens(items[i].cost), reverse=True)
+    strategy = plan.applied.strategy
+    parts = t.adapter.parts(t.body, view, est)
+    results = [p for p in parts if p.kind == RESULT and p.index >= seg.head_end]
+    cut = [p for p in results if p.text and p.tool not in strategy.exclude_tools]
+    newest = seg.turn_starts[-1] if seg.turn_starts else len(items)
+    droppable = _sum([it.cost for it in items[seg.head_end : newest]], width)
+    head = items[: seg.head_end]
+    found = clearable(t.body, view, t.adapter, est, cal, strategy)
+    saved = {
+        CLEAR_RESULTS: (len(found), tokens(_sum([_saving(t, p, tokens) for p in found], width))),
+        CLEAR_THINKING: _count(thinking(t.body, view, t.adapter, est, cal, strategy), tokens),
+        DROP_TURNS: (max(len(seg.unit_starts) - 1, 0), tokens(droppable)),
+        TRUNCATE_RESULTS: (len(cut), tokens(_sum([p.cost for p in cut], width))),
+    }
+    return {
+        "estimated_tokens": plan.result.estimated_tokens,
+        "outside_messages": tokens(view.base),
+        "head": {"messages": seg.head_end, "tokens": tokens(_sum([i.cost for i in head], width))},
+        "turns": turns,
+        "largest": [
+            {"message": view.where(i), "role": items[i].role, "tokens": tokens(items[i].cost)}
+            for i in ranked[:largest]
+        ],
+        "steps": [
+            {"step": step, "in_strategy": step in strategy.steps, "items": n, "tokens": tok}
+            for step, (n, tok) in saved.items()
+        ],
+    }
+
+
+def _saving(t: Transcript, p: Part, tokens: Any) -> list[int]:
+    """What clearing ``p`` saves: its content less the placeholder that replaces it."""
+    text = PLACEHOLDER.format(tokens=tokens(p.cost))
+    placeholder = t.adapter.replaced_cost(p, text, t.estimator)
+    return [a - b for a, b in zip(p.cost, placeholder, strict=True)]
+
+
+def _count(found: Sequence[Any], tokens: Any) -> tuple[int, int]:
+    if not found:
+        return 0, 0
+    width = len(found[0].cost)
+    return len(found), tokens(_sum([p.cost for p in found], width))
