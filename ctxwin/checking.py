@@ -165,17 +165,27 @@ def check_file(
             data = fh.read()
     except OSError as exc:
         return [_invalid(path, f"cannot read: {exc.strerror or exc}")]
-    return check_bytes(data, path, settings, run_format)
+    held = [data]
+    del data  # the file's bytes go once read: a big session is checked at about its size
+    return _check_held(held, path, settings, run_format)
 
 
 def check_bytes(
     data: bytes, path: str, settings: Settings, run_format: str = "auto"
 ) -> list[dict[str, Any]]:
     """One row per run in ``data`` (read from ``path``); never raises."""
+    return _check_held([data], path, settings, run_format)
+
+
+def _check_held(
+    held: list[bytes], path: str, settings: Settings, run_format: str
+) -> list[dict[str, Any]]:
+    """:func:`check_bytes` of ``held[0]``, letting go of the bytes once they are read."""
     try:
         estimator = settings.make_estimator()
         rows = []
-        for run in read_runs(data, run_format):
+        runs = read_runs(held.pop(), run_format)
+        for run in runs:
             row = check_run(run, settings, estimator)
             if run.warnings:
                 row["warnings"] = list(run.warnings)
