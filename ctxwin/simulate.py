@@ -126,7 +126,9 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     estimator = settings.make_estimator()
     if run.error is not None:
         raise InputError(run.error)
-    prepared: list[tuple[Call, Transcript | None]]
+    # (request, usage, where, transcript read already) of each call
+    prepared: list[tuple[Any, Mapping[str, Any] | None, str, Transcript | None]]
+    hint: str | None = None
     prefixes: Prefixes | None = None
     ends: list[int] = []
     strategy = settings.strategy
@@ -142,30 +144,33 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         prefixes = Prefixes(t.view, estimator, t.adapter.problems, complete=True)
         ends = model_messages(t.view, run.calls_at)
         usage_at = run.usage_at
-        prepared = [(Call(None, usage_at.get(i), t.view.where(i)), None) for i in ends]
-    elif run.recorded is None:
-        prepared = list(
-            prepared_calls(
-                run.body, run.usage_at, estimator, run.format_for(settings.fmt), run.calls_at
-            )
-        )
+        where = t.view.where
+        prepared = [(None, usage_at.get(i), where(i), None) for i in ends]
     else:
-        prepared = [(call, None) for call in run.recorded]
-    calls = [call for call, _ in prepared]
-    hint = next((h for h in map(_hint, calls) if h), None)
+        read: list[tuple[Call, Transcript | None]]
+        if run.recorded is None:
+            read = list(
+                prepared_calls(
+                    run.body, run.usage_at, estimator, run.format_for(settings.fmt), run.calls_at
+                )
+            )
+        else:
+            read = [(call, None) for call in run.recorded]
+        prepared = [(c.request, c.usage, c.where, t) for c, t in read]
+        hint = next((h for h in (_hint(c) for c, _ in read) if h), None)
     learn = learns_overhead(run, learn_overhead)
     manager = run_manager(settings, run, hint, estimator, learn)
     rows: list[dict[str, Any]] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
     prev: tuple[Mapping[str, Any] | None, int] | None = None
-    for k, (call, transcript) in enumerate(prepared, 1):
+    for k, (request, usage, where_k, transcript) in enumerate(prepared, 1):
         if prev is None:
             manager.reset()
         elif prev[0] is not None:
             manager.observe(prev[0], raw_tokens=prev[1])
-        reported = _reported(call.usage)
-        row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}
+        reported = _reported(usage)
+        row: dict[str, Any] = {"run": run.name, "call": k, "where": where_k}
         applied = NO_EDITS
         try:
             if prefixes is not None:
@@ -173,7 +178,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 r, b = manager.evaluate_prefix(prefixes, messages)
             else:
                 if transcript is None:
-                    fitted = manager.evaluate(call.request)
+                    fitted = manager.evaluate(request)
                 else:
                     fitted = manager.evaluate_transcript(transcript)
                 r, b, applied = fitted.result, fitted.budget, fitted.applied
@@ -206,7 +211,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             overhead=r.overhead,
         )
         rows.append(row)
-        prev = (call.usage, r.raw_tokens)
+        prev = (usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
         manager.observe(prev[0], raw_tokens=prev[1])
