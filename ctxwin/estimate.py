@@ -308,8 +308,10 @@ class ContentEstimator:
 
 
 BOUND_CLASSES = (
-    ("vowel", b"aeiou"),
-    ("consonant", b"tnsrhldcm"),
+    ("e", b"e"),
+    ("vowel", b"aoiu"),
+    ("th", b"ths"),
+    ("consonant", b"nrldcm"),
     ("rare letter", b"bfgjkpqvwxyz"),
     ("upper", bytes(range(0x41, 0x5B))),
     ("digit", bytes(range(0x30, 0x3A))),
@@ -320,8 +322,6 @@ BOUND_CLASSES = (
     ("other ascii", bytes(range(0x80))),
     ("continuation", bytes(range(0x80, 0xC0))),
     ("lead2", bytes(range(0xC0, 0xE0))),
-    ("unused", b""),
-    ("lead3 E2", b"\xe2"),
     ("lead3", bytes(range(0xE0, 0xF0))),
     ("lead4", bytes(range(0xF0, 0x100))),
 )
@@ -329,24 +329,26 @@ BOUND_CLASSES = (
 class that lists it (``other ascii`` is the rest of ASCII: other punctuation and
 control characters; ``combining lead`` is the lead byte of U+0300-U+037F)."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 115, 0, 53, 0, 62, 111, 92, 0, 0, 0, 0, 0)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 116, 0, 52, 0, 61, 112, 0, 0, 0, 0)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (96, 99, 96, 99, 20, 85, 71, 16, 27, 6, 137, 0, 0, 1, 0, 30)
+BOUND_RUN_CENTS = (100, 96, 96, 99, 96, 99, 19, 85, 72, 20, 30, 4, 225, 0, 99, 221)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
-BOUND_WORD = (0, 1, 2, 3, 5)
-"""Class codes of the *word* classes (vowel, consonant, rare letter, upper, space):
+BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
+"""Class codes of the *word* classes (the five lower-case letter groups, upper, space):
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (66, 0, 111, 144, 110),
-    (87, 64, 126, 179, 0),
-    (0, 0, 76, 196, 110),
-    (0, 0, 0, 71, 111),
-    (0, 110, 0, 0, 73),
+    (49, 114, 89, 75, 107, 0, 0),
+    (0, 65, 94, 0, 111, 152, 113),
+    (0, 0, 56, 119, 121, 163, 0),
+    (0, 91, 0, 63, 0, 182, 0),
+    (0, 0, 0, 146, 78, 194, 110),
+    (152, 0, 0, 0, 1, 71, 116),
+    (123, 0, 110, 110, 0, 0, 68),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -445,9 +447,9 @@ class BoundEstimator(ContentEstimator):
     Each byte is priced by its class and the class of the byte before it, in
     1/100 token (:data:`BOUND_CLASSES` lists the 16 classes):
 
-    - between two *word* bytes (lower-case letter groups vowel / consonant /
-      rare letter, upper-case, space or tab): a price per ordered pair of
-      word classes, w (:data:`BOUND_WORD_CENTS`);
+    - between two *word* bytes (five lower-case letter groups — e, the other
+      vowels, t h s, n r l d c m, the rest — upper-case, space or tab): a
+      price per ordered pair of word classes, w (:data:`BOUND_WORD_CENTS`);
     - otherwise u, the class's price per byte (:data:`BOUND_BYTE_CENTS`),
       plus s (:data:`BOUND_RUN_CENTS`) when the byte starts a run of its
       class (the byte before it is of another class, or it opens the string);

@@ -63,8 +63,10 @@ def _chars(lo: int, hi: int) -> str:
 
 
 CHAR_CLASSES = {
-    "vowel": "aeiou",
-    "consonant": "tnsrhldcm",
+    "e": "e",
+    "vowel": "aoiu",
+    "th": "ths",
+    "consonant": "nrldcm",
     "rare letter": "bfgjkpqvwxyz",
     "upper": string.ascii_uppercase,
     "digit": string.digits,

@@ -16,8 +16,8 @@ pytestmark = [
 ]
 HAS_BPE = importlib.util.find_spec("quicktok") is not None
 
-MEDIAN_LIMIT = {"content": 1.15, "bound": 2.30}
-"""Largest median estimate ÷ o200k_base over the transcripts. ``bound`` measured 2.22
+MEDIAN_LIMIT = {"content": 1.15, "bound": 2.15}
+"""Largest median estimate ÷ o200k_base over the transcripts. ``bound`` measured 2.06
 (``make fidelity``, fidelity/results.md): a bound on random letters cannot price English
 near its real count (``python -m fidelity.bound --walks``); the limit keeps it from growing."""
 
