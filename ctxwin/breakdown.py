@@ -27,7 +27,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.estimate import calibrated
-from ctxwin.formats.base import RESULT, Part
+from ctxwin.formats.base import RESULT, THINKING, Part
 from ctxwin.pruning import segment
 from ctxwin.strategy import (
     CLEAR_RESULTS,
@@ -36,7 +36,6 @@ from ctxwin.strategy import (
     PLACEHOLDER,
     TRUNCATE_RESULTS,
     clearable,
-    thinking,
 )
 
 if TYPE_CHECKING:
@@ -89,7 +88,9 @@ def explain(plan: Plan, largest: int = LARGEST) -> dict[str, Any]:
     found = clearable(t.body, view, t.adapter, est, cal, strategy)
     saved = {
         CLEAR_RESULTS: (len(found), tokens(_sum([_saving(t, p, tokens) for p in found], width))),
-        CLEAR_THINKING: _count(thinking(t.body, view, t.adapter, est, cal, strategy), tokens),
+        CLEAR_THINKING: _count(
+            clearable(t.body, view, t.adapter, est, cal, strategy, THINKING), tokens
+        ),
         DROP_TURNS: (max(len(seg.unit_starts) - 1, 0), tokens(droppable)),
         TRUNCATE_RESULTS: (len(cut), tokens(_sum([p.cost for p in cut], width))),
     }

@@ -206,23 +206,14 @@ def clearable(
     estimator: Estimator,
     calibration: float,
     strategy: Strategy,
+    kind: str = RESULT,
 ) -> list[Part]:
-    """The results ``clear-results`` may clear in ``body``, oldest first (whatever the budget)."""
+    """What a clearing step may clear in ``body``, oldest first, whatever the budget:
+    the results of ``clear-results`` (``kind`` :data:`RESULT`), or the thinking of
+    ``clear-thinking`` (:data:`THINKING`)."""
     planner = _Planner(body, view, adapter, estimator, 0, calibration, strategy)
-    return [e.part for e in planner.clearable()]
-
-
-def thinking(
-    body: Any,
-    view: View,
-    adapter: Adapter,
-    estimator: Estimator,
-    calibration: float,
-    strategy: Strategy,
-) -> list[Part]:
-    """The thinking ``clear-thinking`` may remove in ``body``, oldest first."""
-    planner = _Planner(body, view, adapter, estimator, 0, calibration, strategy)
-    return [e.part for e in planner.thinking()]
+    found = planner.clearable() if kind == RESULT else planner.thinking()
+    return [e.part for e in found]
 
 
 def plan_edits(
@@ -375,5 +366,4 @@ __all__ = [
     "clearable",
     "parse_steps",
     "plan_edits",
-    "thinking",
 ]
