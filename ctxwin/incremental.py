@@ -250,6 +250,8 @@ class Prefixes:
         self._stable_index: list[int] = []
         self._near = 0
         """The units the last fit dropped: where the next search starts."""
+        self._scale = Scale(1.0)
+        """The last call's scale (a loop's calibration changes rarely)."""
         self._marks: list[int] | None = None
         """For a complete view: how many pairing problems the first ``i`` items have."""
         if complete:
@@ -377,7 +379,9 @@ class Prefixes:
         estimator = self.estimator
         total = self.total(i)
         raw = estimator.raw(total)
-        scale = Scale(calibration, overhead, floor)
+        scale = self._scale
+        if (scale.calibration, scale.overhead, scale.floor) != (calibration, overhead, floor):
+            scale = self._scale = Scale(calibration, overhead, floor)
         estimate = scale.estimate(raw)
         seg = self.seg
         if budget <= 0 or estimate <= budget:

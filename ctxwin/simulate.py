@@ -100,6 +100,9 @@ def _edited_by(a: Applied) -> dict[str, int]:
     }
 
 
+NO_EDIT_KEYS = _edited_by(NO_EDITS)
+
+
 def _hint(call: Call) -> str | None:
     body = call.request
     if call.model and not (isinstance(body, dict) and isinstance(body.get("model"), str)):
@@ -205,7 +208,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             dropped_turns=r.dropped_turns,
             kept_turns=r.kept_turns,
             estimated_tokens_after=r.estimated_tokens_after,
-            **_edited_by(applied),
+            **(NO_EDIT_KEYS if applied is NO_EDITS else _edited_by(applied)),
             under_estimate=reported is not None and r.estimated_tokens < reported,
             model=b.spec.name,
             overhead=r.overhead,
