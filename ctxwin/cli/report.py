@@ -17,6 +17,62 @@ if TYPE_CHECKING:
     from ctxwin.budget import ContextSource
     from ctxwin.core import Plan
 
+    # Types for the checker only: declaring TypedDicts costs start-up time.
+    class SessionInfo(TypedDict):
+        """The run of a session file that ``estimate`` and ``prune`` planned."""
+
+        run: str
+        shape: str
+
+    class Report(TypedDict):
+        """The JSON report of ``estimate --json`` and ``prune --report``.
+
+        The keys up to ``dropped_messages`` are :data:`REPORT_KEYS`, a public contract
+        (never renamed or removed); the rest are extras, and new keys are only added.
+        """
+
+        format: str
+        model: str | None
+        context_length: int
+        context_length_source: ContextSource
+        reserve: int
+        safety: int
+        budget: int
+        calibration: float
+        estimated_tokens: int
+        fits: bool
+        pruned: bool
+        dropped_turns: int
+        kept_turns: int
+        estimated_tokens_after: int
+        overflow_at_floor: bool
+        messages_in: int
+        messages_out: int
+        dropped_messages: list[int]
+        estimator: str
+        raw_tokens: int
+        reserve_source: str
+        max_output_tokens: int | None
+        model_table_row: str | None
+        enforced: bool
+        warnings: list[str]
+        strategy: str
+        """The strategy's steps, comma-separated (``--strategy``)."""
+        cleared_results: int
+        cleared_tokens: int
+        """The size of the cleared results (what their placeholders state)."""
+        truncated_results: int
+        truncated_tokens: int
+        cleared_thinking: int
+        session: NotRequired[SessionInfo]
+        """Only for a session file: which run of it was estimated (its next request)."""
+        overhead: NotRequired[int]
+        """Only for a session file: the tokens its usage proves every request costs beyond
+        its estimate (a system prompt and tools the log never recorded)."""
+        explain: NotRequired[dict[str, Any]]
+        """Where the tokens go (``estimate --explain``; :func:`ctxwin.explain`)."""
+
+
 REPORT_KEYS = (
     "format",
     "model",
@@ -38,62 +94,6 @@ REPORT_KEYS = (
     "dropped_messages",
 )
 """The stable keys, in order. Extra keys follow them."""
-
-
-class SessionInfo(TypedDict):
-    """The run of a session file that ``estimate`` and ``prune`` planned."""
-
-    run: str
-    shape: str
-
-
-class Report(TypedDict):
-    """The JSON report of ``estimate --json`` and ``prune --report``.
-
-    The keys up to ``dropped_messages`` are :data:`REPORT_KEYS`, a public contract
-    (never renamed or removed); the rest are extras, and new keys are only added.
-    """
-
-    format: str
-    model: str | None
-    context_length: int
-    context_length_source: ContextSource
-    reserve: int
-    safety: int
-    budget: int
-    calibration: float
-    estimated_tokens: int
-    fits: bool
-    pruned: bool
-    dropped_turns: int
-    kept_turns: int
-    estimated_tokens_after: int
-    overflow_at_floor: bool
-    messages_in: int
-    messages_out: int
-    dropped_messages: list[int]
-    estimator: str
-    raw_tokens: int
-    reserve_source: str
-    max_output_tokens: int | None
-    model_table_row: str | None
-    enforced: bool
-    warnings: list[str]
-    strategy: str
-    """The strategy's steps, comma-separated (``--strategy``)."""
-    cleared_results: int
-    cleared_tokens: int
-    """The size of the cleared results (what their placeholders state)."""
-    truncated_results: int
-    truncated_tokens: int
-    cleared_thinking: int
-    session: NotRequired[SessionInfo]
-    """Only for a session file: which run of it was estimated (its next request)."""
-    overhead: NotRequired[int]
-    """Only for a session file: the tokens its usage proves every request costs beyond
-    its estimate (a system prompt and tools the log never recorded)."""
-    explain: NotRequired[dict[str, Any]]
-    """Where the tokens go (``estimate --explain``; :func:`ctxwin.explain`)."""
 
 
 def build_report(plan: Plan) -> Report:
