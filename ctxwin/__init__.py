@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from ctxwin.breakdown import explain
 from ctxwin.budget import Budget, ModelSpec, compute_budget, lookup_model, resolve_spec
 from ctxwin.codec import parse
 from ctxwin.core import Plan, Transcript, load, plan, prune
@@ -48,6 +47,7 @@ from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.view import Item, Problem, View
 
 if TYPE_CHECKING:
+    from ctxwin.breakdown import explain
     from ctxwin.checking import Checked, check_files
     from ctxwin.manager import ContextWindowManager, ManagedFit
 
@@ -62,6 +62,10 @@ def __getattr__(name: str) -> Any:
         from ctxwin import checking
 
         return getattr(checking, name)
+    if name == "explain":
+        from ctxwin.breakdown import explain
+
+        return explain
     raise AttributeError(f"module 'ctxwin' has no attribute {name!r}")
 
 

@@ -5,6 +5,7 @@ cannot write). Nothing here knows about transcripts.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -252,3 +253,20 @@ def dumps(body: Any, *, indent: bool = False, newline: bool = False) -> bytes:
     finally:
         sys.setrecursionlimit(limit)
     return (text + "\n" if newline else text).encode("utf-8")
+
+
+_NON_SPACE_AFTER = re.compile(rb"\S")
+
+
+def looks_like_jsonl(data: bytes) -> bool:
+    """Whether ``data`` starts with a whole JSON value on its first line and has more
+    after it: JSONL, not one document (checked without copying ``data``)."""
+    start = 3 if data[:3] == b"\xef\xbb\xbf" else 0
+    end = data.find(b"\n", start)
+    if end < 0 or _NON_SPACE_AFTER.search(data, end) is None:
+        return False
+    try:
+        first = orjson.loads(memoryview(data)[start:end])
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(first, dict | list)

@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from ctxwin import sessions
+from ctxwin.codec import looks_like_jsonl
 from ctxwin.errors import InputError
 from ctxwin.recorded import Call, Run, calls_from_transcript, prepared_calls
 from ctxwin.sessions.openhands import openhands_events
@@ -65,20 +66,6 @@ __all__ = [
 
 
 _NON_SPACE = re.compile(rb"\S")
-
-
-def looks_like_jsonl(data: bytes) -> bool:
-    """Whether ``data`` starts with a whole JSON value on its first line and has more
-    after it: JSONL, not one document (checked without copying ``data``)."""
-    start = 3 if data[:3] == b"\xef\xbb\xbf" else 0
-    end = data.find(b"\n", start)
-    if end < 0 or _NON_SPACE.search(data, end) is None:
-        return False
-    try:
-        first = orjson.loads(memoryview(data)[start:end])
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(first, dict | list)
 
 
 def _lines(data: bytes, start: int) -> Iterator[tuple[int, int, int]]:

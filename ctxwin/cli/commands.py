@@ -184,9 +184,7 @@ def _plan(
     if run_format != "auto":
         session = _session_run(data, run_format)
     else:
-        from ctxwin.runs import looks_like_jsonl
-
-        if looks_like_jsonl(data):  # not one request body: a session, or an error below
+        if codec.looks_like_jsonl(data):  # not one request body: a session, or an error below
             session = _session_run(data, "auto")
         if session is None:
             body = codec.parse(data)
@@ -223,6 +221,8 @@ def _plan(
 
 def check_run_format(run_format: str) -> None:
     """Refuse an unknown ``--run-format`` (exit 2)."""
+    if run_format == "auto":  # the readers are imported only when a file needs them
+        return
     from ctxwin import sessions
 
     if run_format != sessions.AUTO and run_format not in sessions.names():
