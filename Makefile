@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test lint format clean bench bench-proxy fidelity fuzz slow
+.PHONY: help venv demo test lint format clean bench bench-proxy fidelity fuzz slow docs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ lint: venv ## ruff + mypy --strict
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+docs: venv ## Rewrite docs/cli.md from the commands' --help
+	$(BIN)/python -m tests.docs_support
 
 format: venv ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .

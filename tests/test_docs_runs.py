@@ -1,4 +1,4 @@
-"""The README and the CI examples document the recorded-run commands as they are."""
+"""docs/recorded-runs.md and the CI examples document the recorded-run commands as they are."""
 
 from __future__ import annotations
 
@@ -11,26 +11,26 @@ from ctxwin.checking import SUFFIXES
 from ctxwin.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text("utf-8")
+PAGE = (ROOT / "docs" / "recorded-runs.md").read_text("utf-8")
 
 
-def test_readme_documents_the_commands_shapes_and_exit_codes() -> None:
+def test_page_documents_the_commands_shapes_and_exit_codes() -> None:
     for command in ("replay", "check", "calibrate"):
-        assert f"### `{command} " in README
+        assert f"## `{command} " in PAGE
         result = CliRunner().invoke(app, [command, "--help"])
         assert result.exit_code == 0
     for shape in ('{"request": body, "response": body}', "tau-bench", "SWE-agent", "OpenHands"):
-        assert shape in README
+        assert shape in PAGE
     for code, words in (("4", "need pruning"), ("3", "truncated"), ("1", "invalid")):
-        assert re.search(rf"\| {code} \| [^\n]*{words}", README), code
-    assert "--fail-on truncated" in README
+        assert re.search(rf"\| {code} \| [^\n]*{words}", PAGE), code
+    assert "--fail-on truncated" in PAGE
 
 
-def test_readme_check_flags_exist() -> None:
+def test_documented_check_flags_exist() -> None:
     help_text = CliRunner().invoke(app, ["check", "--help"], terminal_width=200).stdout
     for flag in ("--jobs", "--fail-on", "--json", "--jsonl", "--model", "--context-length"):
         assert flag in help_text
-        assert flag in README
+        assert flag in PAGE
 
 
 def test_pre_commit_hook_runs_check_on_the_files_check_reads() -> None:

@@ -1,4 +1,4 @@
-"""Every wire format is documented: README, --format help, the unknown-shape error."""
+"""Every wire format is documented: docs/formats.md, --format help, the unknown-shape error."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from pathlib import Path
 from ctxwin import formats
 from tests.formats_support import run
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+PAGE = (Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text(encoding="utf-8")
 
 
-def test_every_format_in_readme_and_help() -> None:
+def test_every_format_in_docs_and_help() -> None:
     help_text = run("estimate", "--help").stdout
     flat = " ".join(help_text.replace("│", " ").split())
-    assert "## Formats" in README and "## Media costs" in README
+    assert "## Formats" in PAGE and "## Media costs" in PAGE
     for name in formats.names():
-        assert f"| `{name}` |" in README
+        assert f"| `{name}` |" in PAGE
         assert name in flat
 
 

@@ -237,7 +237,7 @@ def test_check_run_names_an_unsupported_format() -> None:
 
 
 def _seed_raw(request: dict[str, Any]) -> int:
-    """The README's seed formula, counted by hand over an OpenAI chat request."""
+    """The seed formula of docs/how-it-works.md, counted by hand over an OpenAI chat request."""
     prose = dense = overhead = 0
     if "tools" in request:
         dense += len(orjson.dumps(request["tools"]))
