@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,9 @@ def _reading_stdin(*args: str) -> subprocess.Popen[str]:
     """Start ctxwin on ``args``, blocked reading a stdin that never ends."""
     return subprocess.Popen(
         [sys.executable, "-m", "ctxwin", *args],
+        # A background job (`make test &`, nohup) starts with SIGINT ignored, and the
+        # child would inherit that: give it the default a terminal's process has.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -97,8 +101,6 @@ def _reading_stdin(*args: str) -> subprocess.Popen[str]:
     ],
 )
 def test_ctrl_c_is_one_line_and_exit_130(args: tuple[str, ...]) -> None:
-    import signal
-
     proc = _reading_stdin(*args)
     assert proc.stdin is not None
     proc.stdin.write("[")
