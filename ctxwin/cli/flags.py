@@ -122,8 +122,9 @@ FLAGS: dict[str, Flag] = {
             "Estimator: 'content' (default) costs each byte by its class (digits, "
             "upper-case, punctuation, non-ASCII), fitted to bound o200k, cl100k, Llama 3 and "
             "Qwen 3 on recorded transcripts; 'bound' prices each byte by its class and the "
-            "class before it and bounds them on every generated text class too, at about "
-            "twice the real count; 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+            "class before it and bounds them on every generated text class too (not yet on "
+            "every short random letter string), at about twice the real count; 'seed' is the "
+            "chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
             panel=EST_PANEL,
         ),
         Flag(
