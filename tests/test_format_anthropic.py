@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -272,3 +273,18 @@ def test_chat_body_with_shared_keys_stays_chat() -> None:
         "top_k": 20,
     }
     assert get_adapter(body).name == "openai-chat"
+
+
+def test_a_null_tool_calls_field_does_not_make_an_anthropic_body_chat() -> None:
+    """Found by the fuzzer: with ``"tool_calls": null`` on one assistant message the body
+    was read as Chat (its PDF costed as text); prune dropped that message and the output,
+    read as Anthropic again, was far over the budget it claimed to fit."""
+    body = orjson.loads((Path(__file__).parent / "fixtures" / "anthropic_agent.json").read_bytes())
+    body["messages"][1]["tool_calls"] = None
+    transcript = core.load(body)
+    assert transcript.format == "anthropic"
+    plan = core.plan(transcript, context_length=5736, max_tokens=0)
+    out = plan.output()
+    assert core.load(out).format == "anthropic"
+    again = core.plan(core.load(out), context_length=5736, max_tokens=0)
+    assert again.result.estimated_tokens <= plan.result.budget or plan.result.overflow_at_floor

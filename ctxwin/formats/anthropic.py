@@ -106,9 +106,15 @@ class Anthropic:
         messages = body["messages"]
         for m in messages:
             if isinstance(m, dict) and (
-                _role(m) is None or "tool_calls" in m or "function_call" in m
+                _role(m) is None
+                or m.get("tool_calls") is not None
+                or m.get("function_call") is not None
             ):
-                return False  # system/developer/tool/function roles or tool_calls: Chat
+                # system/developer/tool/function roles or tool calls: Chat. A null
+                # ``tool_calls`` says nothing: reading such a body as Chat undercounts its
+                # Anthropic blocks, and the pruned output (without that message) reads as
+                # Anthropic again, over the budget.
+                return False
         if any(key in body for key in _ANTHROPIC_KEYS):
             return True
         tools = body.get("tools")
