@@ -13,19 +13,11 @@ from typing import Annotated
 
 import typer
 
+from ctxwin.cli.flags import ESTIMATION
 from ctxwin.cli.funnel import say
-from ctxwin.cli.options import (
-    CalibrationOpt,
-    ContextOpt,
-    EstimatorOpt,
-    MaxOutputOpt,
-    MaxTokensOpt,
-    ModelOpt,
-    QuietOpt,
-    SpecOpt,
-    TokenizerOpt,
-)
+from ctxwin.cli.options import QuietOpt, with_settings
 from ctxwin.errors import ExitCode, UsageError
+from ctxwin.settings import DEFAULT, Settings
 
 SERVER_PANEL = "Server"
 DEFAULT_PORT = 8787
@@ -46,6 +38,9 @@ def check_upstream(url: str) -> str:
     return url
 
 
+# The proxy reads the wire format from the route, so it takes no --format; of the
+# strategy flags, --strategy.
+@with_settings(*(key for key in ESTIMATION if key != "format_"), "strategy")
 def proxy(
     upstream: Annotated[
         str,
@@ -70,22 +65,7 @@ def proxy(
             "--port", min=0, max=65535, help="Port to listen on.", rich_help_panel=SERVER_PANEL
         ),
     ] = DEFAULT_PORT,
-    model: ModelOpt = None,
-    model_spec: SpecOpt = None,
-    context_length: ContextOpt = None,
-    max_output_tokens: MaxOutputOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = None,
-    estimator: EstimatorOpt = "content",
-    tokenizer: TokenizerOpt = None,
-    strategy: Annotated[
-        str,
-        typer.Option(
-            "--strategy",
-            help="Steps that fit a request, in order: clear-results, clear-thinking, "
-            "drop-turns, truncate-results (comma-separated; default: drop-turns).",
-        ),
-    ] = "drop-turns",
+    settings: Settings = DEFAULT,
     max_body_bytes: Annotated[
         int,
         typer.Option(
@@ -138,28 +118,13 @@ def proxy(
     except ImportError as exc:
         say(MISSING_EXTRA.format(missing=f"no module {exc.name!r}" if exc.name else exc))
         raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
-    import dataclasses
-
-    from ctxwin.cli.commands import build_settings
     from ctxwin.proxy import ProxyConfig
-    from ctxwin.strategy import Strategy, parse_steps
 
-    settings = build_settings(
-        model=model,
-        model_spec=model_spec,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        calibration=calibration,
-        format_="auto",
-        estimator=estimator,
-        tokenizer=tokenizer,
-    )
     config = ProxyConfig(
         upstream=check_upstream(upstream),
         host=host,
         port=port,
-        settings=dataclasses.replace(settings, strategy=Strategy(steps=parse_steps(strategy))),
+        settings=settings,
         max_body_bytes=max_body_bytes,
         conversations=conversations,
         connect_timeout=connect_timeout,
