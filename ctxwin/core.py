@@ -42,6 +42,19 @@ class Transcript:
             return self.body
         return self.adapter.write(self.body, keep)
 
+    def raw_tokens(self, keep: Sequence[int]) -> int:
+        """Uncalibrated estimate of the items at ``keep`` with the body's fixed part (what
+        a calibration learns against when only those items are sent)."""
+        view = self.view
+        total = list(view.base)
+        width = len(total)
+        items = view.items
+        for i in keep:
+            cost = items[i].cost
+            for k in range(width):
+                total[k] += cost[k]
+        return self.estimator.raw(total)
+
     def problems(self, keep: Sequence[int] | None = None) -> list[Problem]:
         """Structural problems of the items at ``keep`` (all when ``None``): ``ctxwin.rules``."""
         return rule_problems(self.view, self.adapter, keep)

@@ -110,18 +110,6 @@ class ManagedFit:
         return self.result.calibration
 
 
-def _raw_of_kept(transcript: Transcript, keep: list[int]) -> int:
-    view = transcript.view
-    total = list(view.base)
-    width = len(total)
-    items = view.items
-    for i in keep:
-        cost = items[i].cost
-        for k in range(width):
-            total[k] += cost[k]
-    return transcript.estimator.raw(total)
-
-
 def default_seed(estimator: Estimator, model: str | None) -> float:
     """The calibration a run starts from when no seed is given (see ``default_calibration``)."""
     return default_calibration(estimator.name, model)
@@ -253,7 +241,7 @@ class ContextWindowManager:
         p = self.plan(transcript)
         result = p.result
         changed = result.pruned or bool(p.applied.edits)
-        raw_sent = _raw_of_kept(p.transcript, result.keep) if changed else result.raw_tokens
+        raw_sent = p.transcript.raw_tokens(result.keep) if changed else result.raw_tokens
         return ManagedFit(p.output(), result, p.budget, transcript, raw_sent, p.applied)
 
     def plan(self, transcript: Transcript) -> Plan:

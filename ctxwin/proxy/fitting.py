@@ -41,7 +41,6 @@ from ctxwin.calibration import grow
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
 from ctxwin.core import Plan, Transcript, load, plan
 from ctxwin.errors import InputError
-from ctxwin.manager import _raw_of_kept
 from ctxwin.proxy.routes import Route
 from ctxwin.pruning import head_end
 from ctxwin.settings import DEFAULT, Settings
@@ -216,7 +215,7 @@ class Fitter:
                 reason = f"{big} does not fit 64 bits; fitting would rewrite it"
                 return Fitted(UNSAFE, raw, key=key, reason=reason)
         action = PRUNED if result.pruned else CLEARED
-        return Fitted(action, out, p, key, _raw_of_kept(p.transcript, result.keep))
+        return Fitted(action, out, p, key, p.transcript.raw_tokens(result.keep))
 
     def learn(self, fitted: Fitted, prompt_tokens: int | None) -> float | None:
         """Grow the conversation's factor from the prompt tokens its provider reported."""
