@@ -45,6 +45,14 @@ class ModelRow:
     max_output_tokens: int | None
     source: str
     date: str
+    tokenizer: str | None = None
+    """The model's tokenizer family: an encoding ``--tokenizer`` counts exactly
+    (``o200k_base``, ``cl100k_base``, ``llama3``, ``qwen3``) or a family it does not
+    ship (``claude``, ``gemini``, ``llama4``, ``mistral``, ``deepseek-v3``, ``qwen``)."""
+    tokenizer_generation: int | None = None
+    """Claude only: 1 for Claude 3 through Opus 4.6 / Sonnet 4.6 / Haiku 4.5, 2 for the
+    tokenizer of Claude Opus 4.7 and later (up to 1.35× the tokens of generation 1,
+    :data:`ctxwin.estimate.CLAUDE_TOKENIZER_GROWTH`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +103,8 @@ def model_table() -> tuple[ModelRow, ...]:
             max_output_tokens=r.get("max_output_tokens"),
             source=r["source"],
             date=r["date"],
+            tokenizer=r.get("tokenizer"),
+            tokenizer_generation=r.get("tokenizer_generation"),
         )
         for r in rows
     )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.errors import ExitCode, UsageError
+from ctxwin.estimate import AUTO_TOKENIZER
 from ctxwin.runs import read_runs
 from ctxwin.settings import Settings, settings_with
 from ctxwin.simulate import INVALID, STATUSES, check_run
@@ -182,7 +183,8 @@ def _check_held(
 ) -> list[dict[str, Any]]:
     """:func:`check_bytes` of ``held[0]``, letting go of the bytes once they are read."""
     try:
-        estimator = settings.make_estimator()
+        # under tokenizer="auto" each run's model picks its own (check_run makes it)
+        estimator = None if settings.tokenizer == AUTO_TOKENIZER else settings.make_estimator()
         rows = []
         runs = read_runs(held.pop(), run_format)
         for run in runs:

@@ -18,7 +18,7 @@ from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
 from ctxwin.pruning import FitResult, fit
 from ctxwin.rules import problems as rule_problems
-from ctxwin.settings import Settings, settings_with
+from ctxwin.settings import Settings, body_model, settings_with
 from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.view import Problem, View
 
@@ -196,7 +196,7 @@ def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[
     and :class:`InputError` for a body that cannot be read or safely pruned.
     """
     s = settings_with(settings, changes)
-    p = plan(load(body, s.fmt, s.make_estimator()), s)
+    p = plan(load(body, s.fmt, s.make_estimator(body_model(body))), s)
     if p.result.overflow_at_floor:
         raise ContextTruncated(p.result)
     return p.output(), p

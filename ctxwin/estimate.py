@@ -562,14 +562,48 @@ count more than the four it bounds, matched as substrings of the lower-cased
 model name. Measured on the provider-reported prompt tokens in the recorded
 corpus (``make fidelity``, provider rows): Claude Sonnet 4/4.5 and Haiku 4.5
 reported up to 1/0.76 ≈ 1.31× the uncalibrated estimate (tool-search requests
-excepted, see README), DeepSeek-V3 1.15×, Llama 4 Maverick 1.26×."""
+excepted, see README), DeepSeek-V3 1.15×, Llama 4 Maverick 1.26×. A Claude model
+on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED` instead (:func:`claude_seed`)."""
+
+CLAUDE_TOKENIZER_GROWTH = 1.35
+"""Anthropic documents that the tokenizer of Claude Opus 4.7 and later models
+"may use roughly 1× to 1.35× as many tokens when processing text compared to
+previous models" (platform.claude.com, "What's new in Claude Opus 4.7" and the
+migration guide). The model table marks those models ``tokenizer_generation`` 2."""
+
+CLAUDE_NEXT_SEED = 2.0
+"""The seed of a Claude model on the generation-2 tokenizer (Opus 4.7 and later).
+
+It rests on two figures: the generation-1 worst case measured in the recorded
+corpus (1.31× the uncalibrated estimate, :data:`MODEL_CALIBRATION`) times
+Anthropic's documented growth of up to 1.35× (:data:`CLAUDE_TOKENIZER_GROWTH`)
+is 1.77; independent ``count_tokens`` comparisons of Opus 4.6 and 4.7 published
+after the release measured up to 1.45-1.47× on English prose and technical
+documents, and 1.31 × 1.47 = 1.93. 2.0 covers both. The corpus holds no call to
+such a model, so this seed is not measured here; pathological text (one letter
+repeated) grows ~3× and is not covered. Usage teaches the real factor after
+the first call (``ctxwin proxy``, :class:`~ctxwin.ContextWindowManager`)."""
+
+
+@lru_cache(maxsize=256)
+def claude_seed(model: str) -> float:
+    """The seed of Claude ``model``: 1.35 when the model table puts it on the
+    generation-1 tokenizer, else :data:`CLAUDE_NEXT_SEED` (a Claude model the table
+    does not know is taken to be newer)."""
+    from ctxwin.budget import lookup_model
+
+    row = lookup_model(model)
+    if row is not None and row.tokenizer == "claude" and row.tokenizer_generation == 1:
+        return MODEL_CALIBRATION[0][1]
+    return CLAUDE_NEXT_SEED
 
 
 def default_calibration(name: str, model: str | None = None) -> float:
     """The calibration seed for estimator ``name`` used with ``model``.
 
     The seed formula always starts at the ADR's 1.15; the content estimator
-    starts at 1.0, or at its model family's measured seed.
+    starts at 1.0, or at its model family's measured seed (Claude by the
+    generation of its tokenizer, :func:`claude_seed`).
     """
     if name.startswith("tokenizer:"):
         return 1.0  # exact counts; the framing is added on top
@@ -579,7 +613,7 @@ def default_calibration(name: str, model: str | None = None) -> float:
         lowered = model.lower()
         for needle, seed in MODEL_CALIBRATION:
             if needle in lowered:
-                return seed
+                return claude_seed(model) if needle in ("claude", "anthropic") else seed
     return DEFAULT_CALIBRATION["content"]
 
 
@@ -609,6 +643,74 @@ def get_estimator(name: str) -> Estimator:
 TOKENIZERS = ("o200k_base", "cl100k_base", "llama3", "qwen3")
 """BPE encodings ``--tokenizer`` accepts (all ship with the ``bpe`` extra)."""
 
+AUTO_TOKENIZER = "auto"
+"""``--tokenizer auto``: count exactly when the model's tokenizer is one of
+:data:`TOKENIZERS` and the ``bpe`` extra is installed, else use the estimator
+(:func:`auto_estimator`)."""
+
+OPEN_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("chatgpt-4o", "o200k_base"),
+    ("gpt-4o", "o200k_base"),
+    ("gpt-4.1", "o200k_base"),
+    ("gpt-4.5", "o200k_base"),
+    ("gpt-5", "o200k_base"),
+    ("o1", "o200k_base"),
+    ("o3", "o200k_base"),
+    ("o4-mini", "o200k_base"),
+    ("gpt-4", "cl100k_base"),
+    ("gpt-3.5-turbo", "cl100k_base"),
+    ("meta-llama-3", "llama3"),
+    ("meta-llama-3.1", "llama3"),
+    ("llama-3", "llama3"),
+    ("llama-3.1", "llama3"),
+    ("llama-3.2", "llama3"),
+    ("llama-3.3", "llama3"),
+    ("llama3", "llama3"),
+    ("qwen2.5", "qwen3"),
+    ("qwen3", "qwen3"),
+)
+"""Name prefixes → encoding, for models the table does not list (a Hugging Face id
+such as ``Qwen/Qwen2.5-7B-Instruct``): the prefix must be the whole name or end at
+``-``, ``:``, ``@`` or ``_``, and the longest wins. Qwen 2.5 and 3 share one
+vocabulary (``qwen3``), as do Llama 3, 3.1, 3.2 and 3.3 (``llama3``)."""
+
+_FAMILY_ORDER = sorted(OPEN_FAMILIES, key=lambda pair: -len(pair[0]))
+
+
+def exact_encoding(model: str | None) -> str | None:
+    """The encoding of :data:`TOKENIZERS` that ``model`` uses, or ``None``.
+
+    The model table decides when it lists the model (its ``tokenizer`` column);
+    otherwise :data:`OPEN_FAMILIES`, after any ``provider/`` prefix.
+    """
+    if not model:
+        return None
+    from ctxwin.budget import lookup_model
+
+    row = lookup_model(model)
+    if row is not None:
+        return row.tokenizer if row.tokenizer in TOKENIZERS else None
+    name = model.strip().lower().rpartition("/")[2]
+    for prefix, encoding in _FAMILY_ORDER:
+        if name == prefix or (name.startswith(prefix) and name[len(prefix)] in "-:@_"):
+            return encoding
+    return None
+
+
+def auto_estimator(model: str | None, fallback: Estimator) -> Estimator:
+    """``--tokenizer auto``: exact counts in ``model``'s encoding
+    (:func:`exact_encoding`) when the ``bpe`` extra is installed, else ``fallback``.
+    The estimator's ``name`` (the report's ``estimator``) says which it is."""
+    encoding = exact_encoding(model)
+    if encoding is None:
+        return fallback
+    try:
+        import quicktok  # noqa: F401
+    except ImportError:
+        return fallback
+    return TokenizerEstimator(encoding)
+
+
 BPE_MISSING = (
     "--tokenizer needs the optional BPE tokenizer: pip install 'ctxwin[bpe]' "
     "(or leave --tokenizer out to use the built-in estimator)"
@@ -631,7 +733,8 @@ class TokenizerEstimator:
 
         if encoding not in TOKENIZERS:
             raise UsageError(
-                f"--tokenizer: unknown encoding {encoding!r} (choose from: {', '.join(TOKENIZERS)})"
+                f"--tokenizer: unknown encoding {encoding!r} "
+                f"(choose from: {AUTO_TOKENIZER}, {', '.join(TOKENIZERS)})"
             )
         try:
             import quicktok

@@ -19,7 +19,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ctxwin.estimate import Estimator, TokenizerEstimator, default_estimator, get_estimator
+from ctxwin.estimate import (
+    AUTO_TOKENIZER,
+    Estimator,
+    TokenizerEstimator,
+    auto_estimator,
+    default_estimator,
+    get_estimator,
+)
 from ctxwin.formats import AUTO
 from ctxwin.strategy import Strategy
 
@@ -45,11 +52,24 @@ class Settings:
     estimator: str | Estimator | None = None
     """An estimator, or its name: ``content``, ``seed``, or ``tokenizer:ENCODING``;
     ``None``: the default (:func:`~ctxwin.estimate.default_estimator`)."""
+    tokenizer: str | None = None
+    """Count exactly with this BPE encoding (``o200k_base``, ``cl100k_base``, ``llama3``,
+    ``qwen3``) instead of ``estimator``; or ``auto``: exactly when the model's tokenizer
+    is one of those and the ``bpe`` extra is installed, else with ``estimator``
+    (:func:`~ctxwin.estimate.auto_estimator`)."""
     strategy: Strategy | None = None
     """The steps that fit a request (:mod:`ctxwin.strategy`); ``None``: drop turns only."""
 
-    def make_estimator(self) -> Estimator:
-        """The estimator these settings name (a fresh one when named)."""
+    def make_estimator(self, model: str | None = None) -> Estimator:
+        """The estimator these settings name (a fresh one when named). ``model`` names
+        the model when :attr:`model` does not (the body's), for ``tokenizer="auto"``."""
+        if self.tokenizer is None:
+            return self._named_estimator()
+        if self.tokenizer == AUTO_TOKENIZER:
+            return auto_estimator(self.model or model, self._named_estimator())
+        return TokenizerEstimator(self.tokenizer)
+
+    def _named_estimator(self) -> Estimator:
         if self.estimator is None:
             return default_estimator()
         if not isinstance(self.estimator, str):
@@ -66,6 +86,12 @@ class Settings:
 
 
 DEFAULT = Settings()
+
+
+def body_model(body: Any) -> str | None:
+    """The ``model`` a request body names, if any (Gemini bodies name none)."""
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None
 
 
 def settings_with(settings: Settings | None, changes: dict[str, Any]) -> Settings:

@@ -22,7 +22,7 @@ from ctxwin.pruning import FitResult, total_cost
 from ctxwin.recorded import model_messages
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
-from ctxwin.settings import Settings
+from ctxwin.settings import Settings, body_model
 from ctxwin.strategy import DEFAULT_STEPS, Applied
 
 FITS = "fits"
@@ -62,7 +62,7 @@ def run_manager(
     return ContextWindowManager(
         settings.model or model_hint,
         settings,
-        estimator=estimator or settings.make_estimator(),
+        estimator=estimator or settings.make_estimator(settings.model or model_hint),
         learn_overhead=learn_overhead,
         **changes,
     )
@@ -103,6 +103,15 @@ def _edited_by(a: Applied) -> dict[str, int]:
 NO_EDIT_KEYS = _edited_by(NO_EDITS)
 
 
+def run_model(run: Run) -> str | None:
+    """The model ``run`` names (its body's, else its first recorded call's), for
+    ``tokenizer="auto"``."""
+    if run.recorded:
+        call = run.recorded[0]
+        return body_model(call.request) or call.model
+    return body_model(run.body)
+
+
 def _hint(call: Call) -> str | None:
     body = call.request
     if call.model and not (isinstance(body, dict) and isinstance(body.get("model"), str)):
@@ -126,7 +135,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     use and, for a transcript, the session's next request (the whole
     transcript) at what was learned.
     """
-    estimator = settings.make_estimator()
+    estimator = settings.make_estimator(run_model(run))
     if run.error is not None:
         raise InputError(run.error)
     # (request, usage, where, transcript read already) of each call
@@ -314,7 +323,7 @@ def learned_manager(
     """
     if run.error is not None:
         raise InputError(run.error)
-    estimator = settings.make_estimator()
+    estimator = settings.make_estimator(run_model(run))
     fmt = run.format_for(settings.fmt)
     if run.recorded is None:
         prepared = prepared_calls(run.body, run.usage_at, estimator, fmt, run.calls_at)
@@ -371,7 +380,7 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
     if run.error is not None:
         row.update(status=INVALID, error=run.error)
         return row
-    estimator = estimator or settings.make_estimator()
+    estimator = estimator or settings.make_estimator(run_model(run))
     worst: tuple[int, int] | None = None
     calls = run.recorded if run.recorded is not None else [Call(run.body)]
     fmt = run.format_for(settings.fmt)
@@ -470,7 +479,7 @@ def _check_session(run: Run, settings: Settings, row: dict[str, Any]) -> None:
 
 def calibration_rows(run: Run, settings: Settings) -> list[dict[str, Any]]:
     """One row per call of ``run`` that recorded usage: estimate against reported."""
-    estimator = settings.make_estimator()
+    estimator = settings.make_estimator(run_model(run))
     rows: list[dict[str, Any]] = []
     if run.error is not None:
         return [{"run": run.name, "error": run.error}]

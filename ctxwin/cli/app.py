@@ -205,7 +205,7 @@ def models(
         typer.Argument(help="Show how this model name resolves (prefix and provider rules)."),
     ] = None,
 ) -> None:
-    """List the built-in model table: context window, output cap, source and date."""
+    """List the built-in model table: window, output cap, tokenizer, source and date."""
     import orjson
 
     from ctxwin.budget import lookup_model, model_table
@@ -227,6 +227,8 @@ def models(
                 "max_output_tokens": r.max_output_tokens,
                 "source": r.source,
                 "date": r.date,
+                "tokenizer": r.tokenizer,
+                "tokenizer_generation": r.tokenizer_generation,
             }
             for r in rows
         ]
@@ -241,12 +243,16 @@ def models(
         ("provider", "left"),
         ("context", "right"),
         ("output cap", "right"),
+        ("tokenizer", "left"),
         ("as of", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in rows:
         cap = f"{r.max_output_tokens:,}" if r.max_output_tokens is not None else "—"
-        table.add_row(r.name, r.provider, f"{r.context_length:,}", cap, r.date)
+        tok = r.tokenizer or "—"
+        if r.tokenizer_generation is not None:
+            tok = f"{tok} (gen {r.tokenizer_generation})"
+        table.add_row(r.name, r.provider, f"{r.context_length:,}", cap, tok, r.date)
     Console().print(table)
 
 

@@ -110,7 +110,8 @@ def make_strategy(
 def choose_estimator(
     format_: str, estimator: str, tokenizer: str | None, calibration: float | None
 ) -> Estimator:
-    """Check the format, estimator and calibration flags; the estimator they name.
+    """Check the format, estimator and calibration flags; the estimator they name
+    (with ``--tokenizer auto``, the one used when the model's tokenizer cannot count).
 
     Raises :class:`UsageError` (exit 2) for an unknown format or estimator, a
     calibration that is not finite, or a tokenizer that cannot count here.
@@ -122,7 +123,7 @@ def choose_estimator(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
         )
     check_calibration(calibration)
-    if tokenizer is not None:
+    if tokenizer is not None and tokenizer != estimate.AUTO_TOKENIZER:
         return estimate.TokenizerEstimator(tokenizer)
     try:
         return estimate.get_estimator(estimator)
@@ -164,6 +165,7 @@ def build_settings(
         calibration=calibration,
         fmt=format_,
         estimator=choose_estimator(format_, estimator, tokenizer, calibration),
+        tokenizer="auto" if tokenizer == "auto" else None,
         strategy=steps,
     )
 
@@ -174,6 +176,7 @@ def _plan(
     """The plan of the input; the bytes read; the session run when the input is a
     session file (its next request is planned) or ``None``."""
     from ctxwin import codec, core
+    from ctxwin.settings import body_model
 
     settings = build_settings(**flags)
     check_run_format(run_format)
@@ -194,7 +197,7 @@ def _plan(
         data = b""  # the session's next request is written, never the file: free it now
     if session is None:
         retain(body)
-        transcript = core.load(body, settings.fmt, settings.make_estimator())
+        transcript = core.load(body, settings.fmt, settings.make_estimator(body_model(body)))
         plan = core.plan(transcript, settings)
     else:
         from ctxwin.simulate import learned_manager

@@ -90,8 +90,8 @@ FLAGS: dict[str, Flag] = {
             None,
             "Factor the raw estimate is scaled by (values below 1 count as 1). "
             "Default: 1.15 for --estimator seed; 1.0 for content and bound, or the model "
-            "family's "
-            "measured seed (Claude 1.35, Llama 4 1.3, DeepSeek 1.2); 1.0 with --tokenizer.",
+            "family's seed (Claude 1.35, Claude Opus 4.7 and later 2.0, Llama 4 1.3, "
+            "DeepSeek 1.2); 1.0 with --tokenizer.",
             minimum=0.0,
             panel=EST_PANEL,
             show_default=False,
@@ -134,7 +134,9 @@ FLAGS: dict[str, Flag] = {
             None,
             "Count exactly with this BPE encoding (o200k_base, cl100k_base, llama3, qwen3) "
             "plus chat framing, instead of --estimator. Needs: pip install 'ctxwin\\[bpe]' "
-            "(exit 2 when it is missing).",
+            "(exit 2 when it is missing). 'auto': exactly when the model's tokenizer is one "
+            "of those and the extra is installed (GPT-4o/4.1/5.x, o-series, GPT-4, GPT-3.5, "
+            "Llama 3.x, Qwen 2.5/3), else --estimator; the report's estimator says which.",
             panel=EST_PANEL,
         ),
         Flag(

@@ -41,9 +41,10 @@ from ctxwin.calibration import grow
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
 from ctxwin.core import Plan, Transcript, load, plan
 from ctxwin.errors import InputError
+from ctxwin.estimate import AUTO_TOKENIZER, Estimator
 from ctxwin.proxy.routes import Route
 from ctxwin.pruning import head_end
-from ctxwin.settings import DEFAULT, Settings
+from ctxwin.settings import DEFAULT, Settings, body_model
 
 FIT = "fit"
 PRUNED = "pruned"
@@ -177,6 +178,8 @@ class Fitter:
         self.config = config
         self.settings = config.settings
         self.estimator = config.settings.make_estimator()
+        self._by_model: dict[str | None, Estimator] = {}
+        """With ``tokenizer="auto"``: the estimator of each model seen."""
         self.calibrations = Calibrations(config.conversations)
 
     def fit(self, route: Route, raw: bytes, credentials: Iterable[str] = ()) -> Fitted:
@@ -187,7 +190,7 @@ class Fitter:
         body = parse(raw)
         settings = self.settings
         try:
-            transcript = load(body, route.fmt, self.estimator)
+            transcript = load(body, route.fmt, self.estimator_for(route.model, body))
         except InputError as exc:
             return Fitted(UNREAD, raw, reason=str(exc))
         model = settings.model or route.model
@@ -216,6 +219,19 @@ class Fitter:
                 return Fitted(UNSAFE, raw, key=key, reason=reason)
         action = PRUNED if result.pruned else CLEARED
         return Fitted(action, out, p, key, p.transcript.raw_tokens(result.keep))
+
+    def estimator_for(self, route_model: str | None, body: Any) -> Estimator:
+        """The estimator for one request: the configured one, or under
+        ``tokenizer="auto"`` the one for the request's model (its route's, else its body's)."""
+        if self.settings.tokenizer != AUTO_TOKENIZER:
+            return self.estimator
+        model = self.settings.model or route_model or body_model(body)
+        found = self._by_model.get(model)
+        if found is None:
+            if len(self._by_model) >= 64:  # model names come from clients: keep it bounded
+                self._by_model.clear()
+            found = self._by_model[model] = self.settings.make_estimator(model)
+        return found
 
     def learn(self, fitted: Fitted, prompt_tokens: int | None) -> float | None:
         """Grow the conversation's factor from the prompt tokens its provider reported."""
