@@ -15,7 +15,9 @@ streamed (server-sent events), well enough for the real ``openai`` and
   ``stream_options.include_usage`` is set, the Responses ``response.completed``
   event, Anthropic's ``message_start`` and ``message_delta``);
 * every answer is one call of the tool ``read_file``, so an agent loop goes on
-  until the caller stops it (or the context overflows).
+  until the caller stops it (or the context overflows); with ``final_after=N``
+  a Chat Completions answer after N accepted requests is a final text instead
+  (a framework's agent loop then ends by itself).
 
 It records each request body it accepted or refused.
 """
@@ -112,6 +114,16 @@ def _call_id(n: int) -> str:
 
 
 ARGUMENTS = '{"path": "src/module.py"}'
+
+
+FINAL = "The retry budget is computed in handler_0."
+
+
+def chat_final(model: str, n: int, prompt: int) -> dict[str, Any]:
+    """A final answer: text, no tool call."""
+    message = {"role": "assistant", "content": FINAL}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return chat_answer(model, n, prompt) | {"choices": [choice]}
 
 
 def chat_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
@@ -266,6 +278,8 @@ class Standin:
     prompts: list[int] = field(default_factory=list)
     """The prompt tokens of every request, accepted or refused."""
     refused: int = 0
+    final_after: int | None = None
+    """Chat answers after this many accepted requests are final texts (no tool call)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any, bool]:
@@ -289,6 +303,8 @@ class Standin:
             events = responses_events(model, n, prompt)
             return 200, events if stream else responses_answer(model, n, prompt), stream
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if self.final_after is not None and n - self.refused > self.final_after and not stream:
+            return 200, chat_final(model, n, prompt), False
         return (
             200,
             chat_chunks(model, n, prompt, usage) if stream else chat_answer(model, n, prompt),

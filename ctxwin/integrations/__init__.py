@@ -8,5 +8,8 @@ package it wraps. See ``docs/integrations/``.
 * :mod:`ctxwin.integrations.openai`: ``wrap(client, **settings)`` for
   ``chat.completions.create`` and ``responses.create`` (sync, async, streamed);
 * :mod:`ctxwin.integrations.anthropic`: ``wrap(client, **settings)`` for
-  ``messages.create`` and ``messages.stream`` (sync and async).
+  ``messages.create`` and ``messages.stream`` (sync and async);
+* :mod:`ctxwin.integrations.langchain`: ``ContextWindowMiddleware`` for a LangChain v1
+  agent (``create_agent(middleware=[...])``) and ``pre_model_hook(**settings)`` for a
+  LangGraph ReAct agent, on LangChain's own message objects.
 """
