@@ -11,5 +11,8 @@ package it wraps. See ``docs/integrations/``.
   ``messages.create`` and ``messages.stream`` (sync and async);
 * :mod:`ctxwin.integrations.langchain`: ``ContextWindowMiddleware`` for a LangChain v1
   agent (``create_agent(middleware=[...])``) and ``pre_model_hook(**settings)`` for a
-  LangGraph ReAct agent, on LangChain's own message objects.
+  LangGraph ReAct agent, on LangChain's own message objects;
+* :mod:`ctxwin.integrations.litellm`: ``ContextWindowCallback(**settings)``, a LiteLLM
+  callback (async SDK calls, the Router, the proxy's pre-call hook; ``.completion`` for
+  sync calls).
 """

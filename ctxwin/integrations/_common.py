@@ -8,7 +8,7 @@ given (the SDK's own client, its responses and its streams).
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxwin.errors import ContextTruncated
@@ -149,10 +149,10 @@ class Fitting:
         self.last = fitted
         if self.record is not None:
             self.record.last = fitted
-        if not fitted.result.pruned or not isinstance(messages, list | tuple):
+        changed = fitted.result.pruned or bool(fitted.applied.edits)
+        if not changed or not isinstance(messages, list | tuple):
             return kwargs, fitted
-        kept = [messages[i] for i in fitted.result.keep]
-        return {**kwargs, key: kept}, fitted
+        return {**kwargs, key: sent_items(messages, fitted)}, fitted
 
     def learn(self, model: Any, usage: Any, fitted: ManagedFit) -> None:
         """Learn from the ``usage`` a provider reported for the request ``fitted`` sent."""
@@ -162,6 +162,18 @@ class Fitting:
         if isinstance(data, Mapping):
             name = model if isinstance(model, str) else None
             self.manager(name).observe(data, raw_tokens=fitted.raw_tokens_sent)
+
+
+def sent_items(items: Sequence[Any], fitted: ManagedFit) -> list[Any]:
+    """The entries of ``items`` that ``fitted`` sends: the caller's own objects, untouched,
+    except the entries a strategy step edited (cleared or cut results, removed thinking),
+    which are sent as edited plain copies."""
+    keep = fitted.result.keep
+    edited = {entry for entry, _ in fitted.applied.edits}
+    if not edited:
+        return [items[i] for i in keep]
+    written = fitted.messages
+    return [written[j] if i in edited else items[i] for j, i in enumerate(keep)]
 
 
 Create = Callable[..., Any]

@@ -1,0 +1,263 @@
+"""Fit every chat call LiteLLM makes: a callback for the SDK, the Router and the proxy.
+
+::
+
+    import litellm
+    from ctxwin.integrations.litellm import ContextWindowCallback
+
+    fit = ContextWindowCallback(context_length=128_000)
+    litellm.callbacks = [fit]
+    response = await litellm.acompletion(model="openai/gpt-4o", messages=history)
+    response = fit.completion(model="openai/gpt-4o", messages=history)  # sync calls
+
+:class:`ContextWindowCallback` is a ``litellm.integrations.custom_logger.CustomLogger``:
+
+* ``async_pre_call_deployment_hook`` fits ``messages`` (Chat Completions shape, which
+  LiteLLM uses for every provider) right before an async call (``litellm.acompletion``,
+  ``Router.acompletion``) goes to the provider: the oldest whole turns are left out of
+  what is sent when the request would not fit the model's window;
+* ``async_pre_call_hook`` does the same in the LiteLLM proxy (``litellm_settings:
+  callbacks:``), before the request is routed;
+* when even the floor (system prompt, first user message, newest turn) does not fit,
+  the call raises :class:`ContextWindowExceeded` before anything is sent: it is a
+  :class:`ctxwin.ContextTruncated` and a ``litellm.ContextWindowExceededError`` (so a
+  Router's ``context_window_fallbacks`` apply and the proxy answers 400);
+* the success callbacks learn from each response's ``usage``, so estimates track the
+  model's tokenizer.
+
+LiteLLM's synchronous ``litellm.completion`` runs no callback that can change the
+request (its ``log_pre_api_call`` only logs), so for sync code the callback offers
+:meth:`ContextWindowCallback.completion`, ``litellm.completion`` with the same fit.
+
+The settings are the library's own (see :func:`ctxwin.integrations._common.settings_for`).
+Each conversation gets its own :class:`~ctxwin.manager.ContextWindowManager`: a
+conversation is named by ``metadata={"ctxwin_conversation": ...}`` on the call, else
+by its head (the system messages and the first user message, which ctxwin always
+sends). Importing this module imports ``litellm``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import litellm
+import orjson
+from litellm.exceptions import ContextWindowExceededError
+from litellm.integrations.custom_logger import CustomLogger
+
+from ctxwin.errors import ContextTruncated
+from ctxwin.integrations._common import plain, sent_items, settings_for
+from ctxwin.manager import ContextWindowManager, ManagedFit
+from ctxwin.pruning import FitResult
+
+CONVERSATION_KEY = "ctxwin_conversation"
+"""The ``metadata`` key that names a call's conversation."""
+COMPLETION_CALLS = frozenset({"completion", "acompletion"})
+"""The call types fitted (LiteLLM's chat completions, in Chat Completions shape)."""
+BODY_FIELDS = ("tools", "functions", "max_tokens", "max_completion_tokens")
+"""The fields besides ``messages`` that a request's estimate and budget read."""
+
+
+class ContextWindowExceeded(ContextTruncated, ContextWindowExceededError):
+    """Even the floor of a call does not fit: nothing was sent.
+
+    Both a :class:`ctxwin.ContextTruncated` (``result`` is the fit of the floor) and a
+    ``litellm.ContextWindowExceededError`` (status 400, code ``context_length_exceeded``).
+    """
+
+    def __init__(self, result: FitResult, model: str | None) -> None:
+        self.result = result
+        text = (
+            f"ctxwin: even the floor (head + newest turn) needs "
+            f"{result.estimated_tokens_after} tokens, over the budget of {result.budget}"
+        )
+        ContextWindowExceededError.__init__(
+            self,
+            message=text,
+            model=model,
+            llm_provider="ctxwin",
+            body={
+                "message": text,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            },
+        )
+
+
+def _model_of(kwargs: Mapping[str, Any]) -> str | None:
+    model = kwargs.get("model")
+    return model if isinstance(model, str) else None
+
+
+def _head(messages: list[Any]) -> list[Any]:
+    """The leading system messages and the first other message: what names a conversation."""
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, Mapping) else getattr(m, "role", None)
+        if role not in ("system", "developer"):
+            return messages[: i + 1]
+    return messages
+
+
+class ContextWindowCallback(CustomLogger):
+    """A LiteLLM callback that fits each chat call to the model's window (see the module
+    docstring). ``settings``: ``context_length=``, ``model=``, ``model_spec=``,
+    ``max_output_tokens=``, ``max_tokens=``, ``calibration=``, ``estimator=``,
+    ``strategy=``. ``conversations`` bounds how many conversations' managers are kept
+    (the least recently used is forgotten)."""
+
+    def __init__(self, *, conversations: int = 1024, **settings: Any) -> None:
+        super().__init__()
+        self.instance = uuid.uuid4().hex
+        """Unique per callback: LiteLLM registers one logger per class and public scalar
+        attributes, and would route a second callback's events to the first."""
+        self.options = settings_for(**settings)
+        self.conversations = conversations
+        self.managers: OrderedDict[tuple[str | None, str], ContextWindowManager] = OrderedDict()
+        self._pending: OrderedDict[str, tuple[ContextWindowManager, ManagedFit]] = OrderedDict()
+        self._routed: OrderedDict[str, None] = OrderedDict()
+        """The calls the proxy's pre-call hook fitted (not fitted again at the deployment)."""
+        self.last: ManagedFit | None = None
+        """The fit of the last call sent."""
+
+    def reset(self) -> None:
+        """Forget every conversation."""
+        self.managers.clear()
+        self._pending.clear()
+        self._routed.clear()
+        self.last = None
+
+    def manager(
+        self, model: str | None, messages: list[Any], metadata: Any
+    ) -> ContextWindowManager:
+        """The manager of the conversation ``messages`` belong to."""
+        named = metadata.get(CONVERSATION_KEY) if isinstance(metadata, Mapping) else None
+        if named is None:
+            head = orjson.dumps(plain(_head(messages)), option=orjson.OPT_SORT_KEYS)
+            named = hashlib.blake2b(head, digest_size=16).hexdigest()
+        key = (model, str(named))
+        found = self.managers.get(key)
+        if found is None:
+            found = ContextWindowManager(fmt="openai-chat", **self.options)
+            self.managers[key] = found
+            while len(self.managers) > self.conversations:
+                self.managers.popitem(last=False)
+        else:
+            self.managers.move_to_end(key)
+        return found
+
+    def fit(self, kwargs: Mapping[str, Any]) -> tuple[list[Any], ManagedFit] | None:
+        """The messages to send for a call's ``kwargs`` and the fit; ``None`` for a call
+        without a message list. Raises :class:`ContextWindowExceeded` when even the
+        floor does not fit. The call is remembered by its ``litellm_call_id`` so that
+        its usage is learned."""
+        messages = kwargs.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return None
+        model = _model_of(kwargs)
+        body: dict[str, Any] = {"model": model, "messages": plain(messages)}
+        for k in BODY_FIELDS:
+            if kwargs.get(k) is not None:
+                body[k] = plain(kwargs[k])
+        manager = self.manager(model, messages, kwargs.get("metadata"))
+        fitted = manager.evaluate(body)
+        if fitted.result.overflow_at_floor:
+            raise ContextWindowExceeded(fitted.result, model)
+        self.last = fitted
+        call_id = kwargs.get("litellm_call_id")
+        if isinstance(call_id, str):
+            self._remember(self._pending, call_id, (manager, fitted))
+        return sent_items(messages, fitted), fitted
+
+    def _remember(self, table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        table[key] = value
+        while len(table) > self.conversations:
+            table.popitem(last=False)
+
+    def learn(self, call_id: Any, response: Any) -> None:
+        """Learn from the ``usage`` of the response to the call ``call_id``."""
+        pending = self._pending.pop(call_id, None) if isinstance(call_id, str) else None
+        usage = plain(getattr(response, "usage", None))
+        if pending is not None and isinstance(usage, Mapping):
+            manager, fitted = pending
+            manager.observe(usage, raw_tokens=fitted.raw_tokens_sent)
+
+    # -- the SDK and the Router (async calls) --------------------------------------------
+
+    async def async_pre_call_deployment_hook(
+        self, kwargs: dict[str, Any], call_type: Any
+    ) -> dict[str, Any] | None:
+        """Fit an async chat call right before it is sent to its deployment."""
+        name = getattr(call_type, "value", call_type)
+        if name not in COMPLETION_CALLS or kwargs.get("litellm_call_id") in self._routed:
+            return None
+        done = self.fit(kwargs)
+        if done is None:
+            return None
+        return {**kwargs, "messages": done[0]}
+
+    # -- the proxy ------------------------------------------------------------------------
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
+    ) -> dict[str, Any]:
+        """Fit a chat request in the LiteLLM proxy, before it is routed. A floor that does
+        not fit raises :class:`ContextWindowExceeded`, which the proxy answers with 400."""
+        if getattr(call_type, "value", call_type) not in COMPLETION_CALLS:
+            return data
+        done = self.fit(data)
+        if done is not None:
+            data["messages"] = done[0]
+            call_id = data.get("litellm_call_id")
+            if isinstance(call_id, str):
+                self._remember(self._routed, call_id, None)
+        return data
+
+    # -- sync calls -----------------------------------------------------------------------
+
+    def completion(self, **kwargs: Any) -> Any:
+        """``litellm.completion(**kwargs)`` with the request fitted first (LiteLLM runs no
+        request-changing callback for sync calls); usage is learned from the response
+        (for ``stream=True``: from the final chunk, with ``stream_options={"include_usage":
+        True}``). Raises :class:`ContextWindowExceeded` before sending when the floor
+        does not fit."""
+        call_id = kwargs.setdefault("litellm_call_id", str(uuid.uuid4()))
+        done = self.fit(kwargs)
+        if done is not None:
+            kwargs = {**kwargs, "messages": done[0]}
+        response = litellm.completion(**kwargs)
+        if not kwargs.get("stream"):
+            self.learn(call_id, response)
+        return response
+
+    # -- usage ----------------------------------------------------------------------------
+    # An async call's usage is learned before the call returns (the deployment hooks);
+    # the success events, which LiteLLM runs in the background, cover the rest. Each
+    # call is learned once (the first to see it takes it).
+
+    async def async_post_call_success_deployment_hook(
+        self, request_data: dict[str, Any], response: Any, call_type: Any
+    ) -> Any:
+        self.learn(request_data.get("litellm_call_id"), response)
+        return None
+
+    async def async_post_call_streaming_deployment_hook(
+        self, request_data: dict[str, Any], response_chunk: Any, call_type: Any
+    ) -> Any:
+        if getattr(response_chunk, "usage", None) is not None:
+            self.learn(request_data.get("litellm_call_id"), response_chunk)
+        return None
+
+    def log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self.learn(kwargs.get("litellm_call_id"), response_obj)
+
+    async def async_log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self.learn(kwargs.get("litellm_call_id"), response_obj)
