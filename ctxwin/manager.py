@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.budget import Budget
-from ctxwin.calibration import OverheadLearner, grow, prompt_tokens_from_usage
+from ctxwin.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import ContextTruncated
 from ctxwin.estimate import Estimator, default_calibration
@@ -130,6 +130,7 @@ class ContextWindowManager:
         *,
         calibration_seed: float | None = None,
         learn_overhead: bool = False,
+        fresh_factor: float = FRESH_FACTOR,
         incremental: bool = True,
         **changes: Any,
     ) -> None:
@@ -137,7 +138,10 @@ class ContextWindowManager:
 
         ``model`` and ``calibration_seed`` are the settings ``model`` and ``calibration``;
         ``estimator`` may be an estimator or its name. ``learn_overhead`` learns
-        an overhead the requests do not show from usage (see the module docstring).
+        an overhead the requests do not show from usage (see the module docstring);
+        ``fresh_factor`` is where its factor for content added since the last report
+        starts (:class:`~ctxwin.calibration.OverheadLearner`; 1.0 when the requests
+        show every message as sent, as a framework's own history does).
         """
         if model is not None:
             changes["model"] = model
@@ -150,6 +154,7 @@ class ContextWindowManager:
         self.estimator = self.settings.make_estimator()
         self.fmt = self.settings.fmt
         self.learn_overhead = learn_overhead
+        self.fresh_factor = fresh_factor
         self._seed: float | None = self.calibration_seed
         self._learned: float | None = None
         self._learner: OverheadLearner | None = None
@@ -201,7 +206,7 @@ class ContextWindowManager:
         if raw is not None and reported is not None:
             if self.learn_overhead:
                 if self._learner is None:
-                    self._learner = OverheadLearner(self.calibration)
+                    self._learner = OverheadLearner(self.calibration, self.fresh_factor)
                 self._learner.observe(raw, reported)
             else:
                 self._learned = grow(self.calibration, raw, reported)

@@ -234,3 +234,15 @@ def test_an_explicit_seed_is_where_every_run_starts() -> None:
     m.fit(body(1))
     assert m.calibration == pytest.approx(1.4)
     assert manager().calibration == default_seed(SeedEstimator(), None)
+
+
+def test_the_fresh_content_factor_of_overhead_learning_is_a_setting() -> None:
+    """``fresh_factor`` is where the factor for content no report counted yet starts
+    (frameworks show every message as sent: 1.0); by default the session logs' 3.0."""
+    seen = ctxwin.ContextWindowManager("gpt-4o", learn_overhead=True, fresh_factor=1.0)
+    default = ctxwin.ContextWindowManager("gpt-4o", learn_overhead=True)
+    for manager in (seen, default):
+        manager.observe({"prompt_tokens": 500}, raw_tokens=400)
+        assert manager.overhead == 100
+    assert seen.calibration == 1.0
+    assert default.calibration == ctxwin.calibration.FRESH_FACTOR == 3.0

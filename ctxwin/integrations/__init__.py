@@ -12,6 +12,8 @@ package it wraps. See ``docs/integrations/``.
 * :mod:`ctxwin.integrations.langchain`: ``ContextWindowMiddleware`` for a LangChain v1
   agent (``create_agent(middleware=[...])``) and ``pre_model_hook(**settings)`` for a
   LangGraph ReAct agent, on LangChain's own message objects;
+* :mod:`ctxwin.integrations.pydantic_ai`: ``history_processor(**settings)`` for a
+  pydantic-ai agent (``capabilities=[ProcessHistory(...)]``), on its own messages;
 * :mod:`ctxwin.integrations.litellm`: ``ContextWindowCallback(**settings)``, a LiteLLM
   callback (async SDK calls, the Router, the proxy's pre-call hook; ``.completion`` for
   sync calls).

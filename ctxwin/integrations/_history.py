@@ -46,8 +46,9 @@ class HistoryFit:
         self._convert = convert
         self._rebuild = rebuild
         self._usage_of = usage_of
+        # the view shows every message as sent: new content costs what it reads as
         self.manager = ContextWindowManager(
-            fmt="openai-chat", learn_overhead=learn_overhead, **settings
+            fmt="openai-chat", learn_overhead=learn_overhead, fresh_factor=1.0, **settings
         )
         self._read: dict[int, tuple[Any, Converted]] = {}
         self._sent: tuple[list[Any], list[Any], int] | None = None
