@@ -16,8 +16,8 @@ streamed (server-sent events), well enough for the real ``openai`` and
   event, Anthropic's ``message_start`` and ``message_delta``);
 * every answer is one call of the tool ``read_file``, so an agent loop goes on
   until the caller stops it (or the context overflows); with ``final_after=N``
-  a Chat Completions answer after N accepted requests is a final text instead
-  (a framework's agent loop then ends by itself).
+  a Chat Completions or Responses answer after N accepted requests is a final
+  text instead (a framework's agent loop then ends by itself).
 
 It records each request body it accepted or refused.
 """
@@ -208,8 +208,23 @@ def responses_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
     }
 
 
-def responses_events(model: str, n: int, prompt: int) -> Iterator[dict[str, Any]]:
-    done = responses_answer(model, n, prompt)
+def responses_final(model: str, n: int, prompt: int) -> dict[str, Any]:
+    """A final Responses answer: one output message, no tool call."""
+    text = {"type": "output_text", "text": FINAL, "annotations": []}
+    message = {
+        "type": "message",
+        "id": f"msg_{n}",
+        "status": "completed",
+        "role": "assistant",
+        "content": [text],
+    }
+    return responses_answer(model, n, prompt) | {"output": [message]}
+
+
+def responses_events(
+    model: str, n: int, prompt: int, final: bool = False
+) -> Iterator[dict[str, Any]]:
+    done = (responses_final if final else responses_answer)(model, n, prompt)
     started = done | {"status": "in_progress", "output": [], "usage": None}
     yield {"type": "response.created", "sequence_number": 0, "response": started}
     item = done["output"][0]
@@ -279,7 +294,8 @@ class Standin:
     """The prompt tokens of every request, accepted or refused."""
     refused: int = 0
     final_after: int | None = None
-    """Chat answers after this many accepted requests are final texts (no tool call)."""
+    """Chat and Responses answers after this many accepted requests are final texts
+    (no tool call)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any, bool]:
@@ -299,11 +315,13 @@ class Standin:
         if path.endswith("/messages"):
             events = anthropic_events(model, n, prompt)
             return 200, events if stream else anthropic_answer(model, n, prompt), stream
+        final = self.final_after is not None and n - self.refused > self.final_after
         if path.endswith("/responses"):
-            events = responses_events(model, n, prompt)
-            return 200, events if stream else responses_answer(model, n, prompt), stream
+            events = responses_events(model, n, prompt, final)
+            answer = (responses_final if final else responses_answer)(model, n, prompt)
+            return 200, events if stream else answer, stream
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        if self.final_after is not None and n - self.refused > self.final_after and not stream:
+        if final and not stream:
             return 200, chat_final(model, n, prompt), False
         return (
             200,

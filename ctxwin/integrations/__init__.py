@@ -16,5 +16,7 @@ package it wraps. See ``docs/integrations/``.
   pydantic-ai agent (``capabilities=[ProcessHistory(...)]``), on its own messages;
 * :mod:`ctxwin.integrations.litellm`: ``ContextWindowCallback(**settings)``, a LiteLLM
   callback (async SDK calls, the Router, the proxy's pre-call hook; ``.completion`` for
-  sync calls).
+  sync calls);
+* :mod:`ctxwin.integrations.agents`: ``ContextWindowFilter(**settings)``, an OpenAI
+  Agents SDK ``call_model_input_filter`` (and ``RunHooks`` that learn from usage).
 """

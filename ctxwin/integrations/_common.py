@@ -7,9 +7,13 @@ given (the SDK's own client, its responses and its streams).
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from ctxwin.errors import ContextTruncated
 from ctxwin.estimate import Estimator
@@ -174,6 +178,55 @@ def sent_items(items: Sequence[Any], fitted: ManagedFit) -> list[Any]:
         return [items[i] for i in keep]
     written = fitted.messages
     return [written[j] if i in edited else items[i] for j, i in enumerate(keep)]
+
+
+def remember(table: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """``table[key] = value``, forgetting the oldest entries past ``limit``."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > limit:
+        table.popitem(last=False)
+
+
+def _head(items: Sequence[Any]) -> list[Any]:
+    """The leading system messages and the first other entry: what names a conversation."""
+    for i, m in enumerate(items):
+        role = m.get("role") if isinstance(m, Mapping) else getattr(m, "role", None)
+        if role not in ("system", "developer"):
+            return list(items[: i + 1])
+    return list(items)
+
+
+class Conversations:
+    """One :class:`~ctxwin.manager.ContextWindowManager` per conversation, for a
+    callback that sees the calls of many conversations (a LiteLLM callback, an
+    Agents SDK filter): a conversation is named by the caller, else by its model and
+    head (the leading system messages and the first other entry, which ctxwin always
+    sends, with ``extra`` such as the instructions). At most ``limit`` are kept, the
+    least recently used forgotten."""
+
+    def __init__(self, fmt: str, settings: dict[str, Any], limit: int = 1024) -> None:
+        self.fmt = fmt
+        self.settings = settings
+        self.limit = limit
+        self.managers: OrderedDict[tuple[str | None, str], ContextWindowManager] = OrderedDict()
+
+    def manager(
+        self, model: str | None, items: Sequence[Any], name: Any = None, extra: Any = None
+    ) -> ContextWindowManager:
+        """The manager of the conversation of ``model`` whose entries are ``items``."""
+        if name is None:
+            head = orjson.dumps([plain(extra), plain(_head(items))], option=orjson.OPT_SORT_KEYS)
+            name = hashlib.blake2b(head, digest_size=16).hexdigest()
+        key = (model, str(name))
+        found = self.managers.get(key)
+        if found is None:
+            found = ContextWindowManager(fmt=self.fmt, **self.settings)
+        remember(self.managers, key, found, self.limit)
+        return found
+
+    def clear(self) -> None:
+        self.managers.clear()
 
 
 Create = Callable[..., Any]

@@ -38,19 +38,17 @@ sends). Importing this module imports ``litellm``.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import litellm
-import orjson
 from litellm.exceptions import ContextWindowExceededError
 from litellm.integrations.custom_logger import CustomLogger
 
 from ctxwin.errors import ContextTruncated
-from ctxwin.integrations._common import plain, sent_items, settings_for
+from ctxwin.integrations._common import Conversations, plain, remember, sent_items, settings_for
 from ctxwin.manager import ContextWindowManager, ManagedFit
 from ctxwin.pruning import FitResult
 
@@ -94,15 +92,6 @@ def _model_of(kwargs: Mapping[str, Any]) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def _head(messages: list[Any]) -> list[Any]:
-    """The leading system messages and the first other message: what names a conversation."""
-    for i, m in enumerate(messages):
-        role = m.get("role") if isinstance(m, Mapping) else getattr(m, "role", None)
-        if role not in ("system", "developer"):
-            return messages[: i + 1]
-    return messages
-
-
 class ContextWindowCallback(CustomLogger):
     """A LiteLLM callback that fits each chat call to the model's window (see the module
     docstring). ``settings``: ``context_length=``, ``model=``, ``model_spec=``,
@@ -116,8 +105,9 @@ class ContextWindowCallback(CustomLogger):
         """Unique per callback: LiteLLM registers one logger per class and public scalar
         attributes, and would route a second callback's events to the first."""
         self.options = settings_for(**settings)
-        self.conversations = conversations
-        self.managers: OrderedDict[tuple[str | None, str], ContextWindowManager] = OrderedDict()
+        self.conversations = Conversations("openai-chat", self.options, conversations)
+        self.managers = self.conversations.managers
+        """The manager of each conversation, by model and name."""
         self._pending: OrderedDict[str, tuple[ContextWindowManager, ManagedFit]] = OrderedDict()
         self._routed: OrderedDict[str, None] = OrderedDict()
         """The calls the proxy's pre-call hook fitted (not fitted again at the deployment)."""
@@ -126,29 +116,10 @@ class ContextWindowCallback(CustomLogger):
 
     def reset(self) -> None:
         """Forget every conversation."""
-        self.managers.clear()
+        self.conversations.clear()
         self._pending.clear()
         self._routed.clear()
         self.last = None
-
-    def manager(
-        self, model: str | None, messages: list[Any], metadata: Any
-    ) -> ContextWindowManager:
-        """The manager of the conversation ``messages`` belong to."""
-        named = metadata.get(CONVERSATION_KEY) if isinstance(metadata, Mapping) else None
-        if named is None:
-            head = orjson.dumps(plain(_head(messages)), option=orjson.OPT_SORT_KEYS)
-            named = hashlib.blake2b(head, digest_size=16).hexdigest()
-        key = (model, str(named))
-        found = self.managers.get(key)
-        if found is None:
-            found = ContextWindowManager(fmt="openai-chat", **self.options)
-            self.managers[key] = found
-            while len(self.managers) > self.conversations:
-                self.managers.popitem(last=False)
-        else:
-            self.managers.move_to_end(key)
-        return found
 
     def fit(self, kwargs: Mapping[str, Any]) -> tuple[list[Any], ManagedFit] | None:
         """The messages to send for a call's ``kwargs`` and the fit; ``None`` for a call
@@ -163,20 +134,17 @@ class ContextWindowCallback(CustomLogger):
         for k in BODY_FIELDS:
             if kwargs.get(k) is not None:
                 body[k] = plain(kwargs[k])
-        manager = self.manager(model, messages, kwargs.get("metadata"))
+        metadata = kwargs.get("metadata")
+        named = metadata.get(CONVERSATION_KEY) if isinstance(metadata, Mapping) else None
+        manager = self.conversations.manager(model, messages, named)
         fitted = manager.evaluate(body)
         if fitted.result.overflow_at_floor:
             raise ContextWindowExceeded(fitted.result, model)
         self.last = fitted
         call_id = kwargs.get("litellm_call_id")
         if isinstance(call_id, str):
-            self._remember(self._pending, call_id, (manager, fitted))
+            remember(self._pending, call_id, (manager, fitted), self.conversations.limit)
         return sent_items(messages, fitted), fitted
-
-    def _remember(self, table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-        table[key] = value
-        while len(table) > self.conversations:
-            table.popitem(last=False)
 
     def learn(self, call_id: Any, response: Any) -> None:
         """Learn from the ``usage`` of the response to the call ``call_id``."""
@@ -214,7 +182,7 @@ class ContextWindowCallback(CustomLogger):
             data["messages"] = done[0]
             call_id = data.get("litellm_call_id")
             if isinstance(call_id, str):
-                self._remember(self._routed, call_id, None)
+                remember(self._routed, call_id, None, self.conversations.limit)
         return data
 
     # -- sync calls -----------------------------------------------------------------------

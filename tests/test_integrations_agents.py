@@ -1,0 +1,160 @@
+"""ctxwin.integrations.agents against the real OpenAI Agents SDK (``openai-agents``) and the
+stand-in provider on 127.0.0.1 (a real tokenizer, OpenAI's own 400 on overflow)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+agents = pytest.importorskip("agents")
+
+import openai  # noqa: E402
+from agents import (  # noqa: E402
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    RunConfig,
+    Runner,
+    function_tool,
+)
+from agents.run_config import CallModelData, ModelInputData  # noqa: E402
+
+import ctxwin  # noqa: E402
+from ctxwin.calibration import grow  # noqa: E402
+from ctxwin.estimate import SeedEstimator  # noqa: E402
+from ctxwin.integrations.agents import ContextWindowFilter  # noqa: E402
+from ctxwin.strategy import PLACEHOLDER, Strategy  # noqa: E402
+from tests.provider_standin import FINAL, Standin, serve  # noqa: E402
+
+WINDOW = 4000
+STEPS = 14
+"""Tool calls before the stand-in answers with a final text."""
+INSTRUCTIONS = "You are a coding agent. Read files with read_file before you answer."
+TASK = "Find where the scaling factor goes wrong."
+SOURCE = "".join(
+    f"def scale_{i}(x):\n    return x * {i}  # factor {i} of the table\n" for i in range(40)
+)
+SEED = SeedEstimator(prose_bytes_per_token=8.0, dense_bytes_per_token=8.0)
+"""An estimator that counts fewer tokens than the stand-in's tokenizer."""
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read a source file of the repository."""
+    return SOURCE
+
+
+def agent(url: str, api: str = "responses") -> Agent[Any]:
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
+    model: Any = (
+        OpenAIResponsesModel("gpt-4o", client)
+        if api == "responses"
+        else OpenAIChatCompletionsModel("gpt-4o", client)
+    )
+    return Agent(
+        name="coder",
+        instructions=INSTRUCTIONS,
+        tools=[read_file],
+        model=model,
+        model_settings=ModelSettings(max_tokens=200),
+    )
+
+
+def run(url: str, fit: ContextWindowFilter | None, task: str = TASK, api: str = "responses") -> Any:
+    config = RunConfig(tracing_disabled=True, call_model_input_filter=fit)
+    return asyncio.run(
+        Runner.run(agent(url, api), task, run_config=config, hooks=fit, max_turns=STEPS + 5)
+    )
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_a_long_run_overflows_without_the_filter_and_completes_with_it(api: str) -> None:
+    standin = Standin(window=WINDOW, final_after=STEPS)
+    with serve(standin) as url:
+        with pytest.raises(openai.BadRequestError) as caught:
+            run(url, None, api=api)
+        assert caught.value.status_code == 400
+        assert caught.value.code == "context_length_exceeded"
+        assert standin.refused == 1
+        standin.bodies.clear()
+        standin.prompts.clear()
+        standin.refused = 0
+        fit = ContextWindowFilter(context_length=WINDOW)
+        result = run(url, fit, api=api)
+    assert result.final_output == FINAL
+    assert len(standin.bodies) == STEPS + 1 and standin.refused == 0
+    assert max(standin.prompts) + 200 <= WINDOW
+    assert fit.last is not None and fit.last.pruned
+    sent = standin.bodies[-1]["input" if api == "responses" else "messages"]
+    assert len(sent) < fit.last.result.items  # old turns were left out of what was sent
+    first = sent[0] if api == "responses" else sent[1]
+    assert first == {"role": "user", "content": TASK}  # the task always goes
+    assert len(fit.managers) == 1
+
+
+class Recorder:
+    """The filter, recording what it was given and what it returned."""
+
+    def __init__(self, fit: ContextWindowFilter) -> None:
+        self.fit = fit
+        self.calls: list[tuple[list[Any], list[Any]]] = []
+
+    def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        given = list(data.model_data.input)
+        out = self.fit(data)
+        self.calls.append((given, list(out.input)))
+        return out
+
+
+def test_the_items_sent_are_the_runners_own_objects() -> None:
+    standin = Standin(window=WINDOW, final_after=STEPS)
+    fit = ContextWindowFilter(context_length=WINDOW)
+    recorder = Recorder(fit)
+    with serve(standin) as url:
+        config = RunConfig(tracing_disabled=True, call_model_input_filter=recorder)
+        asyncio.run(Runner.run(agent(url), TASK, run_config=config, max_turns=STEPS + 5))
+    assert any(len(out) < len(given) for given, out in recorder.calls)  # something was dropped
+    for given, out in recorder.calls:
+        ids = [id(item) for item in given]
+        kept = [ids.index(id(item)) for item in out]  # each one is an object given...
+        assert kept == sorted(kept)  # ...in the order given
+
+
+def test_a_strategy_clears_old_outputs_in_copies() -> None:
+    standin = Standin(window=WINDOW, final_after=STEPS)
+    fit = ContextWindowFilter(
+        context_length=WINDOW, strategy=Strategy(steps=("clear-results", "drop-turns"))
+    )
+    recorder = Recorder(fit)
+    with serve(standin) as url:
+        config = RunConfig(tracing_disabled=True, call_model_input_filter=recorder)
+        asyncio.run(Runner.run(agent(url), TASK, run_config=config, max_turns=STEPS + 5))
+    given, out = recorder.calls[-1]
+    cleared = [i for i in out if str(i.get("output", "")).startswith(PLACEHOLDER[:20])]
+    assert cleared and all(not any(i is g for g in given) for i in cleared)  # copies
+    assert all(i["output"] == SOURCE for i in given if i.get("type") == "function_call_output")
+    assert all(any(i is g for g in given) for i in out if i not in cleared)
+    assert standin.refused == 0
+
+
+def test_usage_teaches_the_calibration() -> None:
+    standin = Standin(window=100_000, final_after=0)
+    fit = ContextWindowFilter(context_length=100_000, calibration=1.0, estimator=SEED)
+    with serve(standin) as url:
+        result = run(url, fit)
+    assert result.final_output == FINAL
+    (manager,) = fit.managers.values()
+    assert fit.last is not None
+    assert manager.calibration == grow(1.0, fit.last.raw_tokens_sent, standin.prompts[0]) > 1.0
+
+
+def test_a_floor_that_does_not_fit_raises_before_the_model_is_called() -> None:
+    standin = Standin(window=WINDOW)
+    fit = ContextWindowFilter(context_length=WINDOW)
+    with serve(standin) as url, pytest.raises(ctxwin.ContextTruncated) as caught:
+        run(url, fit, task=SOURCE * 10)
+    assert standin.bodies == []  # nothing reached the provider
+    assert caught.value.result.overflow_at_floor
