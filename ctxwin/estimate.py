@@ -16,7 +16,8 @@ exact decimal arithmetic so ``2503 × 1.15`` is ``2878.45`` and rounds up to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
@@ -329,11 +330,11 @@ BOUND_CLASSES = (
 class that lists it (``other ascii`` is the rest of ASCII: other punctuation and
 control characters; ``combining lead`` is the lead byte of U+0300-U+037F)."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 116, 0, 52, 0, 61, 112, 0, 0, 0, 0)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 111, 0, 51, 0, 83, 107, 100, 0, 0, 0)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (100, 96, 96, 99, 96, 99, 19, 85, 72, 20, 30, 4, 225, 0, 99, 221)
+BOUND_RUN_CENTS = (0, 91, 102, 88, 106, 121, 1, 0, 117, 10, 0, 0, 112, 0, 0, 22)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -342,13 +343,13 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (49, 114, 89, 75, 107, 0, 0),
-    (0, 65, 94, 0, 111, 152, 113),
-    (0, 0, 56, 119, 121, 163, 0),
-    (0, 91, 0, 63, 0, 182, 0),
-    (0, 0, 0, 146, 78, 194, 110),
-    (152, 0, 0, 0, 1, 71, 116),
-    (123, 0, 110, 110, 0, 0, 68),
+    (41, 128, 90, 83, 108, 0, 0),
+    (0, 60, 0, 0, 111, 0, 0),
+    (0, 94, 55, 120, 15, 0, 0),
+    (0, 91, 0, 63, 18, 0, 0),
+    (0, 0, 106, 106, 82, 0, 0),
+    (96, 98, 98, 98, 98, 67, 0),
+    (89, 103, 14, 190, 78, 54, 80),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -411,8 +412,9 @@ def _sum_prices(prices: bytes | memoryview) -> int:
     return low + _ADLER_MOD * (((high - low) * _BINV) % 255)
 
 
-def _bound_cents(data: bytes) -> int:
-    """Price of UTF-8 ``data`` in 1/100 token; see :class:`BoundEstimator`.
+def _pair_cents(data: bytes) -> int:
+    """Pair price of UTF-8 ``data`` in 1/100 token, its first byte at its opening price
+    (no string price K); see :class:`BoundEstimator`.
 
     Classes are translated to 4-bit codes; one big-integer shift-and-add puts
     ``16 × code[i] + code[i+1]`` in byte ``i`` (no carries: each sum is at most
@@ -425,11 +427,144 @@ def _bound_cents(data: bytes) -> int:
         return 0
     a = int.from_bytes(data.translate(_BCLASS), "little")
     prices = ((a << 4) + (a >> 8)).to_bytes(n, "little").translate(_BPAIR)
-    total = BOUND_STRING_CENTS + _BOPEN[data[0]] - _BTAIL[data[-1]]
+    total = _BOPEN[data[0]] - _BTAIL[data[-1]]
     if n <= _BCHUNK:
         return total + _sum_prices(prices)
     view = memoryview(prices)
     return total + sum(_sum_prices(view[i : i + _BCHUNK]) for i in range(0, n, _BCHUNK))
+
+
+_PUNCT = rb"!-/:-@\[-`{-~"
+_SEGMENT = re.compile(
+    rb"[ ]?[A-Z]*[a-z]+|[ ]?[A-Z]+|[ ]?[" + _PUNCT + rb"]+"
+    rb"|[\t\n\r ]+(?=[\t\n\r ][^\t\n\r ])|[\t\n\r ]+|[^\t\n\r A-Za-z" + _PUNCT + rb"]+"
+)
+"""The pieces :class:`BoundEstimator` prices one by one: a run of letters (upper-case
+ones, then lower-case ones) or of ASCII punctuation, with the space before it; a run
+of whitespace, its last character apart when something else follows (the tokenizers
+split it off so, and a space then joins the next run); any other run (digits,
+control characters, non-ASCII)."""
+
+BOUND_VOCAB_CENTS = 100
+"""What a piece in :func:`bound_vocabulary` costs: one token, exactly."""
+
+
+@lru_cache(maxsize=1)
+def bound_vocabulary() -> frozenset[bytes]:
+    """The pieces that are one token in each of o200k_base, cl100k_base, Llama 3 and
+    Qwen 3 (``ctxwin/data/bound-vocab.txt.gz``, each piece ending with NUL, written by
+    ``python -m fidelity.bound --vocab`` from the four vocabularies: 62,702 ASCII letter,
+    punctuation and whitespace runs, with and without a leading space)."""
+    import gzip
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "bound-vocab.txt.gz"
+    return frozenset(gzip.decompress(path.read_bytes()).split(b"\0")[:-1])
+
+
+_LOOSE = re.compile(rb" +(?= |\Z)")
+"""Spaces that no run takes: all but the last of a run of spaces before something
+else, and every space at the end of the string."""
+
+
+def bound_pieces(data: bytes) -> Iterator[bytes]:
+    """The pieces :class:`BoundEstimator` prices, in no particular order: the text
+    between single spaces, each with the space before it (:data:`_SEGMENT` splits
+    those further), and the loose spaces (:data:`_LOOSE`)."""
+    chunks = data.split(b" ")
+    if chunks[0]:
+        yield from _SEGMENT.findall(chunks[0])
+    for chunk in chunks[1:]:
+        if chunk:
+            yield from _SEGMENT.findall(b" " + chunk)
+    yield from _LOOSE.findall(data)
+
+
+_MEMO_SIZE = 1 << 16
+
+
+def whitespace_parts(run: bytes, vocab: frozenset[bytes]) -> Iterator[bytes]:
+    """A run of spaces or of tabs the vocabulary lacks (a long indentation), cut into
+    the longest pieces it has, from the left (the tokenizers count such a run in as
+    few tokens or fewer; not so for mixed line breaks, which keep their pair price)."""
+    i = 0
+    while i < len(run):
+        j = min(len(run), i + 128)
+        while j > i + 1 and run[i:j] not in vocab:
+            j -= 1
+        yield run[i:j]
+        i = j
+
+
+def _whitespace_cents(run: bytes, vocab: frozenset[bytes]) -> int:
+    return sum(
+        BOUND_VOCAB_CENTS if part in vocab else _pair_cents(part)
+        for part in whitespace_parts(run, vocab)
+    )
+
+
+class _PiecePrices(dict[bytes, int]):
+    """Piece → one token if it is in :func:`bound_vocabulary`, else its pair price;
+    computed on a miss, remembered when short (words repeat)."""
+
+    def __missing__(self, piece: bytes) -> int:
+        vocab = bound_vocabulary()
+        if piece in vocab:
+            price = BOUND_VOCAB_CENTS
+        elif len(set(piece)) == 1 and piece[0] in b" \t":
+            price = _whitespace_cents(piece, vocab)
+        else:
+            price = _pair_cents(piece)
+        if len(piece) <= _SHORT:
+            if len(self) >= _MEMO_SIZE:
+                self.clear()
+            self[piece] = price
+        return price
+
+
+_PIECE = _PiecePrices()
+_piece_cents = _PIECE.__getitem__
+
+
+class _ChunkPrices(dict[bytes, int]):
+    """Chunk (text between single spaces) → the price of its pieces, with a space
+    before it or not; computed on a miss, remembered when short."""
+
+    def __init__(self, lead: bytes) -> None:
+        super().__init__({b"": 0})
+        self.lead = lead
+
+    def __missing__(self, chunk: bytes) -> int:
+        price = sum(map(_piece_cents, _SEGMENT.findall(self.lead + chunk)))
+        if len(chunk) <= _SHORT:
+            if len(self) >= _MEMO_SIZE:
+                self.clear()
+                self[b""] = 0
+            self[chunk] = price
+        return price
+
+
+_OPENING_CHUNK = _ChunkPrices(b"")
+_SPACED_CHUNK = _ChunkPrices(b" ")
+
+
+def _bound_cents(data: bytes) -> int:
+    """Price of UTF-8 ``data`` in 1/100 token: K plus the price of each piece of
+    :func:`bound_pieces`; see :class:`BoundEstimator`.
+
+    ``bytes.split`` cuts the text at single spaces (in C); each chunk's price is
+    looked up (``map`` over a dict, in C), so the regex only runs on chunks not seen
+    lately; loose spaces are looked for only when two spaces meet or one ends the text.
+    """
+    if not data:
+        return 0
+    chunks = data.split(b" ")
+    total = BOUND_STRING_CENTS + _OPENING_CHUNK[chunks[0]]
+    if len(chunks) > 1:
+        total += sum(map(_SPACED_CHUNK.__getitem__, chunks[1:]))
+        if data[-1] == 0x20 or b"  " in data:
+            total += sum(map(_piece_cents, _LOOSE.findall(data)))
+    return total
 
 
 _BOUND_UNIT = SCALE // 100
@@ -444,57 +579,60 @@ def _bound_units(data: bytes) -> int:
 class BoundEstimator(ContentEstimator):
     """Upper bound on BPE tokens for text of any mix of byte classes (``--estimator bound``).
 
-    Each byte is priced by its class and the class of the byte before it, in
-    1/100 token (:data:`BOUND_CLASSES` lists the 16 classes):
+    The text is cut into pieces (:func:`bound_pieces`): runs of ASCII letters
+    (upper-case ones, then lower-case ones — ``getValue`` is two) and runs of
+    ASCII punctuation, each with the space before it; whitespace runs; any other
+    run (digits, control characters, non-ASCII). A piece costs
 
-    - between two *word* bytes (five lower-case letter groups — e, the other
-      vowels, t h s, n r l d c m, the rest — upper-case, space or tab): a
-      price per ordered pair of word classes, w (:data:`BOUND_WORD_CENTS`);
-    - otherwise u, the class's price per byte (:data:`BOUND_BYTE_CENTS`),
-      plus s (:data:`BOUND_RUN_CENTS`) when the byte starts a run of its
-      class (the byte before it is of another class, or it opens the string);
+    - one token if it is in the *vocabulary* (:func:`bound_vocabulary`): the
+      62,702 letter, punctuation and whitespace runs that o200k_base, cl100k_base,
+      Llama 3 and Qwen 3 each encode as one token (`` the``, ``self``, ``":"``,
+      eight spaces) — exact, taken from the four vocabularies;
+    - a run of spaces or tabs the vocabulary lacks: its longest vocabulary pieces;
+    - any other piece: its *pair price*, each byte priced by its class and the
+      class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
+      the 16 classes): between two *word* bytes (five lower-case letter groups,
+      upper-case, space or tab) a price per ordered pair of word classes, w
+      (:data:`BOUND_WORD_CENTS`); otherwise u, the class's price per byte
+      (:data:`BOUND_BYTE_CENTS`), plus s (:data:`BOUND_RUN_CENTS`) when the
+      byte starts a run of its class or the piece;
 
     plus K (:data:`BOUND_STRING_CENTS`, 2 tokens) per non-empty string.
 
-    Why that bounds any mixture: the four tokenizers (o200k_base,
-    cl100k_base, Llama 3, Qwen 3) first cut text into pieces where the class
-    changes (letters, groups of digits, punctuation runs, whitespace) and
-    never make a token across a cut; merging bytes only lowers a count. So a
-    text's tokens are at most the sum over its runs, and a run costs at most
-    its class's rate × its length plus an opening token. Every price is the
-    worst case of the text it dominates: u is set by long random runs of the
-    class, s by random alternations of the class with every other class at
-    run lengths 1-8 (every run start paid), w by random alternations of every
-    pair of word classes and random strings over unions of classes (all
-    letters, alphanumerics, printable ASCII, everything); each of those, and
-    the *fit* half of the generated adversarial classes
-    (:func:`fidelity.adversarial.split`), must be priced at 1.1 × the largest
-    of the four counts or more. ``python -m fidelity.bound`` solves for the
-    cheapest such prices (a linear program, cheapest on the fit half's
-    natural-text classes — never on the recorded corpus) and checks these
-    tables.
+    Why that bounds any mixture: the four tokenizers first cut text into
+    pre-token pieces where the class changes (letters, groups of digits,
+    punctuation runs, whitespace) and never make a token across a cut; the
+    pieces here follow the same cuts (o200k's, for letter case), and a
+    vocabulary piece is one token whatever surrounds it. Cutting finer only
+    adds tokens, so a text costs at most the sum over its pieces. Every pair
+    price is the worst case of the text it dominates, solved for by a linear
+    program (``python -m fidelity.bound``): random runs of every character
+    class, alternations of every pair of classes at run lengths 1-8, random
+    strings over unions of classes, and the *fit* half of the generated
+    adversarial classes (:func:`fidelity.adversarial.split`) must each be
+    priced at 1.1 × the largest of the four counts or more — the margin on the
+    tokens the vocabulary does not price exactly — cheapest on the fit half's
+    natural-text classes; the recorded corpus is never used.
 
-    It is a bound on what was tried, not a proof: BPE merges are not
-    guaranteed sub-additive, and a letter string whose pairs all fall in
-    cheap letter groups could tokenize worse than the random alternations
-    that set w. The held-out half of the adversarial classes and a hypothesis
-    test over arbitrary mixtures of class runs check it (fidelity/results.md).
-    The price of a bound is tightness: no letter-pair price can tell English
-    from a random walk over common letter pairs, which tokenizes at 0.3-0.4
-    token per letter where English takes about 0.23 (``python -m
-    fidelity.bound --walks``), so prose and code cost about twice their real
-    count (README, "Estimator fidelity").
+    It is a bound on what was tried, not a proof: BPE is not guaranteed
+    sub-additive (a long run of mixed ``\\r`` and ``\\n`` tokenizes worse than
+    its vocabulary pieces, so such runs keep their pair price), and a letter
+    string outside the vocabulary whose pairs all fall in cheap letter groups
+    could tokenize worse than the random alternations that set w (20 of 20,000
+    random strings of 1-20 lower-case letters are under, lowest 0.75). The
+    held-out half of the adversarial classes and a hypothesis test over
+    arbitrary mixtures of class runs check it (fidelity/results.md).
 
-    Costs are sub-additive: the price of ``a + b`` is at most the price of
-    ``a`` plus that of ``b`` (a pair price at the seam is at most K plus the
-    opening price of ``b``), so costing messages separately and adding them,
-    as the pruner does, never under-counts the whole.
+    Monotonic or sub-additive it is not (``th`` costs more than ``the``): costs
+    of whole strings are added, never of pieces of one string.
 
-    Speed: two ``bytes.translate`` calls, a big-integer shift-and-add and
-    Adler-32 (:func:`_bound_cents`) — no per-character Python loop; about
-    three times the time of ``content`` (``python -m fidelity.speed``). Whole
-    tokens, the memo of short strings, ``raw`` and the framing are
-    :class:`ContentEstimator`'s.
+    Speed: ``bytes.split`` at single spaces, then a dict lookup per chunk
+    (``map``, in C); only a chunk not seen lately is cut by a compiled regex and
+    priced (vocabulary lookup, or two ``bytes.translate`` calls, a big-integer
+    shift-and-add and Adler-32, :func:`_pair_cents`) — no per-character Python
+    loop, but about 14 times the time of ``content`` (``python -m
+    fidelity.speed``). Whole tokens, the memo of short strings, ``raw`` and the
+    framing are :class:`ContentEstimator`'s.
     """
 
     def __init__(self, *, per_message: int = 3, per_tool_call: int = 3, name: str = "bound"):

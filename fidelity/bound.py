@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import itertools
 import random
+import re
 import string
 import sys
 from collections.abc import Iterator
@@ -48,8 +50,12 @@ from ctxwin.estimate import (
     BOUND_BYTE_CENTS,
     BOUND_RUN_CENTS,
     BOUND_STRING_CENTS,
+    BOUND_VOCAB_CENTS,
     BOUND_WORD,
     BOUND_WORD_CENTS,
+    bound_pieces,
+    bound_vocabulary,
+    whitespace_parts,
 )
 from fidelity import adversarial
 
@@ -164,12 +170,8 @@ MAX_PRICE = 2.55
 """The dearest a byte may cost (a pair price is stored in one byte, in 1/100 token)."""
 
 
-def features(text: str) -> np.ndarray:
-    """How often each price (u by class, s by class, w by word-class pair) is paid."""
-    codes = text.encode("utf-8", "surrogatepass").translate(_BCLASS)
-    v = np.zeros(NPARAM)
-    if not codes:
-        return v
+def _pair_features(data: bytes, v: np.ndarray) -> None:
+    codes = data.translate(_BCLASS)
     v[codes[0]] += 1
     v[16 + codes[0]] += 1
     for x, y in itertools.pairwise(codes):
@@ -179,7 +181,25 @@ def features(text: str) -> np.ndarray:
             v[y] += 1
             if x != y:
                 v[16 + y] += 1
-    return v
+
+
+def features(text: str) -> tuple[np.ndarray, int]:
+    """(how often each price — u by class, s by class, w by word-class pair — is paid,
+    how many pieces are in the vocabulary and cost one token)."""
+    v = np.zeros(NPARAM)
+    vocab = bound_vocabulary()
+    known = 0
+    for piece in bound_pieces(text.encode("utf-8", "surrogatepass")):
+        if piece not in vocab and len(set(piece)) == 1 and piece[0] in b" \t":
+            parts = list(whitespace_parts(piece, vocab))
+        else:
+            parts = [piece]
+        for part in parts:
+            if part in vocab:
+                known += 1
+            else:
+                _pair_features(part, v)
+    return v, known
 
 
 def current_prices() -> np.ndarray:
@@ -196,17 +216,20 @@ def derive(margin: float, string_tokens: float) -> tuple[np.ndarray, int]:
     encs = adversarial.encoders()
     rows, rhs = [], []
     objective = np.zeros(NPARAM)
+    vocab_tokens = BOUND_VOCAB_CENTS / 100
     for _, text in constraint_texts():
         real = adversarial.worst_real(text, encs)
         if real:
-            f = features(text)
+            f, known = features(text)
             rows.append(f)
-            rhs.append(real * margin - 0.99 - string_tokens)
+            # the margin covers the tokens the vocabulary does not price exactly
+            rest = max(0, real - known)
+            rhs.append(rest * margin + known - 0.99 - string_tokens - known * vocab_tokens)
             objective += TIE_BREAK * f / real
     for text in natural_texts():
         real = adversarial.worst_real(text, encs)
         if real:
-            objective += features(text) / real
+            objective += features(text)[0] / real
     for y in range(16):  # a byte's price and its run-start price fit in one byte together
         cap = np.zeros(NPARAM)
         cap[y] = cap[16 + y] = -1
@@ -226,6 +249,38 @@ def derive(margin: float, string_tokens: float) -> tuple[np.ndarray, int]:
 
 def _cents(x: np.ndarray) -> list[int]:
     return [int(c) for c in np.ceil(np.round(x * 100, 6))]
+
+
+VOCAB_SHAPE = re.compile(rb" ?[A-Za-z]+| ?[!-/:-@\\[-`{-~]+|[\t\n\r ]+")
+"""The pieces the vocabulary may hold: a letter run, a punctuation run (either with
+one space before it) or a whitespace run, in ASCII."""
+
+VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.txt.gz"
+
+
+def vocabulary() -> list[bytes]:
+    """Every string of :data:`VOCAB_SHAPE` that is a token of one of the four
+    vocabularies and that each of the four tokenizers encodes as one token."""
+    encs = adversarial.encoders()
+    shaped: set[bytes] = set()
+    for enc in encs:
+        for i in range(enc.n_vocab):  # type: ignore[attr-defined]
+            try:
+                token = enc.decode_single_token_bytes(i)  # type: ignore[attr-defined]
+            except Exception:  # ids with no token
+                continue
+            if VOCAB_SHAPE.fullmatch(token):
+                shaped.add(token)
+    return sorted(t for t in shaped if all(e.count(t.decode()) == 1 for e in encs))  # type: ignore[attr-defined]
+
+
+def write_vocabulary() -> int:
+    """Write :func:`vocabulary` to :data:`VOCAB_PATH` (gzip; each piece ends with NUL,
+    as pieces may hold line breaks)."""
+    words = vocabulary()
+    raw = b"".join(w + b"\0" for w in words)
+    VOCAB_PATH.write_bytes(gzip.compress(raw, 9, mtime=0))
+    return len(words)
 
 
 def walks(seed: int = 1, size: int = 3000) -> list[str]:
@@ -277,8 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--margin", type=float, default=1.1)
     p.add_argument("--check", action="store_true", help="compare with ctxwin/estimate.py")
     p.add_argument("--walks", action="store_true", help="print the letter-walk rates")
+    p.add_argument("--vocab", action="store_true", help=f"write {VOCAB_PATH.name}")
     a = p.parse_args(argv)
     out = sys.stdout
+    if a.vocab:
+        out.write(f"{write_vocabulary():,} pieces written to {VOCAB_PATH}\n")
+        return 0
     if a.walks:
         out.write("\n".join(walks()) + "\n")
         return 0
