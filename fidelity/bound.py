@@ -1,12 +1,16 @@
 """Derive the prices of :class:`ctxwin.estimate.BoundEstimator` from the four tokenizers.
 
-    python -m fidelity.bound [--margin 1.1] [--check] [--walks]
+    python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--vocab]
 
-The estimator prices every byte by its class and the class of the byte before
-it (three tables: per byte, per run start, per pair of word classes) plus a
-fixed price per string. This module builds the texts each price is
-derived from and solves for the prices with a linear program (``scipy``, in
-the ``fidelity`` dependency group):
+The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`),
+counts a piece of its vocabulary as one token, and prices every byte of the
+other pieces by its class and the class of the byte before it (three tables:
+per byte, per run start, per pair of word classes) plus a fixed price per
+string. ``--vocab`` writes the vocabulary: every ASCII letter, punctuation or
+whitespace run (:data:`VOCAB_SHAPE`) that is a token of one of the four
+vocabularies and that each of the four tokenizers encodes as one token. This
+module builds the texts each price is derived from and solves for the prices
+with a linear program (``scipy``, in the ``fidelity`` dependency group):
 
 * *run and pair texts*: for every ordered pair of character classes
   (:data:`CHAR_CLASSES`: letter groups, digits, punctuation, whitespace,
@@ -19,9 +23,10 @@ the ``fidelity`` dependency group):
   1,200 characters;
 * the *fit* half of the adversarial classes (:func:`fidelity.adversarial.split`).
 
-Every one of them is a constraint: estimate ≥ ``margin`` × the largest count of
-o200k_base, cl100k_base, Llama 3 and Qwen 3, less 0.99 (the estimate is rounded
-up). Among the prices that satisfy them all, the program takes those with the
+Every one of them is a constraint: estimate ≥ the largest count of
+o200k_base, cl100k_base, Llama 3 and Qwen 3, with ``margin`` × the tokens its
+vocabulary pieces do not account for (they are exact), less 0.99 (the estimate
+is rounded up). Among the prices that satisfy them all, the program takes those with the
 lowest estimate on the natural-text classes of the fit half (code, prose,
 data formats, scripts, logs; :data:`NATURAL_SEED`), with the constraint texts
 as a tie-break — the recorded corpus is never used. ``--check`` compares the
