@@ -23,6 +23,7 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
     convert_to_messages,
@@ -291,3 +292,64 @@ def test_create_react_agent_completes_with_the_hook(keep_state: bool) -> None:
         assert len(state["messages"]) < 2 + 2 * TURNS
     # each message is read once, whether the state grows or is rewritten
     assert hook.fitting.manager.messages_read <= 2 * (1 + 2 * TURNS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(transcripts(max_steps=16), st.sampled_from([600, 1500, 4000]), st.booleans())
+def test_a_growing_history_fits_as_a_fresh_one(
+    chat: list[dict[str, Any]], context: int, keep_state: bool
+) -> None:
+    """One hook over an agent's growing state (the whole history, or what the last fit
+    kept, plus what is new) keeps what a fresh hook keeps of the same state: reading only
+    what is new changes nothing."""
+    options: dict[str, Any] = {"context_length": context, "max_tokens": 100}
+    hook = pre_model_hook(keep_state=keep_state, learn_overhead=False, **options)
+    state: list[BaseMessage] = []
+    for message in lc_messages(chat):
+        state.append(message)
+        fresh = pre_model_hook(keep_state=keep_state, learn_overhead=False, **options)
+        try:
+            expected = fresh({"messages": list(state)})
+        except (ctxwin.ContextTruncated, ctxwin.InputError) as exc:
+            with pytest.raises(type(exc)):
+                hook({"messages": list(state)})
+            continue
+        got = hook({"messages": list(state)})
+        key = "llm_input_messages" if keep_state else "messages"
+        assert len(got[key]) == len(expected[key])
+        assert all(
+            a is b or (isinstance(a, RemoveMessage) and isinstance(b, RemoveMessage))
+            for a, b in zip(got[key], expected[key], strict=True)
+        )
+        if not keep_state and got[key]:
+            state = got[key][1:]  # RemoveMessage(REMOVE_ALL_MESSAGES), then the kept ones
+
+
+class Recording(ContextWindowMiddleware):
+    """The middleware, keeping every fit it made."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.fits: list[Any] = []
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        update = super().before_model(state, runtime)
+        self.fits.append(self.last)
+        return update
+
+
+def test_usage_teaches_the_overhead_the_state_does_not_show() -> None:
+    """After the first answer, the overhead is what the stand-in counted beyond the
+    estimate of the messages sent (the system prompt and the tool schema)."""
+    standin = Standin(window=100_000, final_after=1)
+    middleware = Recording(model=MODEL, context_length=100_000, max_tokens=REPLY)
+    with serve(standin) as url:
+        agent = create_agent(
+            chat_model(url), [read_file], system_prompt=SYSTEM, middleware=[middleware]
+        )
+        agent.invoke(task(), LIMIT)
+    assert len(middleware.fits) == len(standin.prompts) == 2
+    manager = middleware.fitting.manager
+    expected = standin.prompts[0] - middleware.fits[0].raw_tokens_sent
+    assert manager.overhead == expected > 0
+    assert middleware.fits[1].result.overhead > 0  # the second fit counted it

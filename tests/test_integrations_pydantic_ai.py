@@ -246,3 +246,32 @@ def test_a_floor_that_does_not_fit_raises_before_the_request() -> None:
     with serve(standin) as url, pytest.raises(ctxwin.ContextTruncated) as caught:
         agent(url, history_processor(context_length=WINDOW)).run_sync(FILE * 20)
     assert standin.bodies == [] and caught.value.result.overflow_at_floor
+
+
+@settings(max_examples=40, deadline=None)
+@given(transcripts(max_steps=16), st.sampled_from([600, 1500, 4000]))
+def test_a_growing_history_fits_as_a_fresh_one(chat: list[dict[str, Any]], context: int) -> None:
+    """pydantic-ai keeps what the processor returned and appends to it: one processor over
+    that history keeps what a fresh one keeps (reading only what is new changes nothing)."""
+    options: dict[str, Any] = {"context_length": context, "max_tokens": 100}
+    processor = history_processor(learn_overhead=False, **options)
+    history: list[ModelMessage] = []
+    for message in pa_messages(chat):
+        history.append(message)
+        fresh = history_processor(learn_overhead=False, **options)
+        try:
+            expected, _ = fresh.fitting.fit(list(history))
+        except (ctxwin.ContextTruncated, ctxwin.InputError) as exc:
+            with pytest.raises(type(exc)):
+                processor.fitting.fit(list(history))
+            continue
+        got, _ = processor.fitting.fit(list(history))
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected, strict=True):
+            assert a is b or (  # a request kept in part: a copy of the same parts
+                isinstance(a, ModelRequest)
+                and isinstance(b, ModelRequest)
+                and len(a.parts) == len(b.parts)
+                and all(p is q for p, q in zip(a.parts, b.parts, strict=True))
+            )
+        history = got
