@@ -16,8 +16,8 @@ streamed (server-sent events), well enough for the real ``openai`` and
   event, Anthropic's ``message_start`` and ``message_delta``);
 * every answer is one call of the tool ``read_file``, so an agent loop goes on
   until the caller stops it (or the context overflows); with ``final_after=N``
-  a Chat Completions or Responses answer after N accepted requests is a final
-  text instead (a framework's agent loop then ends by itself).
+  a Chat Completions or Responses answer (streamed or not) after N accepted requests
+  is a final text instead (a framework's agent loop then ends by itself).
 
 It records each request body it accepted or refused.
 """
@@ -161,8 +161,21 @@ def _chat_usage(prompt: int) -> dict[str, int]:
     }
 
 
-def chat_chunks(model: str, n: int, prompt: int, usage: bool) -> Iterator[dict[str, Any]]:
+def chat_chunks(
+    model: str, n: int, prompt: int, usage: bool, final: bool = False
+) -> Iterator[dict[str, Any]]:
     base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": 1, "model": model}
+    if final:  # the final answer's text, in two pieces
+        texts: list[dict[str, str]] = [
+            {"role": "assistant", "content": FINAL[:9]},
+            {"content": FINAL[9:]},
+        ]
+        for text in texts:
+            yield base | {"choices": [{"index": 0, "delta": text}]}
+        yield base | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        if usage:
+            yield base | {"choices": [], "usage": _chat_usage(prompt)}
+        return
     call = {
         "index": 0,
         "id": _call_id(n),
@@ -321,13 +334,9 @@ class Standin:
             answer = (responses_final if final else responses_answer)(model, n, prompt)
             return 200, events if stream else answer, stream
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        if final and not stream:
-            return 200, chat_final(model, n, prompt), False
-        return (
-            200,
-            chat_chunks(model, n, prompt, usage) if stream else chat_answer(model, n, prompt),
-            stream,
-        )
+        if stream:
+            return 200, chat_chunks(model, n, prompt, usage, final), True
+        return 200, chat_final(model, n, prompt) if final else chat_answer(model, n, prompt), False
 
 
 class _Handler(BaseHTTPRequestHandler):

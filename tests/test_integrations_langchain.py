@@ -353,3 +353,25 @@ def test_usage_teaches_the_overhead_the_state_does_not_show() -> None:
     expected = standin.prompts[0] - middleware.fits[0].raw_tokens_sent
     assert manager.overhead == expected > 0
     assert middleware.fits[1].result.overhead > 0  # the second fit counted it
+
+
+def test_a_streamed_agent_completes_and_learns_from_streamed_usage() -> None:
+    """``agent.stream(stream_mode="messages")`` streams each model call; with
+    ``stream_usage=True`` the streamed AIMessage carries usage, and the middleware
+    learns from it as from a plain answer."""
+    standin = Standin(window=WINDOW, final_after=TURNS)
+    middleware = ContextWindowMiddleware(model=MODEL, context_length=WINDOW, max_tokens=REPLY)
+    with serve(standin) as url:
+        options: dict[str, Any] = {"base_url": f"{url}/v1", "api_key": "test", "max_tokens": REPLY}
+        model = ChatOpenAI(model=MODEL, max_retries=0, stream_usage=True, **options)
+        agent = create_agent(model, [read_file], system_prompt=SYSTEM, middleware=[middleware])
+        texts = [
+            chunk.content
+            for chunk, _ in agent.stream(task(), LIMIT, stream_mode="messages")
+            if isinstance(chunk, AIMessage) and isinstance(chunk.content, str)
+        ]
+    assert "".join(texts).endswith(FINAL)
+    assert all(body.get("stream") for body in standin.bodies)
+    assert standin.refused == 0 and len(standin.bodies) == TURNS + 1
+    assert max(standin.prompts) + REPLY <= WINDOW
+    assert middleware.fitting.manager.overhead > 0

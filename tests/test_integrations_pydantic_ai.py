@@ -36,7 +36,7 @@ from ctxwin.integrations.pydantic_ai import HistoryProcessor, history_processor,
 from ctxwin.strategy import CLEARED_PREFIX, Strategy
 from tests.provider_standin import FINAL, Standin, serve
 from tests.strategies import transcripts
-from tests.test_integrations_openai import FILE, MODEL, SYSTEM, TASK, WINDOW
+from tests.test_integrations_openai import FILE, MODEL, SEED, SYSTEM, TASK, WINDOW
 
 TURNS = 30
 REPLY = 200
@@ -235,6 +235,7 @@ def test_an_agent_completes_with_the_processor(asynchronous: bool) -> None:
     assert sent[-1]["role"] == "tool" and sent[-2]["tool_calls"]  # so does the newest turn
     fit = processor.last
     assert fit is not None and fit.pruned
+    assert processor.fitting.manager.overhead > 0
     # the run's tools, max_tokens and model were read from the run: nothing unseen
     assert fit.budget.budget == WINDOW - REPLY - 120
     assert processor.fitting.manager.overhead == 0
@@ -275,3 +276,25 @@ def test_a_growing_history_fits_as_a_fresh_one(chat: list[dict[str, Any]], conte
                 and all(p is q for p, q in zip(a.parts, b.parts, strict=True))
             )
         history = got
+
+
+def test_a_streamed_run_completes_with_the_processor() -> None:
+    """``agent.run_stream`` streams each model request; the processor fits each one and
+    learns from the streamed responses' usage (an estimator that counts fewer tokens than
+    the stand-in's tokenizer is corrected by it: an overhead, and no overflow)."""
+    standin = Standin(window=WINDOW, final_after=TURNS)
+    processor = history_processor(context_length=WINDOW, estimator=SEED)
+
+    async def run(url: str) -> str:
+        async with agent(url, processor).run_stream(TASK) as streamed:
+            return await streamed.get_output()
+
+    with serve(standin) as url:
+        output = asyncio.run(run(url))
+    assert output == FINAL
+    assert all(body.get("stream") for body in standin.bodies)
+    assert standin.refused == 0 and len(standin.bodies) == TURNS + 1
+    assert max(standin.prompts) + REPLY <= WINDOW
+    fit = processor.last
+    assert fit is not None and fit.pruned
+    assert processor.fitting.manager.overhead > 0
