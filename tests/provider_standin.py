@@ -34,10 +34,26 @@ from typing import Any
 import orjson
 import quicktok
 
+from ctxwin.calibration import grow
+from ctxwin.estimate import SeedEstimator
+
 ENCODING = quicktok.get_encoding("o200k_base")
 COMPLETION_TOKENS = 12
 ANTHROPIC_TOOL_PROMPT = 346
 """Tokens Anthropic adds to a request with tools (its documented tool-use system prompt)."""
+
+
+UNDER_COUNTING = SeedEstimator(prose_bytes_per_token=8.0, dense_bytes_per_token=8.0)
+"""An estimator that counts fewer tokens than the stand-in's tokenizer: usage must teach it."""
+READ_FILE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a source file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+}
+"""The tool every answer calls, as a Chat Completions tool."""
 
 
 def tokens(text: str) -> int:
@@ -395,3 +411,11 @@ def serve(standin: Standin) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def assert_taught(fit: Any, standin: Standin) -> None:
+    """``fit`` (a callback or filter with one conversation, seeded at 1.0 with
+    :data:`UNDER_COUNTING`) learned from the first request's usage what ``grow`` says."""
+    (manager,) = fit.managers.values()
+    assert fit.last is not None
+    assert manager.calibration == grow(1.0, fit.last.raw_tokens_sent, standin.prompts[0]) > 1.0

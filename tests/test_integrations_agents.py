@@ -23,11 +23,9 @@ from agents import (  # noqa: E402
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 
 import ctxwin  # noqa: E402
-from ctxwin.calibration import grow  # noqa: E402
-from ctxwin.estimate import SeedEstimator  # noqa: E402
 from ctxwin.integrations.agents import ContextWindowFilter  # noqa: E402
 from ctxwin.strategy import PLACEHOLDER, Strategy  # noqa: E402
-from tests.provider_standin import FINAL, Standin, serve  # noqa: E402
+from tests.provider_standin import FINAL, UNDER_COUNTING, Standin, assert_taught, serve  # noqa: E402
 
 WINDOW = 4000
 STEPS = 14
@@ -37,8 +35,6 @@ TASK = "Find where the scaling factor goes wrong."
 SOURCE = "".join(
     f"def scale_{i}(x):\n    return x * {i}  # factor {i} of the table\n" for i in range(40)
 )
-SEED = SeedEstimator(prose_bytes_per_token=8.0, dense_bytes_per_token=8.0)
-"""An estimator that counts fewer tokens than the stand-in's tokenizer."""
 
 
 @function_tool
@@ -142,13 +138,11 @@ def test_a_strategy_clears_old_outputs_in_copies() -> None:
 
 def test_usage_teaches_the_calibration() -> None:
     standin = Standin(window=100_000, final_after=0)
-    fit = ContextWindowFilter(context_length=100_000, calibration=1.0, estimator=SEED)
+    fit = ContextWindowFilter(context_length=100_000, calibration=1.0, estimator=UNDER_COUNTING)
     with serve(standin) as url:
         result = run(url, fit)
     assert result.final_output == FINAL
-    (manager,) = fit.managers.values()
-    assert fit.last is not None
-    assert manager.calibration == grow(1.0, fit.last.raw_tokens_sent, standin.prompts[0]) > 1.0
+    assert_taught(fit, standin)
 
 
 def test_a_floor_that_does_not_fit_raises_before_the_model_is_called() -> None:

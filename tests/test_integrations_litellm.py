@@ -12,15 +12,13 @@ import pytest
 litellm = pytest.importorskip("litellm")
 
 import ctxwin  # noqa: E402
-from ctxwin.calibration import grow  # noqa: E402
-from ctxwin.estimate import SeedEstimator  # noqa: E402
 from ctxwin.integrations.litellm import (  # noqa: E402
     CONVERSATION_KEY,
     ContextWindowCallback,
     ContextWindowExceeded,
 )
 from ctxwin.strategy import PLACEHOLDER, Strategy  # noqa: E402
-from tests.provider_standin import Standin, serve  # noqa: E402
+from tests.provider_standin import READ_FILE, UNDER_COUNTING, Standin, assert_taught, serve  # noqa: E402
 
 WINDOW = 4000
 TURNS = 14
@@ -33,16 +31,7 @@ RESULT = "".join(
     f"    return job.schedule.after(now, day=min(job.day, {28 + i % 4}))\n"
     for i in range(12)
 )
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file of the repository",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    }
-]
+TOOLS = [READ_FILE]
 
 
 @pytest.fixture(autouse=True)
@@ -194,23 +183,17 @@ def test_a_router_call_is_fitted() -> None:
     assert_fitted(standin, messages)
 
 
-SEED = SeedEstimator(prose_bytes_per_token=8.0, dense_bytes_per_token=8.0)
-"""An estimator that counts fewer tokens than the stand-in's tokenizer."""
-
-
 @pytest.mark.parametrize("sync", [False, True])
 def test_usage_teaches_the_calibration(sync: bool) -> None:
     standin = Standin(window=100_000)
-    fit = ContextWindowCallback(context_length=100_000, calibration=1.0, estimator=SEED)
+    fit = ContextWindowCallback(context_length=100_000, calibration=1.0, estimator=UNDER_COUNTING)
     with serve(standin) as url:
         if sync:
             sync_loop(fit.completion, url, turns=1)
         else:
             litellm.callbacks = [fit]
             asyncio.run(async_loop(url, turns=1))
-    (manager,) = fit.managers.values()
-    assert fit.last is not None
-    assert manager.calibration == grow(1.0, fit.last.raw_tokens_sent, standin.prompts[0]) > 1.0
+    assert_taught(fit, standin)
 
 
 def test_a_floor_that_does_not_fit_raises_before_sending() -> None:

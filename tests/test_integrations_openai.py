@@ -12,15 +12,13 @@ openai = pytest.importorskip("openai")
 
 import ctxwin  # noqa: E402
 from ctxwin.calibration import grow  # noqa: E402
-from ctxwin.estimate import SeedEstimator  # noqa: E402
 from ctxwin.integrations.openai import wrap  # noqa: E402
-from tests.provider_standin import Standin, serve  # noqa: E402
+from tests.provider_standin import READ_FILE, UNDER_COUNTING, Standin, serve  # noqa: E402
 
 WINDOW = 4000
 TURNS = 30
 MODEL = "gpt-4o"
-SEED = SeedEstimator(prose_bytes_per_token=8.0, dense_bytes_per_token=8.0)
-"""An estimator that counts fewer tokens than the stand-in's tokenizer."""
+SEED = UNDER_COUNTING
 SYSTEM = "You are a coding agent. Read files with read_file until the task is done."
 TASK = "Find where the retry budget is computed and explain it."
 FILE = "".join(
@@ -29,16 +27,7 @@ FILE = "".join(
     f"    return min(request.backoff * 2 ** retries, {100 + i})\n"
     for i in range(12)
 )
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a source file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    }
-]
+TOOLS = [READ_FILE]
 RESPONSE_TOOLS = [
     {
         "type": "function",
