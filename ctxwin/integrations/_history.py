@@ -13,6 +13,8 @@ Nothing here imports a framework: each integration passes its conversion.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import is_
 from typing import Any
 
 from ctxwin.errors import ContextTruncated
@@ -30,9 +32,33 @@ UsageOf = Callable[[Any], "int | None"]
 """The prompt tokens a message (a model's response) says its request counted."""
 
 
+@dataclass(slots=True)
+class _View:
+    """A message list read into entries: ``origin[i]`` is ``(message index, part key)``
+    of entry ``i`` (``None``: a leading entry); message ``k``'s entries start at
+    ``starts[k]``; ``empty`` counts the messages with no entry."""
+
+    messages: list[Any]
+    leading: list[Entry]
+    items: list[Entry]
+    origin: list[tuple[int, Any] | None]
+    starts: list[int]
+    empty: int
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether ``a`` starts ``b``, object for object (at C speed)."""
+    return len(a) <= len(b) and all(map(is_, a, b))
+
+
 class HistoryFit:
     """One agent's fitting state: the manager, each message's entries (read once per
-    object), and what the last fit sent (to learn from the usage its answer reports)."""
+    object), and what the last fit sent (to learn from the usage its answer reports).
+
+    A history that extends the last one (object for object) is read only for its new
+    messages; the kept messages are found from the kept entries alone, so a call costs
+    O(new + kept messages) besides a C-speed identity check of the history.
+    """
 
     def __init__(
         self,
@@ -51,6 +77,7 @@ class HistoryFit:
             fmt="openai-chat", learn_overhead=learn_overhead, fresh_factor=1.0, **settings
         )
         self._read: dict[int, tuple[Any, Converted]] = {}
+        self._view: _View | None = None
         self._sent: tuple[list[Any], list[Any], int] | None = None
         self.last: ManagedFit | None = None
         """The fit of the last history fitted."""
@@ -59,6 +86,7 @@ class HistoryFit:
         """Start over: forget the calibration and what was sent (a new agent)."""
         self.manager.reset()
         self._read.clear()
+        self._view = None
         self._sent = None
         self.last = None
 
@@ -67,22 +95,49 @@ class HistoryFit:
         hit = self._read.get(id(message))
         if hit is None or hit[0] is not message:
             hit = (message, self._convert(message))
+            self._read[id(message)] = hit
         return hit[1]
 
-    def _learn(self, messages: Sequence[Any]) -> None:
+    def _learn(self, messages: list[Any]) -> None:
         """Learn from the usage reported for the last history sent: the answer is the
         first message after it (the history extends what was given or what was kept)."""
         sent = self._sent
         if sent is None:
             return
-        for base in sent[:2]:
+        for base in sent[:1] if sent[0] is sent[1] else sent[:2]:
             n = len(base)
-            if n < len(messages) and all(a is b for a, b in zip(base, messages, strict=False)):
-                reported = self._usage_of(messages[n])
-                if reported:
-                    self.manager.observe({"prompt_tokens": reported}, raw_tokens=sent[2])
-                    self._sent = None
+            reported = self._usage_of(messages[n]) if n < len(messages) else None
+            if reported and _same(base, messages):
+                self.manager.observe({"prompt_tokens": reported}, raw_tokens=sent[2])
+                self._sent = None
                 return
+
+    def _read_view(self, messages: list[Any], leading: list[Entry]) -> _View:
+        """``messages`` read into entries: only the new ones when they extend the last."""
+        last = self._view
+        if (
+            last is not None
+            and len(last.leading) == len(leading)
+            and _same(last.leading, leading)
+            and _same(last.messages, messages)
+        ):
+            items, origin, starts = last.items[:], last.origin[:], last.starts[:]
+            empty, first = last.empty, len(last.messages)
+        else:
+            if len(self._read) > 2 * len(messages) + 64:  # forget messages long gone
+                self._read = {id(m): self._read[id(m)] for m in messages if id(m) in self._read}
+            items, origin, starts = list(leading), [None] * len(leading), []
+            empty, first = 0, 0
+        for k in range(first, len(messages)):
+            converted = self.entries(messages[k])
+            starts.append(len(items))
+            empty += not converted
+            for entry, part in converted:
+                items.append(entry)
+                origin.append((k, part))
+        view = _View(messages, leading, items, origin, starts, empty)
+        self._view = view
+        return view
 
     def fit(
         self,
@@ -99,41 +154,31 @@ class HistoryFit:
         Raises :class:`~ctxwin.errors.ContextTruncated` when even the floor does
         not fit.
         """
-        self._learn(messages)
-        read: dict[int, tuple[Any, Converted]] = {}
-        items: list[Entry] = list(leading)
-        origin: list[tuple[int, Any] | None] = [None] * len(items)
-        for k, message in enumerate(messages):
-            converted = self.entries(message)
-            read[id(message)] = (message, converted)
-            for entry, part in converted:
-                items.append(entry)
-                origin.append((k, part))
-        self._read = read
+        given = list(messages)
+        self._learn(given)
+        view = self._read_view(given, list(leading))
         body: dict[str, Any] = dict(fields or {})
         if model is not None:
             body["model"] = model
-        body["messages"] = items
+        body["messages"] = view.items
         fitted = self.manager.evaluate(body)
         self.last = fitted
         if fitted.result.overflow_at_floor:
             self._sent = None
             raise ContextTruncated(fitted.result)
-        given = list(messages)
+        # the lists kept here are never the caller's: appending to what is returned
+        # must not change what the next call is compared with
         if not fitted.result.pruned and not fitted.applied.edits:
             self._sent = (given, given, fitted.raw_tokens_sent)
-            return given, fitted
-        kept = self._survivors(given, items, origin, fitted)
+            return list(given), fitted
+        kept = self._survivors(view, fitted)
         self._sent = (given, kept, fitted.raw_tokens_sent)
-        return kept, fitted
+        return list(kept), fitted
 
-    def _survivors(
-        self,
-        messages: list[Any],
-        items: list[Entry],
-        origin: list[tuple[int, Any] | None],
-        fitted: ManagedFit,
-    ) -> list[Any]:
+    def _survivors(self, view: _View, fitted: ManagedFit) -> list[Any]:
+        """The messages of ``view`` that the fit keeps: the originals, or copies with the
+        kept parts (and a strategy's replaced results)."""
+        messages, items, origin, starts = view.messages, view.items, view.origin, view.starts
         sent = fitted.messages  # the kept entries, edited ones included, in keep order
         parts: dict[int, list[Any]] = {}
         replaced: dict[int, dict[Any, Entry]] = {}
@@ -145,12 +190,14 @@ class HistoryFit:
             parts.setdefault(k, []).append(part)
             if sent[j] is not items[i]:
                 replaced.setdefault(k, {})[part] = sent[j]
+        # messages with no entry are kept where they are: walk them all only if any
+        order = range(len(messages)) if view.empty else sorted(parts)
         out = []
-        for k, message in enumerate(messages):
-            total = len(self._read[id(message)][1])
+        for k in order:
+            total = (starts[k + 1] if k + 1 < len(starts) else len(items)) - starts[k]
             got = parts.get(k)
             if total == 0 or (got is not None and len(got) == total and k not in replaced):
-                out.append(message)  # nothing to read (kept as it is), or all of it kept
+                out.append(messages[k])  # nothing to read (kept as it is), or all of it kept
             elif got:
-                out.append(self._rebuild(message, got, replaced.get(k, {})))
+                out.append(self._rebuild(messages[k], got, replaced.get(k, {})))
         return out
