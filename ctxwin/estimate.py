@@ -330,11 +330,11 @@ BOUND_CLASSES = (
 class that lists it (``other ascii`` is the rest of ASCII: other punctuation and
 control characters; ``combining lead`` is the lead byte of U+0300-U+037F)."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 111, 0, 51, 0, 83, 107, 100, 0, 0, 0)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 110, 0, 51, 0, 61, 106, 100, 0, 0, 0)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (0, 91, 102, 88, 106, 121, 1, 0, 117, 10, 0, 0, 112, 0, 0, 22)
+BOUND_RUN_CENTS = (0, 93, 104, 94, 100, 117, 2, 0, 119, 10, 67, 0, 112, 0, 0, 22)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -343,13 +343,13 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (41, 128, 90, 83, 108, 0, 0),
-    (0, 60, 0, 0, 111, 0, 0),
-    (0, 94, 55, 120, 15, 0, 0),
-    (0, 91, 0, 63, 18, 0, 0),
-    (0, 0, 106, 106, 82, 0, 0),
-    (96, 98, 98, 98, 98, 67, 0),
-    (89, 103, 14, 190, 78, 54, 80),
+    (41, 127, 91, 87, 108, 0, 0),
+    (2, 60, 0, 0, 111, 0, 0),
+    (0, 94, 55, 122, 18, 0, 0),
+    (0, 91, 0, 60, 14, 0, 0),
+    (0, 0, 103, 110, 83, 0, 0),
+    (96, 95, 99, 100, 100, 67, 0),
+    (93, 94, 89, 131, 74, 53, 63),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -445,21 +445,33 @@ of whitespace, its last character apart when something else follows (the tokeniz
 split it off so, and a space then joins the next run); any other run (digits,
 control characters, non-ASCII)."""
 
-BOUND_VOCAB_CENTS = 100
-"""What a piece in :func:`bound_vocabulary` costs: one token, exactly."""
-
 
 @lru_cache(maxsize=1)
-def bound_vocabulary() -> frozenset[bytes]:
-    """The pieces that are one token in each of o200k_base, cl100k_base, Llama 3 and
-    Qwen 3 (``ctxwin/data/bound-vocab.txt.gz``, each piece ending with NUL, written by
-    ``python -m fidelity.bound --vocab`` from the four vocabularies: 62,702 ASCII letter,
-    punctuation and whitespace runs, with and without a leading space)."""
+def bound_vocabulary() -> dict[bytes, int]:
+    """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
+    Llama 3 and Qwen 3 give it, for the pieces that count 1 or 2
+    (``ctxwin/data/bound-vocab.bin.gz``: each record is the count byte, the piece and
+    NUL; written by ``python -m fidelity.bound --vocab`` from the four vocabularies:
+    113,951 ASCII letter, punctuation and whitespace runs that are a token of one of
+    them, with and without a leading space)."""
     import gzip
     from pathlib import Path
 
-    path = Path(__file__).parent / "data" / "bound-vocab.txt.gz"
-    return frozenset(gzip.decompress(path.read_bytes()).split(b"\0")[:-1])
+    path = Path(__file__).parent / "data" / "bound-vocab.bin.gz"
+    records = gzip.decompress(path.read_bytes()).split(b"\0")[:-1]
+    return {r[1:]: r[0] for r in records}
+
+
+def exact_cents(piece: bytes, vocab: dict[bytes, int]) -> int | None:
+    """What ``piece`` costs exactly, in 1/100 token, if that is known: its count in
+    ``vocab``, or one token per digit for a run of ASCII digits (Qwen 3 gives every
+    digit its own token; the others group up to three, one token or more each)."""
+    count = vocab.get(piece)
+    if count is not None:
+        return 100 * count
+    if piece.isdigit():
+        return 100 * len(piece)
+    return None
 
 
 _LOOSE = re.compile(rb" +(?= |\Z)")
@@ -483,38 +495,36 @@ def bound_pieces(data: bytes) -> Iterator[bytes]:
 _MEMO_SIZE = 1 << 16
 
 
-def whitespace_parts(run: bytes, vocab: frozenset[bytes]) -> Iterator[bytes]:
-    """A run of spaces or of tabs the vocabulary lacks (a long indentation), cut into
-    the longest pieces it has, from the left (the tokenizers count such a run in as
-    few tokens or fewer; not so for mixed line breaks, which keep their pair price)."""
+def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+    """``piece`` itself, or for a run of spaces or of tabs the vocabulary lacks (a long
+    indentation) the longest runs it has, from the left: the tokenizers count such a
+    run in as few tokens or fewer (not so for mixed line breaks, which keep their
+    pair price)."""
+    if piece in vocab or len(set(piece)) != 1 or piece[0] not in b" \t":
+        yield piece
+        return
     i = 0
-    while i < len(run):
-        j = min(len(run), i + 128)
-        while j > i + 1 and run[i:j] not in vocab:
+    while i < len(piece):
+        j = min(len(piece), i + 128)
+        while j > i + 1 and piece[i:j] not in vocab:
             j -= 1
-        yield run[i:j]
+        yield piece[i:j]
         i = j
 
 
-def _whitespace_cents(run: bytes, vocab: frozenset[bytes]) -> int:
-    return sum(
-        BOUND_VOCAB_CENTS if part in vocab else _pair_cents(part)
-        for part in whitespace_parts(run, vocab)
-    )
-
-
 class _PiecePrices(dict[bytes, int]):
-    """Piece → one token if it is in :func:`bound_vocabulary`, else its pair price;
-    computed on a miss, remembered when short (words repeat)."""
+    """Piece → its price: the sum over :func:`bound_parts` of the exact price
+    (:func:`exact_cents`), else the pair price; computed on a miss, remembered when
+    short (words repeat)."""
 
     def __missing__(self, piece: bytes) -> int:
         vocab = bound_vocabulary()
-        if piece in vocab:
-            price = BOUND_VOCAB_CENTS
-        elif len(set(piece)) == 1 and piece[0] in b" \t":
-            price = _whitespace_cents(piece, vocab)
-        else:
-            price = _pair_cents(piece)
+        price = exact_cents(piece, vocab)
+        if price is None:
+            price = 0
+            for part in bound_parts(piece, vocab):
+                exact = exact_cents(part, vocab)
+                price += _pair_cents(part) if exact is None else exact
         if len(piece) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
                 self.clear()
@@ -584,10 +594,12 @@ class BoundEstimator(ContentEstimator):
     ASCII punctuation, each with the space before it; whitespace runs; any other
     run (digits, control characters, non-ASCII). A piece costs
 
-    - one token if it is in the *vocabulary* (:func:`bound_vocabulary`): the
-      62,702 letter, punctuation and whitespace runs that o200k_base, cl100k_base,
-      Llama 3 and Qwen 3 each encode as one token (`` the``, ``self``, ``":"``,
-      eight spaces) — exact, taken from the four vocabularies;
+    - its exact count if that is known (:func:`exact_cents`): the pieces of the
+      *vocabulary* (:func:`bound_vocabulary`), 113,951 letter, punctuation and
+      whitespace runs taken from the vocabularies of o200k_base, cl100k_base,
+      Llama 3 and Qwen 3, each with the largest of their four counts (1 or 2:
+      `` the``, ``self``, ``":"``, eight spaces); a run of digits, one token a
+      digit (Qwen 3 splits every digit);
     - a run of spaces or tabs the vocabulary lacks: its longest vocabulary pieces;
     - any other piece: its *pair price*, each byte priced by its class and the
       class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
@@ -603,7 +615,7 @@ class BoundEstimator(ContentEstimator):
     pre-token pieces where the class changes (letters, groups of digits,
     punctuation runs, whitespace) and never make a token across a cut; the
     pieces here follow the same cuts (o200k's, for letter case), and a
-    vocabulary piece is one token whatever surrounds it. Cutting finer only
+    vocabulary piece counts the same whatever surrounds it. Cutting finer only
     adds tokens, so a text costs at most the sum over its pieces. Every pair
     price is the worst case of the text it dominates, solved for by a linear
     program (``python -m fidelity.bound``): random runs of every character
@@ -611,14 +623,14 @@ class BoundEstimator(ContentEstimator):
     strings over unions of classes, and the *fit* half of the generated
     adversarial classes (:func:`fidelity.adversarial.split`) must each be
     priced at 1.1 × the largest of the four counts or more — the margin on the
-    tokens the vocabulary does not price exactly — cheapest on the fit half's
+    tokens not priced exactly — cheapest on the fit half's
     natural-text classes; the recorded corpus is never used.
 
     It is a bound on what was tried, not a proof: BPE is not guaranteed
     sub-additive (a long run of mixed ``\\r`` and ``\\n`` tokenizes worse than
     its vocabulary pieces, so such runs keep their pair price), and a letter
     string outside the vocabulary whose pairs all fall in cheap letter groups
-    could tokenize worse than the random alternations that set w (20 of 20,000
+    could tokenize worse than the random alternations that set w (21 of 20,000
     random strings of 1-20 lower-case letters are under, lowest 0.75). The
     held-out half of the adversarial classes and a hypothesis test over
     arbitrary mixtures of class runs check it (fidelity/results.md).
@@ -630,7 +642,7 @@ class BoundEstimator(ContentEstimator):
     (``map``, in C); only a chunk not seen lately is cut by a compiled regex and
     priced (vocabulary lookup, or two ``bytes.translate`` calls, a big-integer
     shift-and-add and Adler-32, :func:`_pair_cents`) — no per-character Python
-    loop, but about 14 times the time of ``content`` (``python -m
+    loop, but about 15 times the time of ``content`` (``python -m
     fidelity.speed``). Whole tokens, the memo of short strings, ``raw`` and the
     framing are :class:`ContentEstimator`'s.
     """

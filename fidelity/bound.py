@@ -55,12 +55,12 @@ from ctxwin.estimate import (
     BOUND_BYTE_CENTS,
     BOUND_RUN_CENTS,
     BOUND_STRING_CENTS,
-    BOUND_VOCAB_CENTS,
     BOUND_WORD,
     BOUND_WORD_CENTS,
+    bound_parts,
     bound_pieces,
     bound_vocabulary,
-    whitespace_parts,
+    exact_cents,
 )
 from fidelity import adversarial
 
@@ -190,20 +190,17 @@ def _pair_features(data: bytes, v: np.ndarray) -> None:
 
 def features(text: str) -> tuple[np.ndarray, int]:
     """(how often each price — u by class, s by class, w by word-class pair — is paid,
-    how many pieces are in the vocabulary and cost one token)."""
+    how many tokens the pieces priced exactly cost)."""
     v = np.zeros(NPARAM)
     vocab = bound_vocabulary()
     known = 0
     for piece in bound_pieces(text.encode("utf-8", "surrogatepass")):
-        if piece not in vocab and len(set(piece)) == 1 and piece[0] in b" \t":
-            parts = list(whitespace_parts(piece, vocab))
-        else:
-            parts = [piece]
-        for part in parts:
-            if part in vocab:
-                known += 1
-            else:
+        for part in bound_parts(piece, vocab):
+            exact = exact_cents(part, vocab)
+            if exact is None:
                 _pair_features(part, v)
+            else:
+                known += exact // 100
     return v, known
 
 
@@ -221,15 +218,13 @@ def derive(margin: float, string_tokens: float) -> tuple[np.ndarray, int]:
     encs = adversarial.encoders()
     rows, rhs = [], []
     objective = np.zeros(NPARAM)
-    vocab_tokens = BOUND_VOCAB_CENTS / 100
     for _, text in constraint_texts():
         real = adversarial.worst_real(text, encs)
         if real:
             f, known = features(text)
             rows.append(f)
-            # the margin covers the tokens the vocabulary does not price exactly
-            rest = max(0, real - known)
-            rhs.append(rest * margin + known - 0.99 - string_tokens - known * vocab_tokens)
+            # the margin covers the tokens not priced exactly (known: priced exactly)
+            rhs.append(max(0, real - known) * margin - 0.99 - string_tokens)
             objective += TIE_BREAK * f / real
     for text in natural_texts():
         real = adversarial.worst_real(text, encs)
@@ -260,12 +255,17 @@ VOCAB_SHAPE = re.compile(rb" ?[A-Za-z]+| ?[!-/:-@\\[-`{-~]+|[\t\n\r ]+")
 """The pieces the vocabulary may hold: a letter run, a punctuation run (either with
 one space before it) or a whitespace run, in ASCII."""
 
-VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.txt.gz"
+VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.bin.gz"
 
 
-def vocabulary() -> list[bytes]:
-    """Every string of :data:`VOCAB_SHAPE` that is a token of one of the four
-    vocabularies and that each of the four tokenizers encodes as one token."""
+VOCAB_MAX = 2
+"""The vocabulary keeps the pieces whose exact count is at most this."""
+
+
+def vocabulary() -> list[tuple[bytes, int]]:
+    """(piece, count): every string of :data:`VOCAB_SHAPE` that is a token of one of the
+    four vocabularies, with the largest count of the four tokenizers, if at most
+    :data:`VOCAB_MAX`."""
     encs = adversarial.encoders()
     shaped: set[bytes] = set()
     for enc in encs:
@@ -276,16 +276,21 @@ def vocabulary() -> list[bytes]:
                 continue
             if VOCAB_SHAPE.fullmatch(token):
                 shaped.add(token)
-    return sorted(t for t in shaped if all(e.count(t.decode()) == 1 for e in encs))  # type: ignore[attr-defined]
+    out = []
+    for token in sorted(shaped):
+        count = max(e.count(token.decode()) for e in encs)  # type: ignore[attr-defined]
+        if count <= VOCAB_MAX:
+            out.append((token, count))
+    return out
 
 
 def write_vocabulary() -> int:
-    """Write :func:`vocabulary` to :data:`VOCAB_PATH` (gzip; each piece ends with NUL,
-    as pieces may hold line breaks)."""
-    words = vocabulary()
-    raw = b"".join(w + b"\0" for w in words)
+    """Write :func:`vocabulary` to :data:`VOCAB_PATH` (gzip; each record is the count
+    byte, the piece and NUL, as pieces may hold line breaks)."""
+    pieces = vocabulary()
+    raw = b"".join(bytes([count]) + piece + b"\0" for piece, count in pieces)
     VOCAB_PATH.write_bytes(gzip.compress(raw, 9, mtime=0))
-    return len(words)
+    return len(pieces)
 
 
 def walks(seed: int = 1, size: int = 3000) -> list[str]:
