@@ -136,12 +136,25 @@ def test_a_strategy_clears_old_outputs_in_copies() -> None:
     assert standin.refused == 0
 
 
-def test_usage_teaches_the_calibration() -> None:
+def test_usage_teaches_an_overhead() -> None:
+    """What the provider counted beyond the estimate is learned as an overhead."""
     standin = Standin(window=100_000, final_after=0)
     fit = ContextWindowFilter(context_length=100_000, calibration=1.0, estimator=UNDER_COUNTING)
     with serve(standin) as url:
         result = run(url, fit)
     assert result.final_output == FINAL
+    (manager,) = fit.managers.values()
+    assert fit.last is not None
+    assert manager.overhead == standin.prompts[0] - fit.last.raw_tokens_sent > 0
+
+
+def test_usage_teaches_the_calibration_without_overhead_learning() -> None:
+    standin = Standin(window=100_000, final_after=0)
+    fit = ContextWindowFilter(
+        context_length=100_000, calibration=1.0, estimator=UNDER_COUNTING, learn_overhead=False
+    )
+    with serve(standin) as url:
+        run(url, fit)
     assert_taught(fit, standin)
 
 
@@ -152,3 +165,25 @@ def test_a_floor_that_does_not_fit_raises_before_the_model_is_called() -> None:
         run(url, fit, task=SOURCE * 10)
     assert standin.bodies == []  # nothing reached the provider
     assert caught.value.result.overflow_at_floor
+
+
+@pytest.mark.parametrize("learn_overhead", [True, False])
+def test_handoffs_count_as_the_tools_the_model_is_shown(learn_overhead: bool) -> None:
+    """Each handoff is a tool declaration in the request: the fit counts them (and were
+    they not counted, only overhead learning would keep the run going)."""
+    duties = "Handles every question about the billing tables, invoices and refunds. " * 12
+    specialists = [
+        Agent(name=f"specialist_{n}", instructions="Answer.", handoff_description=duties)
+        for n in range(6)
+    ]
+    standin = Standin(window=WINDOW, final_after=STEPS)
+    fit = ContextWindowFilter(context_length=WINDOW, learn_overhead=learn_overhead)
+    with serve(standin) as url:
+        coder = agent(url).clone(handoffs=specialists)
+        config = RunConfig(tracing_disabled=True, call_model_input_filter=fit)
+        result = asyncio.run(
+            Runner.run(coder, TASK, run_config=config, hooks=fit, max_turns=STEPS + 5)
+        )
+    assert result.final_output == FINAL
+    assert len(standin.bodies[0]["tools"]) == 7 and standin.refused == 0
+    assert max(standin.prompts) + 200 <= WINDOW

@@ -205,9 +205,11 @@ class Conversations:
     sends, with ``extra`` such as the instructions). At most ``limit`` are kept, the
     least recently used forgotten."""
 
-    def __init__(self, fmt: str, settings: dict[str, Any], limit: int = 1024) -> None:
+    def __init__(
+        self, fmt: str, settings: dict[str, Any], limit: int = 1024, **manager: Any
+    ) -> None:
         self.fmt = fmt
-        self.settings = settings
+        self.settings = {**settings, **manager}
         self.limit = limit
         self.managers: OrderedDict[tuple[str | None, str], ContextWindowManager] = OrderedDict()
 

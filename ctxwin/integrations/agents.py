@@ -15,15 +15,17 @@ the call's input items (Responses-shaped, whatever the model: the Chat Completio
 model converts them after the filter) and instructions:
 
 * when they would not fit the model's window (the instructions, the agent's function
-  tools and ``model_settings.max_tokens`` counted too), the oldest whole turns are left
-  out of the input sent: a turn is a model response with all the tool outputs that
-  answer it; the instructions, the first user input and the newest turn always go.
+  tools and handoffs, and ``model_settings.max_tokens`` counted too), the oldest whole
+  turns are left out of the input sent: a turn is a model response with all the tool
+  outputs that answer it; the instructions, the first user input and the newest turn always go.
   The items are the runner's own objects, returned untouched; a strategy that clears
   old tool outputs sends edited copies of those items only;
 * when even that floor does not fit, it raises :class:`ctxwin.ContextTruncated` and
   the model is not called (the run ends with that exception);
 * passed as the run's ``hooks`` too (it is a ``RunHooks``), it learns from the usage
-  of each model response, so estimates track the model's tokenizer.
+  of each model response: what the provider counted beyond the estimate becomes an
+  overhead of every call (hosted and MCP tools, an output schema: what the filter
+  cannot see), and new content is estimated from the last report on.
 
 The settings are the library's own (see :func:`ctxwin.integrations._common.settings_for`).
 Each conversation gets its own :class:`~ctxwin.manager.ContextWindowManager`, named
@@ -37,7 +39,15 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from agents import Agent, FunctionTool, ModelResponse, RunContextWrapper, RunHooks
+from agents import (
+    Agent,
+    FunctionTool,
+    Handoff,
+    ModelResponse,
+    RunContextWrapper,
+    RunHooks,
+    handoff,
+)
 from agents.run_config import CallModelData, ModelInputData
 
 from ctxwin.errors import ContextTruncated
@@ -54,8 +64,9 @@ def _model_name(agent: Agent[Any]) -> str | None:
 
 
 def _tools(agent: Agent[Any]) -> list[dict[str, Any]]:
-    """The function tools the model is shown, as the Responses API declares them."""
-    return [
+    """The function tools and handoffs the model is shown, as the Responses API declares
+    them (hosted and MCP tools are not counted)."""
+    tools = [
         {
             "type": "function",
             "name": tool.name,
@@ -65,6 +76,17 @@ def _tools(agent: Agent[Any]) -> list[dict[str, Any]]:
         for tool in agent.tools
         if isinstance(tool, FunctionTool)
     ]
+    for target in agent.handoffs:
+        h = target if isinstance(target, Handoff) else handoff(target)
+        tools.append(
+            {
+                "type": "function",
+                "name": h.tool_name,
+                "description": h.tool_description,
+                "parameters": h.input_json_schema,
+            }
+        )
+    return tools
 
 
 class ContextWindowFilter(RunHooks[Any]):
@@ -72,11 +94,23 @@ class ContextWindowFilter(RunHooks[Any]):
     the ``RunHooks`` that learn from its usage (see the module docstring). ``settings``:
     ``context_length=``, ``model=``, ``model_spec=``, ``max_output_tokens=``,
     ``max_tokens=``, ``calibration=``, ``estimator=``, ``strategy=``. ``conversations``
-    bounds how many conversations' managers are kept."""
+    bounds how many conversations' managers are kept. ``learn_overhead`` (default)
+    learns what usage reports beyond the estimate as an overhead (what the filter cannot
+    see); ``False`` learns a calibration factor only."""
 
-    def __init__(self, *, conversations: int = 1024, **settings: Any) -> None:
+    def __init__(
+        self, *, conversations: int = 1024, learn_overhead: bool = True, **settings: Any
+    ) -> None:
         self.options = settings_for(**settings)
-        self.conversations = Conversations("openai-responses", self.options, conversations)
+        # the items are what is sent; what the filter cannot see (hosted and MCP tools,
+        # an output schema) is learned from usage as an overhead
+        self.conversations = Conversations(
+            "openai-responses",
+            self.options,
+            conversations,
+            learn_overhead=learn_overhead,
+            fresh_factor=1.0,
+        )
         self.managers = self.conversations.managers
         """The manager of each conversation, by model and name."""
         self._pending: OrderedDict[tuple[int, int], tuple[ContextWindowManager, ManagedFit]]
