@@ -54,6 +54,32 @@ READ_FILE = {
     },
 }
 """The tool every answer calls, as a Chat Completions tool."""
+IMAGE_URL = "https://example.com/a.png"
+EXAMPLE_VIEW: list[dict[str, Any]] = [
+    {"role": "system", "content": "be brief"},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": IMAGE_URL}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": "reading",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path":"a.py"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"},
+]
+"""The Chat view a framework integration reads a small history into: a system prompt,
+a user message with an image, a tool call and its result (each framework's tests build
+that history in its own types)."""
 
 
 def tokens(text: str) -> int:

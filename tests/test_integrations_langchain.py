@@ -38,7 +38,7 @@ from ctxwin.integrations.langchain import (
     to_chat,
 )
 from ctxwin.strategy import CLEARED_PREFIX, Strategy
-from tests.provider_standin import FINAL, Standin, serve
+from tests.provider_standin import EXAMPLE_VIEW, FINAL, IMAGE_URL, Standin, serve
 from tests.strategies import transcripts
 from tests.test_integrations_openai import FILE, MODEL, SYSTEM, TASK, WINDOW
 
@@ -75,35 +75,14 @@ LIMIT: Any = {"recursion_limit": 500}
 
 def test_messages_read_as_chat_completions() -> None:
     call = {"id": "call_1", "name": "read_file", "args": {"path": "a.py"}}
-    image = {"type": "image", "url": "https://example.com/a.png"}
+    image = {"type": "image", "url": IMAGE_URL}
     history = [
         SystemMessage("be brief"),
         HumanMessage(content=[{"type": "text", "text": "look"}, image]),
         AIMessage(content="reading", tool_calls=[call]),
         ToolMessage("print(1)", tool_call_id="call_1"),
     ]
-    assert [to_chat(m) for m in history] == [
-        {"role": "system", "content": "be brief"},
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "look"},
-                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-            ],
-        },
-        {
-            "role": "assistant",
-            "content": "reading",
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "read_file", "arguments": '{"path":"a.py"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"},
-    ]
+    assert [to_chat(m) for m in history] == EXAMPLE_VIEW
 
 
 def lc_message(m: dict[str, Any]) -> BaseMessage:
@@ -212,14 +191,18 @@ def test_create_agent_overflows_unwrapped() -> None:
     assert standin.refused == 1 and len(standin.bodies) < TURNS
 
 
-def test_create_agent_completes_with_the_middleware() -> None:
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_create_agent_completes_with_the_middleware(asynchronous: bool) -> None:
     standin = Standin(window=WINDOW, final_after=TURNS)
     middleware = ContextWindowMiddleware(model=MODEL, context_length=WINDOW, max_tokens=REPLY)
     with serve(standin) as url:
         agent = create_agent(
             chat_model(url), [read_file], system_prompt=SYSTEM, middleware=[middleware]
         )
-        state = agent.invoke(task(), LIMIT)
+        if asynchronous:
+            state = asyncio.run(agent.ainvoke(task(), LIMIT))
+        else:
+            state = agent.invoke(task(), LIMIT)
     assert state["messages"][-1].content == FINAL
     assert standin.refused == 0 and len(standin.bodies) == TURNS + 1
     assert max(standin.prompts) + REPLY <= WINDOW
@@ -231,17 +214,6 @@ def test_create_agent_completes_with_the_middleware() -> None:
     assert len(state["messages"]) < 2 + 2 * TURNS
     # usage taught the overhead the state never shows (system prompt, tool schema)
     assert middleware.fitting.manager.overhead > 0
-
-
-def test_create_agent_async_completes_with_the_middleware() -> None:
-    standin = Standin(window=WINDOW, final_after=TURNS)
-    middleware = ContextWindowMiddleware(model=MODEL, context_length=WINDOW, max_tokens=REPLY)
-    with serve(standin) as url:
-        agent = create_agent(
-            chat_model(url), [read_file], system_prompt=SYSTEM, middleware=[middleware]
-        )
-        state = asyncio.run(agent.ainvoke(task(), LIMIT))
-    assert state["messages"][-1].content == FINAL and standin.refused == 0
 
 
 def test_a_floor_that_does_not_fit_raises_before_the_call() -> None:

@@ -34,7 +34,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 import ctxwin
 from ctxwin.integrations.pydantic_ai import HistoryProcessor, history_processor, to_chat
 from ctxwin.strategy import CLEARED_PREFIX, Strategy
-from tests.provider_standin import FINAL, Standin, serve
+from tests.provider_standin import EXAMPLE_VIEW, FINAL, IMAGE_URL, Standin, serve
 from tests.strategies import transcripts
 from tests.test_integrations_openai import FILE, MODEL, SEED, SYSTEM, TASK, WINDOW
 
@@ -48,40 +48,19 @@ def view(messages: list[ModelMessage]) -> list[dict[str, Any]]:
 
 @pytest.mark.filterwarnings("ignore:`RetryPromptPart` is deprecated")
 def test_messages_read_as_chat_completions() -> None:
-    image = ImageUrl("https://example.com/a.png")
+    image = ImageUrl(IMAGE_URL)
     history: list[ModelMessage] = [
         ModelRequest([SystemPromptPart("be brief"), UserPromptPart(["look", image])]),
-        ModelResponse([TextPart("reading"), ToolCallPart("read_file", {"path": "a.py"}, "c1")]),
+        ModelResponse([TextPart("reading"), ToolCallPart("read_file", {"path": "a.py"}, "call_1")]),
         ModelRequest(
             [
-                ToolReturnPart("read_file", "print(1)", "c1"),
+                ToolReturnPart("read_file", "print(1)", "call_1"),
                 RetryPromptPart("bad path", tool_name="read_file", tool_call_id="c2"),
             ]
         ),
     ]
     entries = view(history)
-    assert entries[:3] == [
-        {"role": "system", "content": "be brief"},
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "look"},
-                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-            ],
-        },
-        {
-            "role": "assistant",
-            "content": "reading",
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "read_file", "arguments": '{"path":"a.py"}'},
-                }
-            ],
-        },
-    ]
-    assert entries[3] == {"role": "tool", "tool_call_id": "c1", "content": "print(1)"}
+    assert entries[:4] == EXAMPLE_VIEW
     retry = entries[4]
     assert retry["role"] == "tool" and retry["tool_call_id"] == "c2"
     assert "bad path" in retry["content"]

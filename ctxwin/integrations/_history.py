@@ -201,3 +201,19 @@ class HistoryFit:
             elif got:
                 out.append(self._rebuild(messages[k], got, replaced.get(k, {})))
         return out
+
+
+class Fitted:
+    """What each framework hook shows: its :class:`HistoryFit` (``fitting``), the last
+    fit and ``reset()``."""
+
+    fitting: HistoryFit
+
+    @property
+    def last(self) -> ManagedFit | None:
+        """The fit of the last model call."""
+        return self.fitting.last
+
+    def reset(self) -> None:
+        """Start over: forget what usage taught (another agent)."""
+        self.fitting.reset()

@@ -56,8 +56,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 from ctxwin.integrations._common import settings_for
-from ctxwin.integrations._history import Converted, Entry, HistoryFit
-from ctxwin.manager import ManagedFit
+from ctxwin.integrations._history import Converted, Entry, Fitted, HistoryFit
 
 
 def _data_uri(block: Mapping[str, Any], default: str) -> str | None:
@@ -183,7 +182,7 @@ def _replace_all(kept: Sequence[Any]) -> list[Any]:
     return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept]
 
 
-class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Fitted):
     """A LangChain v1 agent middleware (``create_agent(middleware=[...])``) whose
     ``before_model`` hook fits the state's messages to the model's window.
 
@@ -198,15 +197,6 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         self.fitting = _fitting(settings, learn_overhead)
 
-    @property
-    def last(self) -> ManagedFit | None:
-        """The fit of the last model call."""
-        return self.fitting.last
-
-    def reset(self) -> None:
-        """Start over: forget what usage taught (another agent)."""
-        self.fitting.reset()
-
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         messages = _messages(state)
         kept, _ = self.fitting.fit(messages)
@@ -220,7 +210,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return self.before_model(state, runtime)
 
 
-class PreModelHook:
+class PreModelHook(Fitted):
     """A LangGraph ``pre_model_hook`` (``create_react_agent(pre_model_hook=...)``): the
     state's messages fitted, as ``llm_input_messages`` (the state keeps the whole
     history) or, with ``keep_state=False``, as the state's new messages."""
@@ -228,15 +218,6 @@ class PreModelHook:
     def __init__(self, *, keep_state: bool = True, learn_overhead: bool = True, **settings: Any):
         self.keep_state = keep_state
         self.fitting = _fitting(settings, learn_overhead)
-
-    @property
-    def last(self) -> ManagedFit | None:
-        """The fit of the last model call."""
-        return self.fitting.last
-
-    def reset(self) -> None:
-        """Start over: forget what usage taught (another agent)."""
-        self.fitting.reset()
 
     def __call__(self, state: Any) -> dict[str, Any]:
         messages = _messages(state)

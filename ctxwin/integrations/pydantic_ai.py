@@ -56,8 +56,7 @@ from pydantic_ai.messages import (
 )
 
 from ctxwin.integrations._common import settings_for
-from ctxwin.integrations._history import Converted, Entry, HistoryFit
-from ctxwin.manager import ManagedFit
+from ctxwin.integrations._history import Converted, Entry, Fitted, HistoryFit
 
 
 def _json(value: Any) -> str:
@@ -194,7 +193,7 @@ def _tools(ctx: RunContext[Any]) -> list[Entry]:
     ]
 
 
-class HistoryProcessor:
+class HistoryProcessor(Fitted):
     """A pydantic-ai history processor that fits the history to the model's window
     (see the module docstring). ``last`` is the last fit; ``reset()`` starts over."""
 
@@ -203,15 +202,6 @@ class HistoryProcessor:
             to_chat, _rebuild, _usage, settings_for(**settings), learn_overhead=learn_overhead
         )
         self._instructions: dict[str, Entry] = {}
-
-    @property
-    def last(self) -> ManagedFit | None:
-        """The fit of the last model request."""
-        return self.fitting.last
-
-    def reset(self) -> None:
-        """Start over: forget what usage taught (another agent)."""
-        self.fitting.reset()
 
     def _leading(self, messages: list[ModelMessage]) -> list[Entry]:
         """The newest request's instructions, as a system message (one object per text,
