@@ -10,14 +10,20 @@ holds everything and one that forces pruning.
 
     .venv/bin/python bench/frameworks.py --steps 250,1000
 
+``--loops`` runs the end-to-end tests' agent loops instead (30 tool steps, a 4,000-token
+window, the stand-in provider of ``tests/provider_standin.py`` on 127.0.0.1) unwrapped
+and wrapped, and prints what the provider saw.
+
 Not part of ``make test``: figures, not a check.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -92,10 +98,93 @@ def make(kind: str, options: dict[str, Any]) -> Callable[[list[Any]], list[Any]]
     return lambda h: processor.fitting.fit(h)[0]
 
 
+def loops() -> None:
+    """The end-to-end tests' agent loops, unwrapped and wrapped: what the provider saw."""
+    import warnings
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    warnings.simplefilter("ignore")  # create_react_agent is deprecated
+    from langchain.agents import create_agent
+    from langgraph.prebuilt import create_react_agent
+
+    from ctxwin.integrations.langchain import ContextWindowMiddleware
+    from tests import test_integrations_langchain as lc
+    from tests import test_integrations_pydantic_ai as pa
+    from tests.provider_standin import Standin, serve
+
+    def build_lc(url: str, middleware: list[Any]) -> Any:
+        return create_agent(
+            lc.chat_model(url), [lc.read_file], system_prompt=lc.SYSTEM, middleware=middleware
+        )
+
+    settings: dict[str, Any] = {
+        "model": lc.MODEL,
+        "context_length": lc.WINDOW,
+        "max_tokens": lc.REPLY,
+    }
+    middleware = ContextWindowMiddleware(**settings)
+    hook = pre_model_hook(**settings)
+    processor = history_processor(context_length=lc.WINDOW)
+    cases: list[tuple[str, Callable[[str], Any], Callable[[Any], Any], Any]] = [
+        ("create_agent", lambda u: build_lc(u, []), lambda a: a.invoke(lc.task(), lc.LIMIT), None),
+        (
+            "create_agent + middleware",
+            lambda u: build_lc(u, [middleware]),
+            lambda a: a.invoke(lc.task(), lc.LIMIT),
+            middleware,
+        ),
+        (
+            "create_react_agent",
+            lambda u: create_react_agent(lc.chat_model(u), [lc.read_file], prompt=lc.SYSTEM),
+            lambda a: a.invoke(lc.task(), lc.LIMIT),
+            None,
+        ),
+        (
+            "create_react_agent + pre_model_hook",
+            lambda u: lc.react_agent(u, hook),
+            lambda a: a.invoke(lc.task(), lc.LIMIT),
+            hook,
+        ),
+        ("pydantic-ai Agent", pa.agent, lambda a: a.run_sync(pa.TASK), None),
+        (
+            "pydantic-ai Agent + history processor",
+            lambda u: pa.agent(u, processor),
+            lambda a: a.run_sync(pa.TASK),
+            processor,
+        ),
+    ]
+    print(
+        "| agent | model calls | refused (400) | largest prompt | last fit: entries kept, "
+        "estimate / budget | overhead learned |"
+    )
+    print("|---|---:|---:|---:|---|---:|")
+    for name, build, run, fitted in cases:
+        standin = Standin(window=lc.WINDOW, final_after=lc.TURNS)
+        with serve(standin) as url:
+            try:
+                run(build(url))
+            except Exception as exc:  # the unwrapped loops end in the provider's 400
+                name += f" ({type(exc).__name__})"
+        last = "—"
+        overhead = "—"
+        if fitted is not None and fitted.last is not None:
+            r = fitted.last.result
+            last = f"{r.kept_count} of {r.items}, {r.estimated_tokens_after:,} / {r.budget:,}"
+            overhead = f"{fitted.fitting.manager.overhead}"
+        print(
+            f"| {name} | {len(standin.bodies)} | {standin.refused} "
+            f"| {max(standin.prompts):,} | {last} | {overhead} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="250,1000")
+    parser.add_argument("--loops", action="store_true", help="run the agent loops instead")
     args = parser.parse_args()
+    if args.loops:
+        loops()
+        return
     print("| integration | steps | window | total fitting | last call | fresh whole read |")
     print("|---|---:|---:|---:|---:|---:|")
     for n in [int(s) for s in args.steps.split(",")]:
