@@ -112,7 +112,7 @@ def test_a_long_async_loop_completes_with_the_callback() -> None:
 
 def test_a_streamed_async_loop_completes_and_learns_usage() -> None:
     standin = Standin(window=WINDOW)
-    fit = ContextWindowCallback(context_length=WINDOW)
+    fit = ContextWindowCallback(context_length=WINDOW, learn_overhead=False)
     litellm.callbacks = [fit]
     learned: list[float] = []
 
@@ -183,17 +183,57 @@ def test_a_router_call_is_fitted() -> None:
     assert_fitted(standin, messages)
 
 
-@pytest.mark.parametrize("sync", [False, True])
-def test_usage_teaches_the_calibration(sync: bool) -> None:
+def one_call(fit: ContextWindowCallback, sync: bool) -> Standin:
     standin = Standin(window=100_000)
-    fit = ContextWindowCallback(context_length=100_000, calibration=1.0, estimator=UNDER_COUNTING)
     with serve(standin) as url:
         if sync:
             sync_loop(fit.completion, url, turns=1)
         else:
             litellm.callbacks = [fit]
             asyncio.run(async_loop(url, turns=1))
-    assert_taught(fit, standin)
+    return standin
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_usage_teaches_an_overhead(sync: bool) -> None:
+    """What the provider counted beyond the estimate is learned as an overhead."""
+    fit = ContextWindowCallback(context_length=100_000, calibration=1.0, estimator=UNDER_COUNTING)
+    standin = one_call(fit, sync)
+    (manager,) = fit.managers.values()
+    assert fit.last is not None
+    assert manager.overhead == standin.prompts[0] - fit.last.raw_tokens_sent > 0
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_usage_teaches_the_calibration_without_overhead_learning(sync: bool) -> None:
+    fit = ContextWindowCallback(
+        context_length=100_000, calibration=1.0, estimator=UNDER_COUNTING, learn_overhead=False
+    )
+    assert_taught(fit, one_call(fit, sync))
+
+
+@pytest.mark.parametrize("learn_overhead", [True, False])
+def test_an_anthropic_model_through_litellm(learn_overhead: bool) -> None:
+    """LiteLLM translates the call to Anthropic Messages, whose provider adds its own tool
+    prompt (346 tokens) that the messages do not show. Learned as an overhead, the loop
+    goes on using the window; learned as a factor of the small first request, it keeps
+    the fit far below the window."""
+    standin = Standin(window=WINDOW)
+    fit = ContextWindowCallback(context_length=WINDOW, learn_overhead=learn_overhead)
+    litellm.callbacks = [fit]
+
+    async def loop(url: str) -> None:
+        messages = history()
+        for _ in range(TURNS):
+            args = call_args(url, messages, model="anthropic/claude-sonnet-4-5", api_base=url)
+            step(messages, await litellm.acompletion(**args))
+
+    with serve(standin) as url:
+        asyncio.run(loop(url))
+    assert len(standin.bodies) == TURNS and standin.refused == 0
+    assert "system" in standin.bodies[0]  # the stand-in was spoken to in Anthropic's API
+    used = standin.prompts[-1] + 200
+    assert used > 0.8 * WINDOW if learn_overhead else used < 0.5 * WINDOW
 
 
 def test_a_floor_that_does_not_fit_raises_before_sending() -> None:

@@ -22,8 +22,10 @@
   the call raises :class:`ContextWindowExceeded` before anything is sent: it is a
   :class:`ctxwin.ContextTruncated` and a ``litellm.ContextWindowExceededError`` (so a
   Router's ``context_window_fallbacks`` apply and the proxy answers 400);
-* the success callbacks learn from each response's ``usage``, so estimates track the
-  model's tokenizer.
+* the callback learns from each response's ``usage``: what the provider counted
+  beyond the estimate (a provider's own tool prompt after LiteLLM's translation, its
+  framing) becomes an overhead of the conversation's later calls, and new content is
+  estimated from the last report on.
 
 LiteLLM's synchronous ``litellm.completion`` runs no callback that can change the
 request (its ``log_pre_api_call`` only logs), so for sync code the callback offers
@@ -97,15 +99,27 @@ class ContextWindowCallback(CustomLogger):
     docstring). ``settings``: ``context_length=``, ``model=``, ``model_spec=``,
     ``max_output_tokens=``, ``max_tokens=``, ``calibration=``, ``estimator=``,
     ``strategy=``. ``conversations`` bounds how many conversations' managers are kept
-    (the least recently used is forgotten)."""
+    (the least recently used is forgotten). ``learn_overhead`` (default) learns what
+    usage reports beyond the estimate as an overhead of every call; ``False`` learns a
+    calibration factor only."""
 
-    def __init__(self, *, conversations: int = 1024, **settings: Any) -> None:
+    def __init__(
+        self, *, conversations: int = 1024, learn_overhead: bool = True, **settings: Any
+    ) -> None:
         super().__init__()
         self.instance = uuid.uuid4().hex
         """Unique per callback: LiteLLM registers one logger per class and public scalar
         attributes, and would route a second callback's events to the first."""
         self.options = settings_for(**settings)
-        self.conversations = Conversations("openai-chat", self.options, conversations)
+        # what the provider counts beyond the messages (its own prompt for tools, a
+        # provider's framing after LiteLLM's translation) is learned as an overhead
+        self.conversations = Conversations(
+            "openai-chat",
+            self.options,
+            conversations,
+            learn_overhead=learn_overhead,
+            fresh_factor=1.0,
+        )
         self.managers = self.conversations.managers
         """The manager of each conversation, by model and name."""
         self._pending: OrderedDict[str, tuple[ContextWindowManager, ManagedFit]] = OrderedDict()
