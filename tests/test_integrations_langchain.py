@@ -191,10 +191,10 @@ def test_create_agent_overflows_unwrapped() -> None:
     assert standin.refused == 1 and len(standin.bodies) < TURNS
 
 
-@pytest.mark.parametrize("asynchronous", [False, True])
-def test_create_agent_completes_with_the_middleware(asynchronous: bool) -> None:
+def completed_run(middleware: ContextWindowMiddleware, asynchronous: bool) -> tuple[Standin, Any]:
+    """A create_agent loop with ``middleware`` against the stand-in, checked to have
+    completed within the window; the stand-in and the final state."""
     standin = Standin(window=WINDOW, final_after=TURNS)
-    middleware = ContextWindowMiddleware(model=MODEL, context_length=WINDOW, max_tokens=REPLY)
     with serve(standin) as url:
         agent = create_agent(
             chat_model(url), [read_file], system_prompt=SYSTEM, middleware=[middleware]
@@ -206,6 +206,13 @@ def test_create_agent_completes_with_the_middleware(asynchronous: bool) -> None:
     assert state["messages"][-1].content == FINAL
     assert standin.refused == 0 and len(standin.bodies) == TURNS + 1
     assert max(standin.prompts) + REPLY <= WINDOW
+    return standin, state
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_create_agent_completes_with_the_middleware(asynchronous: bool) -> None:
+    middleware = ContextWindowMiddleware(model=MODEL, context_length=WINDOW, max_tokens=REPLY)
+    standin, state = completed_run(middleware, asynchronous)
     sent = standin.bodies[-1]["messages"]
     assert [m["content"] for m in sent[:2]] == [SYSTEM, TASK]  # the head always goes
     assert sent[-1]["role"] == "tool" and sent[-2]["tool_calls"]  # so does the newest turn
@@ -214,6 +221,21 @@ def test_create_agent_completes_with_the_middleware(asynchronous: bool) -> None:
     assert len(state["messages"]) < 2 + 2 * TURNS
     # usage taught the overhead the state never shows (system prompt, tool schema)
     assert middleware.fitting.manager.overhead > 0
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_the_middleware_can_keep_the_state_whole(asynchronous: bool) -> None:
+    """``keep_state=True``: only the model call's messages are fitted (wrap_model_call);
+    the state keeps every message, and the system prompt, the tool schema and the chat
+    model's max_tokens are costed from the first call on (nothing left to learn)."""
+    middleware = ContextWindowMiddleware(keep_state=True, context_length=WINDOW)
+    standin, state = completed_run(middleware, asynchronous)
+    assert len(state["messages"]) == 2 + 2 * TURNS  # the whole history, the final answer too
+    sent = standin.bodies[-1]["messages"]
+    assert [m["content"] for m in sent[:2]] == [SYSTEM, TASK]
+    fit = middleware.last
+    assert fit is not None and fit.pruned and fit.budget.budget == WINDOW - REPLY - 120
+    assert middleware.fitting.manager.overhead == 0  # the request showed everything
 
 
 def test_a_floor_that_does_not_fit_raises_before_the_call() -> None:

@@ -22,7 +22,10 @@ system messages, the first human message and the newest turn always stay.
 * :class:`ContextWindowMiddleware` (``create_agent(middleware=[...])``): its
   ``before_model`` hook replaces the state's messages with those kept
   (``RemoveMessage(REMOVE_ALL_MESSAGES)`` and the kept messages, as LangChain's
-  summarization middleware does), only when something was left out;
+  summarization middleware does), only when something was left out; with
+  ``keep_state=True`` its ``wrap_model_call`` hook fits only the model call's
+  messages (the state keeps the whole history) and costs the request's system
+  message, tools and chat model too;
 * :func:`pre_model_hook` (``create_react_agent(pre_model_hook=...)``): returns
   the kept messages as ``llm_input_messages``, so the graph state keeps the
   whole history (``keep_state=False``: the ``RemoveMessage`` form instead).
@@ -37,11 +40,17 @@ does not show are learned as an overhead). ``settings`` are the library's own
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -52,6 +61,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
@@ -183,21 +193,31 @@ def _replace_all(kept: Sequence[Any]) -> list[Any]:
 
 
 class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Fitted):
-    """A LangChain v1 agent middleware (``create_agent(middleware=[...])``) whose
-    ``before_model`` hook fits the state's messages to the model's window.
+    """A LangChain v1 agent middleware (``create_agent(middleware=[...])``) that fits
+    the messages to the model's window before each model call.
 
-    When turns must be left out, the state's messages become the kept ones (the
-    original objects): the next call starts from them, so dropped turns stay
-    dropped. ``learn_overhead`` learns from usage what the state does not show
-    (the system prompt, the tool schemas). ``last`` is the last fit; ``reset()``
-    starts over.
+    By default its ``before_model`` hook does: when turns must be left out, the
+    state's messages become the kept ones (the original objects), so the next call
+    starts from them and dropped turns stay dropped; the system prompt and the tool
+    schemas, which the state does not show, are learned from usage as an overhead.
+    With ``keep_state=True`` its ``wrap_model_call`` hook does instead: only the
+    model call's messages are fitted (the state keeps the whole history), and the
+    request's system message, tools and model are costed from the first call on.
+    ``last`` is the last fit; ``reset()`` starts over.
     """
 
-    def __init__(self, *, learn_overhead: bool = True, **settings: Any) -> None:
+    def __init__(
+        self, *, keep_state: bool = False, learn_overhead: bool = True, **settings: Any
+    ) -> None:
         super().__init__()
+        self.keep_state = keep_state
         self.fitting = _fitting(settings, learn_overhead)
+        self._tools: tuple[list[Any], list[Entry]] = ([], [])
+        self._system: dict[str, Entry] = {}
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        if self.keep_state:
+            return None
         messages = _messages(state)
         kept, _ = self.fitting.fit(messages)
         if _unchanged(kept, messages):
@@ -208,6 +228,61 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Fitted
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
+
+    def _fitted(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """``request`` with its messages fitted (its system message, tools and model
+        costed too); the request itself when nothing is left out."""
+        fields: dict[str, Any] = {}
+        tools = self._tool_entries(request.tools)
+        if tools:
+            fields["tools"] = tools
+        model = request.model
+        max_tokens = request.model_settings.get("max_tokens", getattr(model, "max_tokens", None))
+        if isinstance(max_tokens, int):
+            fields["max_tokens"] = max_tokens
+        name = getattr(model, "model_name", None)
+        kept, _ = self.fitting.fit(
+            request.messages,
+            model=name if isinstance(name, str) else None,
+            fields=fields,
+            leading=self._leading(request.system_message),
+        )
+        if _unchanged(kept, request.messages):
+            return request
+        return request.override(messages=kept)
+
+    def _leading(self, system: SystemMessage | None) -> list[Entry]:
+        """The system message as the first entry (one object per text)."""
+        if system is None:
+            return []
+        key = orjson.dumps(system.content, default=str).decode()
+        entry = self._system.get(key)
+        if entry is None:
+            entry = to_chat(system)
+            self._system = {key: entry}
+        return [entry]
+
+    def _tool_entries(self, tools: Sequence[Any]) -> list[Entry]:
+        """The request's tools as Chat ``tools`` (converted once per list of tools)."""
+        seen, entries = self._tools
+        if len(seen) != len(tools) or any(a is not b for a, b in zip(seen, tools, strict=False)):
+            entries = [convert_to_openai_tool(t) for t in tools]
+            self._tools = (list(tools), entries)
+        return entries
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        return handler(self._fitted(request) if self.keep_state else request)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        return await handler(self._fitted(request) if self.keep_state else request)
 
 
 class PreModelHook(Fitted):
