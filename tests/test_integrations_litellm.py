@@ -136,7 +136,7 @@ def test_a_streamed_async_loop_completes_and_learns_usage() -> None:
             # LiteLLM reports a stream's usage to its success callback in the background,
             # after the stream ends: wait for it before the next call
             for _ in range(200):
-                if not fit._pending:
+                if not fit.conversations.pending:
                     break
                 await asyncio.sleep(0.01)
             learned.append(fit.managers[next(iter(fit.managers))].calibration)
@@ -144,7 +144,7 @@ def test_a_streamed_async_loop_completes_and_learns_usage() -> None:
     with serve(standin) as url:
         asyncio.run(loop(url))
     assert len(standin.bodies) == TURNS and standin.refused == 0
-    assert not fit._pending  # every call's usage was learned
+    assert not fit.conversations.pending  # every call's usage was learned
     (manager,) = fit.managers.values()
     raw = fit.last.raw_tokens_sent if fit.last else 0
     assert manager.calibration == max(learned[-2], standin.prompts[-1] / raw)

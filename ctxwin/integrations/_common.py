@@ -203,15 +203,23 @@ class Conversations:
     Agents SDK filter): a conversation is named by the caller, else by its model and
     head (the leading system messages and the first other entry, which ctxwin always
     sends, with ``extra`` such as the instructions). At most ``limit`` are kept, the
-    least recently used forgotten."""
+    least recently used forgotten.
+
+    Each call fitted is remembered under a key until its usage is learned
+    (:meth:`sent`, :meth:`learn`). With ``learn_overhead`` (the default) what usage
+    reports beyond the estimate becomes an overhead of the conversation's later calls
+    and new content is estimated at its own cost (the entries are what is sent:
+    ``fresh_factor=1.0``); else usage teaches a calibration factor only."""
 
     def __init__(
-        self, fmt: str, settings: dict[str, Any], limit: int = 1024, **manager: Any
+        self, fmt: str, settings: dict[str, Any], limit: int = 1024, learn_overhead: bool = True
     ) -> None:
         self.fmt = fmt
-        self.settings = {**settings, **manager}
+        self.settings = {**settings, "learn_overhead": learn_overhead, "fresh_factor": 1.0}
         self.limit = limit
         self.managers: OrderedDict[tuple[str | None, str], ContextWindowManager] = OrderedDict()
+        self.pending: OrderedDict[Any, tuple[ContextWindowManager, ManagedFit]] = OrderedDict()
+        """The calls whose usage is not learned yet, by key."""
 
     def manager(
         self, model: str | None, items: Sequence[Any], name: Any = None, extra: Any = None
@@ -227,8 +235,21 @@ class Conversations:
         remember(self.managers, key, found, self.limit)
         return found
 
+    def sent(self, key: Any, manager: ContextWindowManager, fitted: ManagedFit) -> None:
+        """``manager`` fitted the call ``key`` as ``fitted``: its usage is to be learned."""
+        remember(self.pending, key, (manager, fitted), self.limit)
+
+    def learn(self, key: Any, usage: Any) -> None:
+        """Learn from the ``usage`` reported for the call ``key`` (once per call)."""
+        pending = self.pending.pop(key, None)
+        data = plain(usage)
+        if pending is not None and isinstance(data, Mapping):
+            manager, fitted = pending
+            manager.observe(data, raw_tokens=fitted.raw_tokens_sent)
+
     def clear(self) -> None:
         self.managers.clear()
+        self.pending.clear()
 
 
 Create = Callable[..., Any]

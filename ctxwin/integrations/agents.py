@@ -35,8 +35,6 @@ Importing this module imports ``agents``.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any
 
 from agents import (
@@ -51,8 +49,8 @@ from agents import (
 from agents.run_config import CallModelData, ModelInputData
 
 from ctxwin.errors import ContextTruncated
-from ctxwin.integrations._common import Conversations, plain, remember, sent_items, settings_for
-from ctxwin.manager import ContextWindowManager, ManagedFit
+from ctxwin.integrations._common import Conversations, plain, sent_items, settings_for
+from ctxwin.manager import ManagedFit
 
 
 def _model_name(agent: Agent[Any]) -> str | None:
@@ -105,23 +103,16 @@ class ContextWindowFilter(RunHooks[Any]):
         # the items are what is sent; what the filter cannot see (hosted and MCP tools,
         # an output schema) is learned from usage as an overhead
         self.conversations = Conversations(
-            "openai-responses",
-            self.options,
-            conversations,
-            learn_overhead=learn_overhead,
-            fresh_factor=1.0,
+            "openai-responses", self.options, conversations, learn_overhead
         )
         self.managers = self.conversations.managers
         """The manager of each conversation, by model and name."""
-        self._pending: OrderedDict[tuple[int, int], tuple[ContextWindowManager, ManagedFit]]
-        self._pending = OrderedDict()
         self.last: ManagedFit | None = None
         """The fit of the last model call."""
 
     def reset(self) -> None:
         """Forget every conversation."""
         self.conversations.clear()
-        self._pending.clear()
         self.last = None
 
     def __call__(self, data: CallModelData[Any]) -> ModelInputData:
@@ -147,8 +138,7 @@ class ContextWindowFilter(RunHooks[Any]):
         if fitted.result.overflow_at_floor:
             raise ContextTruncated(fitted.result)
         self.last = fitted
-        key = (id(agent), id(data.context))
-        remember(self._pending, key, (manager, fitted), self.conversations.limit)
+        self.conversations.sent((id(agent), id(data.context)), manager, fitted)
         if not fitted.result.pruned and not fitted.applied.edits:
             return data.model_data
         return ModelInputData(input=sent_items(items, fitted), instructions=instructions)
@@ -156,11 +146,7 @@ class ContextWindowFilter(RunHooks[Any]):
     def learn(self, context: Any, agent: Agent[Any], usage: Any) -> None:
         """Learn from the ``usage`` of the model response to ``agent``'s last call in the
         run whose context is ``context`` (the user's context object)."""
-        pending = self._pending.pop((id(agent), id(context)), None)
-        data = plain(usage)
-        if pending is not None and isinstance(data, Mapping):
-            manager, fitted = pending
-            manager.observe(data, raw_tokens=fitted.raw_tokens_sent)
+        self.conversations.learn((id(agent), id(context)), usage)
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse

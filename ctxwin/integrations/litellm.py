@@ -51,7 +51,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from ctxwin.errors import ContextTruncated
 from ctxwin.integrations._common import Conversations, plain, remember, sent_items, settings_for
-from ctxwin.manager import ContextWindowManager, ManagedFit
+from ctxwin.manager import ManagedFit
 from ctxwin.pruning import FitResult
 
 CONVERSATION_KEY = "ctxwin_conversation"
@@ -114,15 +114,10 @@ class ContextWindowCallback(CustomLogger):
         # what the provider counts beyond the messages (its own prompt for tools, a
         # provider's framing after LiteLLM's translation) is learned as an overhead
         self.conversations = Conversations(
-            "openai-chat",
-            self.options,
-            conversations,
-            learn_overhead=learn_overhead,
-            fresh_factor=1.0,
+            "openai-chat", self.options, conversations, learn_overhead
         )
         self.managers = self.conversations.managers
         """The manager of each conversation, by model and name."""
-        self._pending: OrderedDict[str, tuple[ContextWindowManager, ManagedFit]] = OrderedDict()
         self._routed: OrderedDict[str, None] = OrderedDict()
         """The calls the proxy's pre-call hook fitted (not fitted again at the deployment)."""
         self.last: ManagedFit | None = None
@@ -131,7 +126,6 @@ class ContextWindowCallback(CustomLogger):
     def reset(self) -> None:
         """Forget every conversation."""
         self.conversations.clear()
-        self._pending.clear()
         self._routed.clear()
         self.last = None
 
@@ -157,16 +151,13 @@ class ContextWindowCallback(CustomLogger):
         self.last = fitted
         call_id = kwargs.get("litellm_call_id")
         if isinstance(call_id, str):
-            remember(self._pending, call_id, (manager, fitted), self.conversations.limit)
+            self.conversations.sent(call_id, manager, fitted)
         return sent_items(messages, fitted), fitted
 
     def learn(self, call_id: Any, response: Any) -> None:
         """Learn from the ``usage`` of the response to the call ``call_id``."""
-        pending = self._pending.pop(call_id, None) if isinstance(call_id, str) else None
-        usage = plain(getattr(response, "usage", None))
-        if pending is not None and isinstance(usage, Mapping):
-            manager, fitted = pending
-            manager.observe(usage, raw_tokens=fitted.raw_tokens_sent)
+        if isinstance(call_id, str):
+            self.conversations.learn(call_id, getattr(response, "usage", None))
 
     # -- the SDK and the Router (async calls) --------------------------------------------
 
