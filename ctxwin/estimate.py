@@ -435,7 +435,7 @@ def _pair_cents(data: bytes) -> int:
 
 
 _PUNCT = rb"!-/:-@\[-`{-~"
-_SEGMENT = re.compile(
+_SEGMENT = (
     rb"[ ]?[A-Z]*[a-z]+|[ ]?[A-Z]+|[ ]?[" + _PUNCT + rb"]+"
     rb"|[\t\n\r ]+(?=[\t\n\r ][^\t\n\r ])|[\t\n\r ]+|[^\t\n\r A-Za-z" + _PUNCT + rb"]+"
 )
@@ -474,9 +474,15 @@ def exact_cents(piece: bytes, vocab: dict[bytes, int]) -> int | None:
     return None
 
 
-_LOOSE = re.compile(rb" +(?= |\Z)")
+_LOOSE = rb" +(?= |\Z)"
 """Spaces that no run takes: all but the last of a run of spaces before something
 else, and every space at the end of the string."""
+
+
+@lru_cache(maxsize=2)
+def _regex(pattern: bytes) -> re.Pattern[bytes]:
+    """``pattern`` compiled on first use (``ctxwin`` starts without compiling it)."""
+    return re.compile(pattern)
 
 
 def bound_pieces(data: bytes) -> Iterator[bytes]:
@@ -485,11 +491,11 @@ def bound_pieces(data: bytes) -> Iterator[bytes]:
     those further), and the loose spaces (:data:`_LOOSE`)."""
     chunks = data.split(b" ")
     if chunks[0]:
-        yield from _SEGMENT.findall(chunks[0])
+        yield from _regex(_SEGMENT).findall(chunks[0])
     for chunk in chunks[1:]:
         if chunk:
-            yield from _SEGMENT.findall(b" " + chunk)
-    yield from _LOOSE.findall(data)
+            yield from _regex(_SEGMENT).findall(b" " + chunk)
+    yield from _regex(_LOOSE).findall(data)
 
 
 _MEMO_SIZE = 1 << 16
@@ -545,7 +551,7 @@ class _ChunkPrices(dict[bytes, int]):
         self.lead = lead
 
     def __missing__(self, chunk: bytes) -> int:
-        price = sum(map(_piece_cents, _SEGMENT.findall(self.lead + chunk)))
+        price = sum(map(_piece_cents, _regex(_SEGMENT).findall(self.lead + chunk)))
         if len(chunk) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
                 self.clear()
@@ -573,7 +579,7 @@ def _bound_cents(data: bytes) -> int:
     if len(chunks) > 1:
         total += sum(map(_SPACED_CHUNK.__getitem__, chunks[1:]))
         if data[-1] == 0x20 or b"  " in data:
-            total += sum(map(_piece_cents, _LOOSE.findall(data)))
+            total += sum(map(_piece_cents, _regex(_LOOSE).findall(data)))
     return total
 
 
