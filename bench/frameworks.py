@@ -123,6 +123,7 @@ def loops() -> None:
         "max_tokens": lc.REPLY,
     }
     middleware = ContextWindowMiddleware(**settings)
+    whole = ContextWindowMiddleware(keep_state=True, context_length=lc.WINDOW)
     hook = pre_model_hook(**settings)
     processor = history_processor(context_length=lc.WINDOW)
     cases: list[tuple[str, Callable[[str], Any], Callable[[Any], Any], Any]] = [
@@ -132,6 +133,12 @@ def loops() -> None:
             lambda u: build_lc(u, [middleware]),
             lambda a: a.invoke(lc.task(), lc.LIMIT),
             middleware,
+        ),
+        (
+            "create_agent + middleware(keep_state=True)",
+            lambda u: build_lc(u, [whole]),
+            lambda a: a.invoke(lc.task(), lc.LIMIT),
+            whole,
         ),
         (
             "create_react_agent",
