@@ -13,6 +13,7 @@ openai = pytest.importorskip("openai")
 import ctxwin  # noqa: E402
 from ctxwin.calibration import grow  # noqa: E402
 from ctxwin.integrations.openai import wrap  # noqa: E402
+from ctxwin.strategy import PLACEHOLDER, Strategy  # noqa: E402
 from tests.provider_standin import READ_FILE, UNDER_COUNTING, Standin, serve  # noqa: E402
 
 WINDOW = 4000
@@ -232,3 +233,16 @@ def test_everything_else_is_the_clients_own() -> None:
     assert wrapped.base_url == raw.base_url
     assert wrapped.chat.completions.with_raw_response is not None
     assert wrapped.models is raw.models
+
+
+def test_a_clearing_strategy_sends_the_cleared_results() -> None:
+    """With ``clear-results`` the old tool results reach the provider cleared (copies);
+    the history keeps them whole."""
+    standin = Standin(window=WINDOW)
+    steps = Strategy(steps=("clear-results", "drop-turns"))
+    with serve(standin) as url:
+        history = chat_loop(wrap(client(url), context_length=WINDOW, strategy=steps), turns=12)
+    sent = standin.bodies[-1]["messages"]
+    assert any(str(m.get("content")).startswith(PLACEHOLDER[:20]) for m in sent)
+    assert all(m["content"] == FILE for m in history if isinstance(m, dict) and "tool_call_id" in m)
+    assert standin.refused == 0
