@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ctxwin.breakdown import explain
     from ctxwin.checking import Checked, check_files
     from ctxwin.manager import ContextWindowManager, ManagedFit
+    from ctxwin.repairing import Repaired, repair
 
 
 def __getattr__(name: str) -> Any:
@@ -62,6 +63,10 @@ def __getattr__(name: str) -> Any:
         from ctxwin import checking
 
         return getattr(checking, name)
+    if name in ("repair", "Repaired"):  # ctxwin.repairing: the module is not named repair
+        from ctxwin import repairing
+
+        return getattr(repairing, name)
     if name == "explain":
         from ctxwin.breakdown import explain
 
@@ -89,6 +94,7 @@ __all__ = [
     "PairingError",
     "Plan",
     "Problem",
+    "Repaired",
     "SeedEstimator",
     "Settings",
     "SpecError",
@@ -110,6 +116,7 @@ __all__ = [
     "parse_steps",
     "plan",
     "prune",
+    "repair",
     "resolve_spec",
     "segment",
 ]

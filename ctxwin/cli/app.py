@@ -282,8 +282,10 @@ def make_app(only: str | None = None) -> typer.Typer:
         from ctxwin.cli import runs
         from ctxwin.cli.lint import lint
         from ctxwin.cli.proxy import proxy
+        from ctxwin.cli.repair import repair
 
         application.command("lint")(guard(lint))
+        application.command("repair")(guard(repair))
         application.command("replay")(guard(runs.replay))
         application.command("check")(guard(runs.check))
         application.command("calibrate")(guard(runs.calibrate))
