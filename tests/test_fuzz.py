@@ -4,7 +4,7 @@ Valid transcripts are generated (Chat Completions) or taken from the format
 fixtures (Anthropic, Gemini, Responses, legacy Chat), then mutated: messages dropped, duplicated,
 moved; fields given values of the wrong type; huge strings injected; the
 serialized bytes truncated, corrupted or wrapped. Each case runs ``estimate``,
-``prune`` or ``lint`` in-process and asserts:
+``prune``, ``lint`` or ``repair`` in-process and asserts:
 
 * the exit code is one ctxwin documents, and nothing escapes as a traceback
   or an "internal error";
@@ -12,7 +12,10 @@ serialized bytes truncated, corrupted or wrapped. Each case runs ``estimate``,
   unchanged (it fit, or the budget was not positive), or writes a transcript
   that breaks no pairing or format rule, has no more advisory problems than
   the input (``ctxwin.rules``), is an ordered subsequence of the input and
-  is within the budget.
+  is within the budget;
+* ``repair`` either writes nothing (exit 1), or writes the input unchanged
+  (nothing to fix), or writes a transcript with no lint problem (but
+  ``reused-call-id``) that a second repair leaves as it is.
 
 ``make test`` runs 500 cases; ``make fuzz`` sets ``CTXWIN_FUZZ_EXAMPLES`` to
 10,000 and prints the count.
@@ -242,6 +245,8 @@ class Tally:
     """prune outputs that differ from the input, checked against the rules and the budget."""
     unchanged: int = 0
     """prune outputs equal to the input, checked to have fit."""
+    repaired: int = 0
+    """repair outputs that differ from the input, checked to lint clean."""
     codes: dict[int, int] = field(default_factory=dict)
 
 
@@ -259,7 +264,7 @@ def workdir() -> Iterator[Path]:
             f"\nfuzz: {TALLY.cases:,} cases, {TALLY.crashes} crashes, "
             f"{TALLY.invalid} invalid outputs; exit codes {dict(sorted(TALLY.codes.items()))}; "
             f"prune outputs checked: {TALLY.pruned_checked:,} pruned, "
-            f"{TALLY.unchanged:,} unchanged"
+            f"{TALLY.unchanged:,} unchanged; repair outputs checked: {TALLY.repaired:,}"
         )
 
 
@@ -311,9 +316,32 @@ def check_output(data: bytes, out: bytes, flags: list[str], edits: bool = False)
     TALLY.pruned_checked += 1
 
 
+def check_repair(data: bytes, code: int, out: Path, stderr: str) -> None:
+    """A repair wrote nothing (exit 1, one error line), the input (nothing to fix), or
+    a transcript that lints clean and that repairing again leaves as it is."""
+    from ctxwin.repairing import LEFT_AS_IS, repair
+
+    assert code in (0, 1), stderr
+    if code == 1:
+        assert not out.exists()
+        assert stderr.startswith("ctxwin: error: ") and stderr.count("\n") == 1, stderr
+        return
+    written = out.read_bytes()
+    before = core.load(codec.parse(data))
+    if written == data:
+        assert [p for p in before.problems() if p.rule not in LEFT_AS_IS] == []
+        return
+    body = codec.parse(written)
+    after = core.load(body, before.format)
+    assert [p for p in after.problems() if p.rule not in LEFT_AS_IS] == []
+    again, done = repair(body, before.format)
+    assert again is body and not done.changes, done
+    TALLY.repaired += 1
+
+
 @given(
     case=cases(),
-    command=st.sampled_from(["prune", "prune", "estimate", "lint"]),
+    command=st.sampled_from(["prune", "prune", "estimate", "lint", "repair"]),
     strategy=st.sampled_from(STRATEGIES),
 )
 @FUZZ
@@ -327,6 +355,8 @@ def test_fuzz_cli(
         args = ["prune", "-", str(out), *flags, *strategy]
     elif command == "estimate":
         args = ["estimate", "-", "--json", *flags, *strategy]
+    elif command == "repair":
+        args = ["repair", "-", str(out), "-q"]
     else:
         args = ["lint", "--json", "-"]
     TALLY.cases += 1
@@ -351,6 +381,8 @@ def test_fuzz_cli(
                 else:
                     assert last.startswith("ctxwin: error: "), run.stderr
                 assert run.stderr.count("error:") == (run.exit_code != 3), run.stderr
+        elif command == "repair":
+            check_repair(data, run.exit_code, out, run.stderr)
         elif command == "lint" and run.exit_code in (0, 1):
             orjson.loads(run.stdout)
         elif command == "estimate" and run.exit_code in (0, 3):

@@ -107,11 +107,12 @@ class Anthropic:
         for m in messages:
             if isinstance(m, dict) and (
                 _role(m) is None
-                or m.get("tool_calls") is not None
-                or m.get("function_call") is not None
+                or (isinstance(m.get("tool_calls"), list) and m["tool_calls"])
+                or (isinstance(m.get("function_call"), dict) and "name" in m["function_call"])
             ):
-                # system/developer/tool/function roles or tool calls: Chat. A null
-                # ``tool_calls`` says nothing: reading such a body as Chat undercounts its
+                # system/developer/tool/function roles or tool calls: Chat. A ``tool_calls``
+                # that is not a list of calls (null, false, []) or a ``function_call`` that
+                # is not a named call says nothing: reading such a body as Chat miscounts its
                 # Anthropic blocks, and the pruned output (without that message) reads as
                 # Anthropic again, over the budget.
                 return False

@@ -1,0 +1,82 @@
+"""Pruning never changes how a transcript is detected.
+
+A message that decides wire-format detection can be dropped: before, an Anthropic body
+with ``"tool_calls": false`` (or null, or ``[]``) on one message was read as Chat, its
+blocks miscounted; prune dropped that message and the output, read as Anthropic, was
+over the budget it claimed to fit. Property: in every format, with such junk fields on
+any messages, the pruned output detects as the input's format, and its estimate read
+back that way is within the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwin import core
+from ctxwin.formats import get_adapter
+from tests.test_format_properties import SHAPES, Shape, anthropic, chat, gemini, responses
+
+JUNK: st.SearchStrategy[Any] = st.sampled_from([None, False, 0, "", [], {}])
+"""Values of ``tool_calls`` / ``function_call`` that make no call."""
+
+RENDER: dict[str, Callable[[Shape], dict[str, Any]]] = {
+    "anthropic": anthropic,
+    "openai-responses": responses,
+    "gemini": gemini,
+    "openai-chat": chat,
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    SHAPES,
+    st.sampled_from(sorted(RENDER)),
+    st.lists(st.tuples(st.integers(0, 40), st.sampled_from(["tool_calls", "function_call"]), JUNK)),
+    st.floats(0.0, 1.0),
+)
+def test_pruned_output_detects_as_the_input(
+    shape: Shape, fmt: str, junk: list[tuple[int, str, Any]], fraction: float
+) -> None:
+    body = RENDER[fmt](shape)
+    key = next(k for k in ("messages", "contents", "input") if k in body)
+    entries = body[key]
+    for at, field, value in junk:
+        if fmt != "openai-chat":  # Chat reads these fields; elsewhere they are unknown keys
+            entries[at % len(entries)] = {**entries[at % len(entries)], field: value}
+    transcript = core.load(body)
+    assert transcript.format == fmt
+    whole = core.plan(transcript, context_length=1 << 40, max_tokens=0).result.estimated_tokens
+    plan = core.plan(transcript, context_length=int(whole * fraction) + 1, max_tokens=0)
+    if plan.result.overflow_at_floor or not plan.result.enforced:
+        return
+    out = plan.output()
+    assert get_adapter(out).name == fmt
+    again = core.plan(core.load(out), context_length=int(whole * fraction) + 1, max_tokens=0)
+    assert again.result.estimated_tokens <= plan.result.budget
+
+
+@pytest.mark.parametrize("value", [None, False, 0, "", [], {}])
+@pytest.mark.parametrize("field", ["tool_calls", "function_call"])
+def test_a_field_that_makes_no_call_does_not_make_a_body_chat(field: str, value: Any) -> None:
+    body = anthropic(Shape(system=None, first=10, first_media=False, turns=[], flag=False))
+    body["messages"][0] = {**body["messages"][0], field: value}
+    assert core.load(body).format == "anthropic"
+
+
+def test_a_real_call_still_makes_a_body_chat() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    body: dict[str, Any] = {
+        "system": "s",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+        ],
+    }
+    assert get_adapter(body).name == "openai-chat"
+    body["messages"][1] = {"role": "assistant", "content": None, "function_call": {"name": "f"}}
+    assert get_adapter(body).name == "openai-chat"
