@@ -7,22 +7,15 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ctxwin.cli.app import app
 from ctxwin.cli.report import REPORT_KEYS
 from tests.builders import adr_transcript, assistant, system, tool, user
+from tests.conftest import Cli
 
-runner = CliRunner()
 SEED = ("--estimator", "seed")
-
-
-def invoke(*args: str, input: bytes | None = None) -> Any:
-    return runner.invoke(app, list(args), input=input)
 
 
 @pytest.fixture
@@ -33,28 +26,18 @@ def run_file(tmp_path: Path) -> Path:
     return path
 
 
-def ctxwin_process(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "ctxwin", *args],
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-
-
 # exit 0 ---------------------------------------------------------------------------------
 
 
-def test_estimate_summary_for_people(run_file: Path) -> None:
-    result = invoke("estimate", str(run_file), *SEED)
+def test_estimate_summary_for_people(run_file: Path, cli: Cli) -> None:
+    result = cli("estimate", str(run_file), *SEED)
     assert result.exit_code == 0, result.stderr
     assert "gpt-4o" in result.stdout and "fits" in result.stdout
     assert result.stderr == ""
 
 
-def test_estimate_json_has_every_stable_key_in_order(run_file: Path) -> None:
-    result = invoke("estimate", str(run_file), "--json", *SEED)
+def test_estimate_json_has_every_stable_key_in_order(run_file: Path, cli: Cli) -> None:
+    result = cli("estimate", str(run_file), "--json", *SEED)
     assert result.exit_code == 0, result.stderr
     report = orjson.loads(result.stdout)
     assert list(report)[: len(REPORT_KEYS)] == list(REPORT_KEYS)
@@ -65,21 +48,23 @@ def test_estimate_json_has_every_stable_key_in_order(run_file: Path) -> None:
     assert report["messages_in"] == report["messages_out"] == 8
 
 
-def test_prune_that_fits_writes_input_bytes_unchanged(run_file: Path, tmp_path: Path) -> None:
+def test_prune_that_fits_writes_input_bytes_unchanged(
+    run_file: Path, tmp_path: Path, cli: Cli
+) -> None:
     raw = b'{ "messages" : [ {"role":"user","content":"hi"} ] ,"model":"gpt-4o"}\n'
     run_file.write_bytes(raw)
     out = tmp_path / "out.json"
-    result = invoke("prune", str(run_file), str(out), *SEED)
+    result = cli("prune", str(run_file), str(out), *SEED)
     assert result.exit_code == 0, result.stderr
     assert out.read_bytes() == raw
     assert result.stderr == ""
 
 
-def test_prune_stdin_to_stdout_keeps_body_and_key_order() -> None:
+def test_prune_stdin_to_stdout_keeps_body_and_key_order(cli: Cli) -> None:
     messages = adr_transcript()
     messages[4]["extra"] = {"kept": True}
     body = {"z": 1, "messages": messages, "tools": [], "a": {"b": None}}
-    result = invoke("prune", "-c", "4000", *SEED, input=orjson.dumps(body))
+    result = cli("prune", "-c", "4000", *SEED, input=orjson.dumps(body))
     assert result.exit_code == 0, result.stderr
     out = orjson.loads(result.stdout)
     assert list(out) == ["z", "messages", "tools", "a"]
@@ -89,46 +74,46 @@ def test_prune_stdin_to_stdout_keeps_body_and_key_order() -> None:
     assert "dropped 1 turn" in result.stderr
 
 
-def test_prune_quiet_says_nothing() -> None:
-    result = invoke("prune", "-c", "4000", "-q", *SEED, input=orjson.dumps(adr_transcript()))
+def test_prune_quiet_says_nothing(cli: Cli) -> None:
+    result = cli("prune", "-c", "4000", "-q", *SEED, input=orjson.dumps(adr_transcript()))
     assert result.exit_code == 0
     assert result.stderr == ""
 
 
-def test_prune_report_file(tmp_path: Path, run_file: Path) -> None:
+def test_prune_report_file(tmp_path: Path, run_file: Path, cli: Cli) -> None:
     out, rep = tmp_path / "out.json", tmp_path / "report.json"
-    result = invoke("prune", str(run_file), str(out), "-c", "4000", "--report", str(rep), *SEED)
+    result = cli("prune", str(run_file), str(out), "-c", "4000", "--report", str(rep), *SEED)
     assert result.exit_code == 0, result.stderr
     report = orjson.loads(rep.read_bytes())
     assert report["dropped_messages"] == [2, 3]
     assert report["messages_out"] == len(orjson.loads(out.read_bytes())["messages"])
 
 
-def test_prune_keeps_pretty_printing(tmp_path: Path) -> None:
+def test_prune_keeps_pretty_printing(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_text(orjson.dumps(adr_transcript(), option=orjson.OPT_INDENT_2).decode() + "\n")
     out = tmp_path / "out.json"
-    assert invoke("prune", str(src), str(out), "-c", "4000", *SEED).exit_code == 0
+    assert cli("prune", str(src), str(out), "-c", "4000", *SEED).exit_code == 0
     text = out.read_text()
     assert text.startswith("[\n  {") and text.endswith("}\n]\n")
 
 
-def test_model_flag_and_fallback_warning() -> None:
+def test_model_flag_and_fallback_warning(cli: Cli) -> None:
     body = orjson.dumps(adr_transcript())
-    result = invoke("estimate", "--json", *SEED, input=body)
+    result = cli("estimate", "--json", *SEED, input=body)
     assert "unknown context length" in result.stderr
     assert "8,192" in result.stderr
-    result = invoke("estimate", "--json", "-m", "claude-sonnet-4-20250514", *SEED, input=body)
+    result = cli("estimate", "--json", "-m", "claude-sonnet-4-20250514", *SEED, input=body)
     report = orjson.loads(result.stdout)
     assert report["context_length_source"] == "table"
     assert report["model_table_row"] == "claude-sonnet-4"
     assert result.stderr == ""
 
 
-def test_model_spec_file(tmp_path: Path) -> None:
+def test_model_spec_file(tmp_path: Path, cli: Cli) -> None:
     spec = tmp_path / "spec.json"
     spec.write_bytes(orjson.dumps({"max_input_tokens": 4000, "max_tokens": 500}))
-    result = invoke(
+    result = cli(
         "estimate",
         "--json",
         "--model-spec",
@@ -141,29 +126,29 @@ def test_model_spec_file(tmp_path: Path) -> None:
     assert (report["reserve"], report["budget"]) == (500, 4000 - 500 - 120)
 
 
-def test_body_max_tokens_is_the_reserve() -> None:
+def test_body_max_tokens_is_the_reserve(cli: Cli) -> None:
     body = {"messages": adr_transcript(), "max_completion_tokens": 777}
-    result = invoke("estimate", "--json", "-c", "20000", *SEED, input=orjson.dumps(body))
+    result = cli("estimate", "--json", "-c", "20000", *SEED, input=orjson.dumps(body))
     assert orjson.loads(result.stdout)["reserve"] == 777
 
 
-def test_non_positive_budget_passes_through_with_warning() -> None:
+def test_non_positive_budget_passes_through_with_warning(cli: Cli) -> None:
     body = orjson.dumps(adr_transcript())
-    result = invoke("prune", "-c", "1000", *SEED, input=body)
+    result = cli("prune", "-c", "1000", *SEED, input=body)
     assert result.exit_code == 0
     assert result.stdout.encode() == body
     assert "not positive" in result.stderr
 
 
-def test_models_lists_the_table() -> None:
-    result = invoke("models", "--json")
+def test_models_lists_the_table(cli: Cli) -> None:
+    result = cli("models", "--json")
     assert result.exit_code == 0
     rows = orjson.loads(result.stdout)
     assert len(rows) >= 30
     assert {"name", "provider", "context_length", "max_output_tokens", "source", "date"} <= set(
         rows[0]
     )
-    result = invoke("models", "gpt-4o-2024-08-06")
+    result = cli("models", "gpt-4o-2024-08-06")
     assert result.exit_code == 0 and "gpt-4o" in result.stdout
 
 
@@ -186,47 +171,47 @@ def test_models_lists_the_table() -> None:
         (b'{"prompt": "hi"}', "not a transcript"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_1(payload: bytes, message: str) -> None:
-    result = invoke("estimate", "-c", "4000", input=payload)
+def test_bad_input_is_one_line_and_exit_1(payload: bytes, message: str, cli: Cli) -> None:
+    result = cli("estimate", "-c", "4000", input=payload)
     assert result.exit_code == 1
     assert result.stdout == ""
     assert message in result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("ctxwin: error: ")
 
 
-def test_missing_file_and_folder(tmp_path: Path) -> None:
-    result = invoke("estimate", str(tmp_path / "nope.json"))
+def test_missing_file_and_folder(tmp_path: Path, cli: Cli) -> None:
+    result = cli("estimate", str(tmp_path / "nope.json"))
     assert result.exit_code == 1 and "no such file" in result.stderr
-    result = invoke("estimate", str(tmp_path))
+    result = cli("estimate", str(tmp_path))
     assert result.exit_code == 1 and "is a folder" in result.stderr
 
 
-def test_broken_pairing_refused_when_pruning_needed(tmp_path: Path) -> None:
+def test_broken_pairing_refused_when_pruning_needed(tmp_path: Path, cli: Cli) -> None:
     msgs = [*adr_transcript(), tool("ghost", "boo")]
     out = tmp_path / "out.json"
-    result = invoke("prune", "-", str(out), "-c", "4000", *SEED, input=orjson.dumps(msgs))
+    result = cli("prune", "-", str(out), "-c", "4000", *SEED, input=orjson.dumps(msgs))
     assert result.exit_code == 1
     assert "messages[8]" in result.stderr and "'ghost'" in result.stderr
     assert not out.exists()
     # ... but a transcript that fits passes through as is
-    result = invoke("prune", "-", "-", "-c", "100000", *SEED, input=orjson.dumps(msgs))
+    result = cli("prune", "-", "-", "-c", "100000", *SEED, input=orjson.dumps(msgs))
     assert result.exit_code == 0
     assert orjson.loads(result.stdout) == msgs
 
 
-def test_unwritable_output_leaves_no_file(tmp_path: Path) -> None:
+def test_unwritable_output_leaves_no_file(tmp_path: Path, cli: Cli) -> None:
     if os.geteuid() == 0:
         pytest.skip("root ignores folder permissions")
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    result = invoke("prune", "-", str(folder / "out.json"), input=orjson.dumps([user()]))
+    result = cli("prune", "-", str(folder / "out.json"), input=orjson.dumps([user()]))
     assert result.exit_code == 1 and "cannot write" in result.stderr
     assert list(folder.iterdir()) == []
 
 
-def test_output_to_a_missing_folder(tmp_path: Path) -> None:
-    result = invoke("prune", "-", str(tmp_path / "no" / "out.json"), input=orjson.dumps([user()]))
+def test_output_to_a_missing_folder(tmp_path: Path, cli: Cli) -> None:
+    result = cli("prune", "-", str(tmp_path / "no" / "out.json"), input=orjson.dumps([user()]))
     assert result.exit_code == 1 and "cannot write" in result.stderr
 
 
@@ -244,8 +229,8 @@ def test_output_to_a_missing_folder(tmp_path: Path) -> None:
         ["frobnicate"],
     ],
 )
-def test_usage_errors_exit_2_with_one_line(args: list[str]) -> None:
-    proc = ctxwin_process(*args, stdin=b"[]")
+def test_usage_errors_exit_2_with_one_line(args: list[str], cli: Cli) -> None:
+    proc = cli.process(*args, stdin=b"[]")
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == b""
     lines = proc.stderr.decode().strip().splitlines()
@@ -271,8 +256,8 @@ def test_stdin_terminal_is_a_usage_error_not_a_hang() -> None:
     assert b"no input" in proc.stderr
 
 
-def test_help_documents_exit_codes() -> None:
-    proc = ctxwin_process("--help")
+def test_help_documents_exit_codes(cli: Cli) -> None:
+    proc = cli.process("--help")
     assert proc.returncode == 0
     text = proc.stdout.decode()
     for fragment in ("Exit codes", "context truncated", "estimate", "prune", "models"):
@@ -282,26 +267,26 @@ def test_help_documents_exit_codes() -> None:
 # exit 3 ---------------------------------------------------------------------------------
 
 
-def test_truncated_prune_writes_nothing(tmp_path: Path) -> None:
+def test_truncated_prune_writes_nothing(tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"old")
     rep = tmp_path / "rep.json"
     body = orjson.dumps(adr_transcript())
-    result = invoke("prune", "-", str(out), "-c", "1100", "--report", str(rep), *SEED, input=body)
+    result = cli("prune", "-", str(out), "-c", "1100", "--report", str(rep), *SEED, input=body)
     assert result.exit_code == 3, result.stderr
     assert out.read_bytes() == b"old"
     assert "context truncated" in result.stderr
     assert orjson.loads(rep.read_bytes())["overflow_at_floor"] is True
 
 
-def test_truncated_prune_to_stdout_prints_nothing() -> None:
-    result = invoke("prune", "-c", "1100", *SEED, input=orjson.dumps(adr_transcript()))
+def test_truncated_prune_to_stdout_prints_nothing(cli: Cli) -> None:
+    result = cli("prune", "-c", "1100", *SEED, input=orjson.dumps(adr_transcript()))
     assert result.exit_code == 3
     assert result.stdout == ""
 
 
-def test_truncated_estimate_exits_3_with_report() -> None:
-    result = invoke("estimate", "--json", "-c", "1100", *SEED, input=orjson.dumps(adr_transcript()))
+def test_truncated_estimate_exits_3_with_report(cli: Cli) -> None:
+    result = cli("estimate", "--json", "-c", "1100", *SEED, input=orjson.dumps(adr_transcript()))
     assert result.exit_code == 3
     report = orjson.loads(result.stdout)
     assert report["overflow_at_floor"] is True
@@ -311,42 +296,42 @@ def test_truncated_estimate_exits_3_with_report() -> None:
 # atomic writes ----------------------------------------------------------------------------
 
 
-def test_out_replaced_atomically_and_mode_kept(tmp_path: Path, run_file: Path) -> None:
+def test_out_replaced_atomically_and_mode_kept(tmp_path: Path, run_file: Path, cli: Cli) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"old")
     out.chmod(0o640)
-    result = invoke("prune", str(run_file), str(out), "-c", "4000", *SEED)
+    result = cli("prune", str(run_file), str(out), "-c", "4000", *SEED)
     assert result.exit_code == 0, result.stderr
     assert orjson.loads(out.read_bytes())["messages"][2]["tool_calls"][0]["id"] == "call_2"
     assert stat.S_IMODE(out.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "run.json"]
 
 
-def test_out_equal_to_in(tmp_path: Path, run_file: Path) -> None:
-    result = invoke("prune", str(run_file), str(run_file), "-c", "4000", *SEED)
+def test_out_equal_to_in(tmp_path: Path, run_file: Path, cli: Cli) -> None:
+    result = cli("prune", str(run_file), str(run_file), "-c", "4000", *SEED)
     assert result.exit_code == 0, result.stderr
     assert len(orjson.loads(run_file.read_bytes())["messages"]) == 6
 
 
-def test_input_never_modified(tmp_path: Path, run_file: Path) -> None:
+def test_input_never_modified(tmp_path: Path, run_file: Path, cli: Cli) -> None:
     before = run_file.read_bytes()
-    invoke("prune", str(run_file), str(tmp_path / "o.json"), "-c", "4000", *SEED)
+    cli("prune", str(run_file), str(tmp_path / "o.json"), "-c", "4000", *SEED)
     assert run_file.read_bytes() == before
 
 
-def test_special_file_out_is_written_in_place() -> None:
-    result = invoke(
+def test_special_file_out_is_written_in_place(cli: Cli) -> None:
+    result = cli(
         "prune", "-", "/dev/null", "-c", "4000", *SEED, input=orjson.dumps(adr_transcript())
     )
     assert result.exit_code == 0
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
-def test_fifo_out_is_written_in_place(tmp_path: Path) -> None:
+def test_fifo_out_is_written_in_place(tmp_path: Path, cli: Cli) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     proc = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
-    result = invoke(
+    result = cli(
         "prune", "-", str(fifo), "-c", "4000", *SEED, input=orjson.dumps([system(), user()])
     )
     data, _ = proc.communicate(timeout=30)
@@ -355,10 +340,10 @@ def test_fifo_out_is_written_in_place(tmp_path: Path) -> None:
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
-def test_full_disk_exits_1_without_traceback() -> None:
+def test_full_disk_exits_1_without_traceback(cli: Cli) -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
-    proc = ctxwin_process(
+    proc = cli.process(
         "prune", "-", "/dev/full", "-c", "4000", *SEED, stdin=orjson.dumps(adr_transcript())
     )
     assert proc.returncode == 1
@@ -366,7 +351,7 @@ def test_full_disk_exits_1_without_traceback() -> None:
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
-def test_parallel_calls_round_trip() -> None:
+def test_parallel_calls_round_trip(cli: Cli) -> None:
     msgs = [
         system(),
         user(),
@@ -376,6 +361,6 @@ def test_parallel_calls_round_trip() -> None:
         assistant("c"),
         tool("c"),
     ]
-    result = invoke("prune", "-c", "3500", *SEED, input=orjson.dumps(msgs))
+    result = cli("prune", "-c", "3500", *SEED, input=orjson.dumps(msgs))
     assert result.exit_code == 0, result.stderr
     assert orjson.loads(result.stdout) == msgs[:2] + msgs[5:]

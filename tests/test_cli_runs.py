@@ -7,21 +7,15 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
 from ctxwin.checking import check_exit_code, check_paths, chunks, find_files
-from ctxwin.cli.app import app
 from ctxwin.settings import Settings
 from tests.builders import adr_transcript, assistant, system, tool, user
+from tests.conftest import Cli
 
-runner = CliRunner()
 SEED = ("--estimator", "seed")
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is absent")
-
-
-def invoke(*args: str) -> Any:
-    return runner.invoke(app, list(args))
 
 
 def write(path: Path, value: Any) -> Path:
@@ -51,37 +45,37 @@ SMALL = ("--context-length", "8000", "--max-tokens", "500", *SEED)
 # check --------------------------------------------------------------------------------
 
 
-def test_check_all_fit_exits_0(tmp_path: Path) -> None:
+def test_check_all_fit_exits_0(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path / "a.json", fitting())
     write(tmp_path / "sub" / "b.json", fitting())
-    result = invoke("check", str(tmp_path), *SMALL, "-j", "1")
+    result = cli("check", str(tmp_path), *SMALL, "-j", "1")
     assert result.exit_code == 0, result.output
     assert "fits" in result.stdout
 
 
-def test_check_needs_pruning_exits_4(tmp_path: Path) -> None:
+def test_check_needs_pruning_exits_4(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path / "a.json", fitting())
     write(tmp_path / "b.json", needs_pruning())
-    result = invoke("check", str(tmp_path), *SMALL, "-j", "1")
+    result = cli("check", str(tmp_path), *SMALL, "-j", "1")
     assert result.exit_code == 4, result.output
 
 
-def test_check_truncated_exits_3_and_fail_on_chooses(tmp_path: Path) -> None:
+def test_check_truncated_exits_3_and_fail_on_chooses(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path / "b.json", needs_pruning())
     write(tmp_path / "c.json", truncating())
-    assert invoke("check", str(tmp_path), *SMALL, "-j", "1").exit_code == 3
-    result = invoke("check", str(tmp_path), *SMALL, "--fail-on", "never", "-j", "1")
+    assert cli("check", str(tmp_path), *SMALL, "-j", "1").exit_code == 3
+    result = cli("check", str(tmp_path), *SMALL, "--fail-on", "never", "-j", "1")
     assert result.exit_code == 0
     (tmp_path / "c.json").unlink()
-    result = invoke("check", str(tmp_path), *SMALL, "--fail-on", "truncated", "-j", "1")
+    result = cli("check", str(tmp_path), *SMALL, "--fail-on", "truncated", "-j", "1")
     assert result.exit_code == 0
 
 
-def test_check_invalid_exits_1_with_a_row_not_a_traceback(tmp_path: Path) -> None:
+def test_check_invalid_exits_1_with_a_row_not_a_traceback(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path / "a.json", fitting())
     (tmp_path / "broken.json").write_bytes(b'{"messages": [')
     write(tmp_path / "weird.json", {"messages": [{"role": "wizard", "content": "x"}]})
-    result = invoke("check", str(tmp_path), *SMALL, "--jsonl", "-j", "1")
+    result = cli("check", str(tmp_path), *SMALL, "--jsonl", "-j", "1")
     assert result.exit_code == 1
     assert "Traceback" not in result.output
     rows = [orjson.loads(line) for line in result.stdout.splitlines()]
@@ -103,13 +97,13 @@ def test_check_exit_code_table() -> None:
     assert check_exit_code({**counts, "invalid": 1, "truncated": 1}, "never") == 1
 
 
-def test_check_json_summary_and_rows(tmp_path: Path) -> None:
+def test_check_json_summary_and_rows(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path / "a.json", fitting())
     write(tmp_path / "b.json", needs_pruning())
     lines = b"".join(orjson.dumps(b) + b"\n" for b in (fitting(), truncating(), fitting()))
     (tmp_path / "runs.jsonl").write_bytes(lines)
     (tmp_path / "notes.txt").write_text("skipped in a folder walk")
-    result = invoke("check", str(tmp_path), *SMALL, "--json", "-j", "1")
+    result = cli("check", str(tmp_path), *SMALL, "--json", "-j", "1")
     assert result.exit_code == 3
     out = orjson.loads(result.stdout)
     summary = out["summary"]
@@ -124,32 +118,32 @@ def test_check_json_summary_and_rows(tmp_path: Path) -> None:
     ]
 
 
-def test_check_globs_and_missing_paths(tmp_path: Path) -> None:
+def test_check_globs_and_missing_paths(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path / "a.json", fitting())
     write(tmp_path / "b.json", fitting())
     found = find_files([str(tmp_path / "*.json"), str(tmp_path / "nope.json")])
     assert [Path(p).name for p in found.files] == ["a.json", "b.json"]
     assert found.missing == [str(tmp_path / "nope.json")]
-    result = invoke("check", str(tmp_path / "nothing-*.json"), "--jsonl", *SEED)
+    result = cli("check", str(tmp_path / "nothing-*.json"), "--jsonl", *SEED)
     assert result.exit_code == 1
     [row] = [orjson.loads(line) for line in result.stdout.splitlines()]
     assert row["status"] == "invalid" and "no such file" in row["error"]
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert invoke("check", str(empty), *SEED).exit_code == 1
+    assert cli("check", str(empty), *SEED).exit_code == 1
 
 
-def test_check_reads_stdin() -> None:
+def test_check_reads_stdin(cli: Cli) -> None:
     data = orjson.dumps(truncating()) + b"\n" + orjson.dumps(fitting()) + b"\n"
-    result = runner.invoke(app, ["check", "-", *SMALL, "--jsonl"], input=data)
+    result = cli("check", "-", *SMALL, "--jsonl", input=data)
     assert result.exit_code == 3, result.output
     rows = [orjson.loads(line) for line in result.stdout.splitlines()]
     assert [(r["path"], r["status"]) for r in rows] == [("-", "truncated"), ("-", "fits")]
 
 
-def test_check_json_and_jsonl_are_exclusive(tmp_path: Path) -> None:
+def test_check_json_and_jsonl_are_exclusive(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path / "a.json", fitting())
-    assert invoke("check", str(tmp_path), "--json", "--jsonl").exit_code == 2
+    assert cli("check", str(tmp_path), "--json", "--jsonl").exit_code == 2
 
 
 def test_parallel_rows_equal_serial_rows(tmp_path: Path) -> None:
@@ -179,19 +173,19 @@ def test_chunks_cover_every_file_once(tmp_path: Path) -> None:
 # replay -------------------------------------------------------------------------------
 
 
-def test_replay_json_rows_and_exit_3_when_a_call_truncates(tmp_path: Path) -> None:
+def test_replay_json_rows_and_exit_3_when_a_call_truncates(tmp_path: Path, cli: Cli) -> None:
     messages = [*truncating()["messages"], assistant(content="done")]
     path = write(tmp_path / "run.json", {"model": "gpt-4o", "messages": messages})
-    result = invoke("replay", str(path), *SMALL, "--json")
+    result = cli("replay", str(path), *SMALL, "--json")
     assert result.exit_code == 3, result.output
     [run] = orjson.loads(result.stdout)["runs"]
     assert [r["call"] for r in run["rows"]] == [1, 2, 3, 4, 5]
     assert run["first_truncated"] == 5
     assert "would stop at call 5" in result.stderr
-    assert invoke("replay", str(path), *SEED).exit_code == 0  # gpt-4o's own window
+    assert cli("replay", str(path), *SEED).exit_code == 0  # gpt-4o's own window
 
 
-def test_replay_a_proxy_log_is_one_run_that_learns(tmp_path: Path) -> None:
+def test_replay_a_proxy_log_is_one_run_that_learns(tmp_path: Path, cli: Cli) -> None:
     messages = [system(), user("u" * 300)]
     lines = []
     for i in range(3):
@@ -200,7 +194,7 @@ def test_replay_a_proxy_log_is_one_run_that_learns(tmp_path: Path) -> None:
         messages += [assistant(f"c{i}"), tool(f"c{i}", "r" * 200)]
     log = tmp_path / "proxy.jsonl"
     log.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in lines))
-    result = invoke("replay", str(log), *SEED, "--json")
+    result = cli("replay", str(log), *SEED, "--json")
     assert result.exit_code == 0, result.output
     [run] = orjson.loads(result.stdout)["runs"]
     rows = run["rows"]
@@ -211,32 +205,32 @@ def test_replay_a_proxy_log_is_one_run_that_learns(tmp_path: Path) -> None:
     # Per-call log files given together are one run too, in the order given.
     for i, line in enumerate(lines):
         write(tmp_path / "calls" / f"{i}.json", line)
-    result = invoke("replay", str(tmp_path / "calls"), *SEED, "--json")
+    result = cli("replay", str(tmp_path / "calls"), *SEED, "--json")
     [joined] = orjson.loads(result.stdout)["runs"]
     assert [r["reported_tokens"] for r in joined["rows"]] == [200, 400, 600]
     assert [r["calibration"] for r in joined["rows"]] == [r["calibration"] for r in rows]
 
 
-def test_replay_table_for_people(tmp_path: Path) -> None:
+def test_replay_table_for_people(tmp_path: Path, cli: Cli) -> None:
     messages = [*needs_pruning()["messages"], assistant(content="done")]
     path = write(tmp_path / "run.json", {"messages": messages})
-    result = invoke("replay", str(path), *SMALL)
+    result = cli("replay", str(path), *SMALL)
     assert result.exit_code == 0, result.output
     assert "first pruned at call" in result.stdout
     assert "█" not in result.stdout  # no chart when stdout is not a terminal
 
 
-def test_replay_errors_are_one_line(tmp_path: Path) -> None:
-    assert invoke("replay", str(tmp_path / "missing.json")).exit_code == 1
+def test_replay_errors_are_one_line(tmp_path: Path, cli: Cli) -> None:
+    assert cli("replay", str(tmp_path / "missing.json")).exit_code == 1
     path = write(tmp_path / "run.json", {"messages": [system(), user()]})
-    result = invoke("replay", str(path), *SEED)
+    result = cli("replay", str(path), *SEED)
     assert result.exit_code == 1 and "no provider calls" in result.stderr
-    result = invoke("replay", str(path), "--run", "nothing-like-this")
+    result = cli("replay", str(path), "--run", "nothing-like-this")
     assert result.exit_code == 1
     mixed = tmp_path / "mixed.jsonl"
     good = {"messages": [*adr_transcript(), assistant(content="done")]}
     mixed.write_bytes(orjson.dumps(good) + b"\n{broken\n")
-    result = invoke("replay", str(mixed), *SEED, "--json")
+    result = cli("replay", str(mixed), *SEED, "--json")
     assert result.exit_code == 0, result.output
     assert [r["run"] for r in orjson.loads(result.stdout)["runs"]] == ["line 1"]
     assert "skipped line 2" in result.stderr
@@ -264,12 +258,12 @@ def test_chart_renders_bars_and_the_budget_line() -> None:
 # calibrate ----------------------------------------------------------------------------
 
 
-def test_calibrate_reports_the_safe_factor_and_waste(tmp_path: Path) -> None:
+def test_calibrate_reports_the_safe_factor_and_waste(tmp_path: Path, cli: Cli) -> None:
     req = {"model": "gpt-4o", "messages": [system("s" * 700), user("u" * 700)]}
     lines = [{"request": req, "response": {"usage": {"prompt_tokens": n}}} for n in (300, 450, 600)]
     log = tmp_path / "calls.jsonl"
     log.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in lines))
-    result = invoke("calibrate", str(log), "--json", *SEED)
+    result = cli("calibrate", str(log), "--json", *SEED)
     assert result.exit_code == 0, result.output
     out = orjson.loads(result.stdout)
     rows = out["rows"]
@@ -284,14 +278,14 @@ def test_calibrate_reports_the_safe_factor_and_waste(tmp_path: Path) -> None:
     )
     assert summary["waste_tokens"] >= 0
     assert list(out["by_model"]) == ["gpt-4o"]
-    people = invoke("calibrate", str(log), *SEED)
+    people = cli("calibrate", str(log), *SEED)
     assert people.exit_code == 0, people.output
     assert "safe calibration" in people.stdout and "gpt-4o" in people.stdout
 
 
-def test_calibrate_without_usage_exits_1(tmp_path: Path) -> None:
+def test_calibrate_without_usage_exits_1(tmp_path: Path, cli: Cli) -> None:
     path = write(tmp_path / "run.json", fitting())
-    result = invoke("calibrate", str(path), *SEED)
+    result = cli("calibrate", str(path), *SEED)
     assert result.exit_code == 1 and "no recorded calls" in result.stderr
 
 
@@ -300,8 +294,8 @@ def test_calibrate_without_usage_exits_1(tmp_path: Path) -> None:
 
 @corpus
 @pytest.mark.corpus
-def test_check_the_corpus_processes_every_file() -> None:
-    result = invoke("check", str(CORPUS), "--json", *SEED)
+def test_check_the_corpus_processes_every_file(cli: Cli) -> None:
+    result = cli("check", str(CORPUS), "--json", *SEED)
     out = orjson.loads(result.stdout)
     summary = out["summary"]
     listed = [p for p in CORPUS.rglob("*") if p.is_file()]
@@ -315,9 +309,9 @@ def test_check_the_corpus_processes_every_file() -> None:
 
 @corpus
 @pytest.mark.corpus
-def test_replay_openhands_on_a_16k_window() -> None:
+def test_replay_openhands_on_a_16k_window(cli: Cli) -> None:
     path = CORPUS / "openhands" / "multi_swe_bench_output.jsonl"
-    result = invoke("replay", str(path), "--context-length", "16000", "--json", *SEED)
+    result = cli("replay", str(path), "--context-length", "16000", "--json", *SEED)
     assert result.exit_code == 3
     runs = orjson.loads(result.stdout)["runs"]
     assert sum(len(r["rows"]) for r in runs) == 105

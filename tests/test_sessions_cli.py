@@ -3,30 +3,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ctxwin.cli.app import app
+from tests.conftest import Cli
 from tests.test_sessions import AGENT_TOOLS, cc_line, corpus, jsonl, tool_result, tool_use
-
-runner = CliRunner()
-
-
-def invoke(*args: str) -> Any:
-    return runner.invoke(app, list(args))
-
-
-def fast(*args: str) -> subprocess.CompletedProcess[bytes]:
-    """The console entry point (estimate and prune take the path without Typer)."""
-    return subprocess.run(
-        [sys.executable, "-m", "ctxwin", *args], capture_output=True, timeout=60, check=False
-    )
 
 
 def session_lines() -> list[dict[str, Any]]:
@@ -47,10 +31,10 @@ def session(tmp_path: Path) -> Path:
     return path
 
 
-def test_estimate_a_session_counts_the_overhead_its_usage_proves(session: Path) -> None:
-    for result in (fast("estimate", str(session), "--json"), None):
+def test_estimate_a_session_counts_the_overhead_its_usage_proves(session: Path, cli: Cli) -> None:
+    for result in (cli.process("estimate", str(session), "--json"), None):
         if result is None:
-            out = invoke("estimate", str(session), "--json")
+            out = cli("estimate", str(session), "--json")
             assert out.exit_code == 0, out.output
             report = orjson.loads(out.stdout)
         else:
@@ -64,9 +48,9 @@ def test_estimate_a_session_counts_the_overhead_its_usage_proves(session: Path) 
         assert report["estimated_tokens"] > 21050
 
 
-def test_prune_writes_the_next_request_as_a_body(session: Path, tmp_path: Path) -> None:
+def test_prune_writes_the_next_request_as_a_body(session: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "next.json"
-    result = fast("prune", str(session), str(out))
+    result = cli.process("prune", str(session), str(out))
     assert result.returncode == 0, result.stderr
     body = orjson.loads(out.read_bytes())
     assert set(body) == {"model", "messages"}
@@ -79,7 +63,7 @@ def test_prune_writes_the_next_request_as_a_body(session: Path, tmp_path: Path) 
     ]
 
 
-def test_prune_a_session_over_its_window_drops_old_turns(tmp_path: Path) -> None:
+def test_prune_a_session_over_its_window_drops_old_turns(tmp_path: Path, cli: Cli) -> None:
     lines = [cc_line("user", "u0", None, "start")]
     parent = "u0"
     for k in range(8):
@@ -91,50 +75,48 @@ def test_prune_a_session_over_its_window_drops_old_turns(tmp_path: Path) -> None
     path = tmp_path / "big.jsonl"
     path.write_bytes(jsonl(*lines))
     out = tmp_path / "next.json"
-    result = invoke(
-        "prune", str(path), str(out), "--context-length", "40000", "--max-tokens", "1000"
-    )
+    result = cli("prune", str(path), str(out), "--context-length", "40000", "--max-tokens", "1000")
     assert result.exit_code == 0, result.output
     body = orjson.loads(out.read_bytes())
     assert 1 < len(body["messages"]) < 17
 
 
-def test_cut_off_session_warns_and_reads_the_complete_lines(session: Path) -> None:
+def test_cut_off_session_warns_and_reads_the_complete_lines(session: Path, cli: Cli) -> None:
     data = session.read_bytes() + b'{"type": "assistant", "uuid": "a3", "mess'
     session.write_bytes(data)
-    result = fast("estimate", str(session), "--json")
+    result = cli.process("estimate", str(session), "--json")
     assert result.returncode == 0, result.stderr
     assert b"line 7 is cut off" in result.stderr
     assert orjson.loads(result.stdout)["messages_in"] == 5
 
 
-def test_empty_session_exits_1_with_one_line(tmp_path: Path) -> None:
+def test_empty_session_exits_1_with_one_line(tmp_path: Path, cli: Cli) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")
-    result = fast("estimate", str(path), "--run-format", "claude-code")
+    result = cli.process("estimate", str(path), "--run-format", "claude-code")
     assert result.returncode == 1
     assert result.stderr.count(b"\n") == 1 and b"empty" in result.stderr
     assert b"Traceback" not in result.stderr
 
 
-def test_run_format_unknown_is_a_usage_error(session: Path) -> None:
-    result = invoke("estimate", str(session), "--run-format", "nope")
+def test_run_format_unknown_is_a_usage_error(session: Path, cli: Cli) -> None:
+    result = cli("estimate", str(session), "--run-format", "nope")
     assert result.exit_code == 2
     assert "--run-format: unknown run format 'nope'" in result.output
-    assert invoke("check", str(session), "--run-format", "nope").exit_code == 2
+    assert cli("check", str(session), "--run-format", "nope").exit_code == 2
 
 
-def test_run_format_forces_a_reader(session: Path) -> None:
-    result = invoke("estimate", str(session), "--run-format", "codex")
+def test_run_format_forces_a_reader(session: Path, cli: Cli) -> None:
+    result = cli("estimate", str(session), "--run-format", "codex")
     assert result.exit_code == 1
-    ok = invoke("replay", str(session), "--run-format", "claude-code", "--json")
+    ok = cli("replay", str(session), "--run-format", "claude-code", "--json")
     assert ok.exit_code == 0, ok.output
     [rep] = orjson.loads(ok.stdout)["runs"]
     assert rep["shape"] == "claude-code" and rep["calls"] == 2
 
 
-def test_replay_reports_peak_overhead_and_next_request(session: Path) -> None:
-    result = invoke("replay", str(session), "--json")
+def test_replay_reports_peak_overhead_and_next_request(session: Path, cli: Cli) -> None:
+    result = cli("replay", str(session), "--json")
     assert result.exit_code == 0, result.output
     [rep] = orjson.loads(result.stdout)["runs"]
     assert rep["learn_overhead"] is True
@@ -149,8 +131,8 @@ def test_replay_reports_peak_overhead_and_next_request(session: Path) -> None:
 
 @corpus
 @pytest.mark.corpus
-def test_check_reads_every_agent_tools_sample() -> None:
-    result = invoke("check", str(AGENT_TOOLS), "--jsonl", "-j", "1", "--fail-on", "never")
+def test_check_reads_every_agent_tools_sample(cli: Cli) -> None:
+    result = cli("check", str(AGENT_TOOLS), "--jsonl", "-j", "1", "--fail-on", "never")
     assert result.exit_code == 0, result.output
     rows = [orjson.loads(line) for line in result.stdout.splitlines()]
     assert len(rows) == 21
@@ -162,9 +144,9 @@ def test_check_reads_every_agent_tools_sample() -> None:
 
 @corpus
 @pytest.mark.corpus
-def test_calibrate_fits_overhead_and_factor_per_run() -> None:
+def test_calibrate_fits_overhead_and_factor_per_run(cli: Cli) -> None:
     path = AGENT_TOOLS / "claude-code" / "drmaciver-coverage-test-fix.jsonl"
-    result = invoke("calibrate", str(path), "--json")
+    result = cli("calibrate", str(path), "--json")
     assert result.exit_code == 0, result.output
     [fit] = orjson.loads(result.stdout)["by_run"]
     assert (fit["run"], fit["calls"]) == ("main", 14)
