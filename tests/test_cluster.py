@@ -23,8 +23,9 @@ import pytest
 from ctxwin.checking import Checked, check_bytes, check_files
 from ctxwin.errors import CtxwinError, ExitCode, UsageError
 from ctxwin.settings import Settings
+from tests.conftest import Cli
 from tests.dask_cluster import LocalDaskCluster, local_cluster
-from tests.test_cli_runs import CORPUS, corpus, fitting, invoke, needs_pruning, truncating, write
+from tests.test_cli_runs import CORPUS, corpus, fitting, needs_pruning, truncating, write
 
 pytest.importorskip("distributed")
 
@@ -101,6 +102,7 @@ def test_scheduler_file_and_client_are_accepted(
 @pytest.mark.corpus
 def test_corpus_same_verdicts_and_exit_code_on_the_cluster(
     cluster: tuple[LocalDaskCluster, Any],
+    cli: Cli,
 ) -> None:
     running, _ = cluster
     local_lib = check_files([str(CORPUS)], estimator="seed")
@@ -111,8 +113,8 @@ def test_corpus_same_verdicts_and_exit_code_on_the_cluster(
     assert len(local_lib.found.files) > 20
     assert len(local_lib.rows) >= len(local_lib.found.files)
     for flags in ((), ("--fail-on", "truncated"), ("--context-length", "16000")):
-        local = invoke("check", str(CORPUS), "--json", "--estimator", "seed", *flags)
-        remote = invoke(
+        local = cli("check", str(CORPUS), "--json", "--estimator", "seed", *flags)
+        remote = cli(
             "check",
             str(CORPUS),
             "--json",
@@ -130,28 +132,28 @@ def test_corpus_same_verdicts_and_exit_code_on_the_cluster(
 
 
 def test_check_command_engine_flags(
-    cluster: tuple[LocalDaskCluster, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: tuple[LocalDaskCluster, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
 ) -> None:
     running, _ = cluster
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     paths = mixed_files(tmp_path)
-    local = invoke("check", *paths, "--jsonl", "--estimator", "seed", "-j", "1")
-    remote = invoke(
+    local = cli("check", *paths, "--jsonl", "--estimator", "seed", "-j", "1")
+    remote = cli(
         "check", *paths, "--jsonl", "--estimator", "seed", "--engine", "dask",
         "--scheduler", str(running.scheduler_file),
     )  # fmt: skip
     assert (remote.exit_code, remote.stdout) == (local.exit_code, local.stdout)
     assert local.exit_code == ExitCode.BAD_INPUT
     assert "--jobs" not in remote.stderr
-    with_jobs = invoke(
+    with_jobs = cli(
         "check", *paths, "--jsonl", "--estimator", "seed", "--engine", "dask", "-j", "3",
         "--scheduler", running.address,
     )  # fmt: skip
     assert with_jobs.stdout == local.stdout
     assert "warning: --jobs is for --engine local" in with_jobs.stderr
-    lonely = invoke("check", *paths, "--scheduler", running.address)
+    lonely = cli("check", *paths, "--scheduler", running.address)
     assert lonely.exit_code == 2 and "--scheduler needs --engine dask" in lonely.stderr
-    nowhere = invoke("check", *paths, "--engine", "dask")
+    nowhere = cli("check", *paths, "--engine", "dask")
     assert nowhere.exit_code == 2 and "needs --scheduler" in nowhere.stderr
     assert "Traceback" not in lonely.stderr + nowhere.stderr
 
