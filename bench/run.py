@@ -485,35 +485,30 @@ def compile_package(python: str) -> None:
     subprocess.run([python, "-m", "compileall", "-q", where], check=True)
 
 
-def startup_check(ctxwin: list[str], python: str, reps: int, seed: int) -> dict[str, list[float]]:
-    """``ctxwin estimate`` on a 10-message file vs ``python -c 'import orjson'``."""
+def startup_check(
+    ctxwin: list[str], python: str, reps: int, seed: int, baseline: list[str] | None = None
+) -> dict[str, list[float]]:
+    """``ctxwin estimate`` on a 10-message file vs ``python -c 'import orjson'``.
+
+    With ``baseline`` (another ctxwin command, e.g. an older checkout), its rows are
+    timed in the same rounds, so a before/after comparison shares the machine's load.
+    """
     tiny = dataset(10, seed)
     tmp = DATA / "out"
     tmp.mkdir(parents=True, exist_ok=True)
-    cmds = {
-        "ctxwin estimate (10 messages) --json": [
-            *ctxwin,
-            "estimate",
-            str(tiny),
-            "--context-length",
-            str(STARTUP_CONTEXT),
-            "--json",
-        ],
-        "ctxwin estimate (10 messages), summary": [
-            *ctxwin,
-            "estimate",
-            str(tiny),
-            "--context-length",
-            str(STARTUP_CONTEXT),
-        ],
-        "python -c 'import orjson'": [python, "-c", "import orjson"],
-    }
+    flags = ["estimate", str(tiny), "--context-length", str(STARTUP_CONTEXT)]
+    cmds: dict[str, list[str]] = {}
+    for label, cmd in [("", ctxwin), (" (baseline)", baseline)]:
+        if cmd is not None:
+            cmds[f"ctxwin estimate (10 messages) --json{label}"] = [*cmd, *flags, "--json"]
+            cmds[f"ctxwin estimate (10 messages), summary{label}"] = [*cmd, *flags]
+    cmds["python -c 'import orjson'"] = [python, "-c", "import orjson"]
     times: dict[str, list[float]] = {k: [] for k in cmds}
     for argv in cmds.values():  # warm-up (bytecode caches)
         measure(argv, tmp / "startup.out", tmp / "startup.err", timeout=120)
     for rep in range(reps):
         order = list(cmds.items())
-        for name, argv in order[rep % 2 :] + order[: rep % 2]:
+        for name, argv in order[rep % len(order) :] + order[: rep % len(order)]:
             s = measure(argv, tmp / "startup.out", tmp / "startup.err", timeout=120)
             if s.rc != 0:
                 sys.exit(f"{name} failed: {(tmp / 'startup.err').read_text()[-2000:]}")
@@ -640,6 +635,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--startup-reps", type=int, default=21, help="start-up check reps (>=10)")
     ap.add_argument("--ctxwin", help="ctxwin command (default: .venv/bin/ctxwin, else PATH)")
+    ap.add_argument(
+        "--baseline",
+        help="another ctxwin command whose start-up is timed in the same rounds (before/after)",
+    )
     ap.add_argument("--python", help="interpreter for the floor (default: ctxwin's)")
     ap.add_argument("--skip-peers", action="store_true", help="don't run langchain/litellm")
     ap.add_argument("--seed", type=int, default=1)
@@ -750,7 +749,8 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     log("start-up check")
-    startup = startup_check(ctxwin, python, args.startup_reps, args.seed)
+    baseline = shlex.split(args.baseline) if args.baseline else None
+    startup = startup_check(ctxwin, python, args.startup_reps, args.seed, baseline)
     history: dict[str, tuple[int, float, float]] = {}
     results: list[SizeResult] = []
     text = render(results, startup, meta, args)

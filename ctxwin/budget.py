@@ -14,12 +14,13 @@ spec file, then the built-in model table (``ctxwin/data/models.json``).
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal
+
+import orjson
 
 from ctxwin.errors import SpecError
 
@@ -93,8 +94,9 @@ class Budget:
 @cache
 def model_table() -> tuple[ModelRow, ...]:
     """The built-in model table, in file order."""
-    text = (Path(__file__).parent / "data" / "models.json").read_text("utf-8")
-    rows = json.loads(text)["models"]
+    # orjson and os.path: json and pathlib would add to every command's start-up
+    with open(os.path.join(os.path.dirname(__file__), "data", "models.json"), "rb") as f:
+        rows = orjson.loads(f.read())["models"]
     return tuple(
         ModelRow(
             name=r["name"],

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwin.estimate import (
     AUTO_TOKENIZER,
@@ -28,7 +28,9 @@ from ctxwin.estimate import (
     get_estimator,
 )
 from ctxwin.formats import AUTO
-from ctxwin.strategy import Strategy
+
+if TYPE_CHECKING:
+    from ctxwin.strategy import Strategy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
