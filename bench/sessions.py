@@ -5,8 +5,10 @@
 Replays every sample the way ``ctxwin replay`` does (agent-tool sessions learn
 the overhead their logs never record) and prints, per run, the calls with
 usage after the run's first, how many predictions were under the reported
-count, and the median prediction ÷ reported; then the totals with and without
-the two Codex rollouts whose text the publisher replaced by placeholders.
+count, and the median prediction ÷ reported; then every prediction under its
+reported count (by how much, against the safety margin of that call's budget,
+and whether the next call is under too); then the totals with and without the
+two Codex rollouts whose text the publisher replaced by placeholders.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
+from ctxwin.budget import SAFETY_PERCENT
 from ctxwin.runs import read_runs
 from ctxwin.settings import Settings
 from ctxwin.simulate import replay_run
@@ -27,9 +31,11 @@ def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/corpus/agent_tools")
     every: list[tuple[float, bool]] = []
     plain: list[tuple[float, bool]] = []
+    misses: list[tuple[str, str, dict[str, Any], bool]] = []
     print("| sample | run | calls after the first report | under | median pred ÷ reported |")
     print("|---|---|---:|---:|---:|")
     for path in sorted(root.rglob("*.json*")):
+        name = f"{path.parent.name}/{path.name[:48]}"
         for run in read_runs(path.read_bytes()):
             rows = [r for r in replay_run(run, Settings())["rows"] if r.get("reported_tokens")]
             pairs = [
@@ -39,10 +45,23 @@ def main() -> None:
             every += pairs
             if REDACTED not in path.name:
                 plain += pairs
+            for i, row in enumerate(rows[1:], 1):
+                if row["under_estimate"]:
+                    again = i + 1 < len(rows) and bool(rows[i + 1]["under_estimate"])
+                    misses.append((name, run.name, row, again))
             median = f"{statistics.median(p for p, _ in pairs):.3f}" if pairs else "—"
             under = sum(u for _, u in pairs)
-            name = f"{path.parent.name}/{path.name[:48]}"
             print(f"| {name} | {run.name[:24]} | {len(pairs)} | {under} | {median} |")
+    print("\n| sample | run | call | predicted | reported | short by | safety margin", end="")
+    print(" | next under |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for name, run_name, row, again in misses:
+        short = row["reported_tokens"] - row["estimated_tokens"]
+        safety = safety_margin(row["context_length"])
+        print(
+            f"| {name} | {run_name[:24]} | {row['call']} | {row['estimated_tokens']:,} "
+            f"| {row['reported_tokens']:,} | {short:,} | {safety:,} | {'yes' if again else 'no'} |"
+        )
     for label, pairs in (
         ("all samples", every),
         (f"without the redacted ({REDACTED}) rollouts", plain),
@@ -51,6 +70,11 @@ def main() -> None:
         median = statistics.median(p for p, _ in pairs)
         print(f"\n{label}: {len(pairs)} predictions after a run's first report,", end=" ")
         print(f"{under} under, median {median:.4f}")
+
+
+def safety_margin(context_length: int) -> int:
+    """The budget's safety margin for a window (``ceil(SAFETY_PERCENT % × window)``)."""
+    return -((-SAFETY_PERCENT * context_length) // 100)
 
 
 if __name__ == "__main__":
