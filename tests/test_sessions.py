@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxwin.budget import SAFETY_PERCENT
 from ctxwin.calibration import FRESH_FACTOR, OverheadLearner, prompt_tokens_from_usage
 from ctxwin.manager import ContextWindowManager
 from ctxwin.recorded import Run
@@ -150,6 +151,20 @@ def test_codex_rollout_without_token_counts() -> None:
     assert counts and set(counts) == {None}
     items = run.body["input"]
     assert sum(1 for i in items if i.get("type") == "function_call") == 38
+
+
+SWE_AGENT = AGENT_TOOLS.parent / "sweagent" / "demo_fc__marshmallow-1867.traj"
+
+
+@pytest.mark.skipif(not SWE_AGENT.is_file(), reason="../shared/corpus is absent")
+@pytest.mark.corpus
+def test_swe_agent_traj_sample() -> None:
+    # SWE-agent 1.x function-calling trajectory: history of 1 system, 1 user, 11 assistant
+    # and 11 tool messages; info.model_stats.api_calls is 11 and no per-call usage is kept.
+    [run] = read_runs(SWE_AGENT.read_bytes())
+    assert run.shape == "swe-agent" and run.error is None
+    assert len(run.body["messages"]) == 24
+    assert reported(run) == [None] * 11
 
 
 @corpus
@@ -542,8 +557,9 @@ def test_manager_learns_a_hidden_overhead_from_usage() -> None:
     assert manager.overhead >= hidden
 
 
-def _session_predictions(with_redacted: bool) -> list[tuple[int, int]]:
-    """(prediction, reported) of every call after a run's first report, on the samples.
+def _session_rows(with_redacted: bool) -> list[tuple[dict[str, Any], bool]]:
+    """Replay rows of every call after a run's first report, on the samples, each with
+    whether the run's next call with usage is under its reported count.
 
     The two localpush Codex rollouts had all their free text replaced by short
     placeholders by their publisher (the token counts are real): no estimate of
@@ -555,8 +571,14 @@ def _session_predictions(with_redacted: bool) -> list[tuple[int, int]]:
             continue
         for run in read_runs(path.read_bytes()):
             rows = [r for r in replay_run(run, Settings())["rows"] if r.get("reported_tokens")]
-            out += [(r["estimated_tokens"], r["reported_tokens"]) for r in rows[1:]]
+            nexts = [bool(r["under_estimate"]) for r in rows[2:]] + [False]
+            out += list(zip(rows[1:], nexts[: len(rows[1:])], strict=True))
     return out
+
+
+def _session_predictions(with_redacted: bool) -> list[tuple[int, int]]:
+    """(prediction, reported) of every call after a run's first report, on the samples."""
+    return [(r["estimated_tokens"], r["reported_tokens"]) for r, _ in _session_rows(with_redacted)]
 
 
 @corpus
@@ -569,10 +591,27 @@ def test_session_median_prediction_is_within_ten_percent_of_reported() -> None:
 
 @corpus
 @pytest.mark.corpus
+def test_session_predictions_under_reported_stay_within_the_safety_margin_once() -> None:
+    """A prediction can miss only what the session file never shows (reminders, hook
+    output and files Claude Code adds to a request without logging them): each miss is
+    smaller than the safety margin of its budget, and the next report counts what was
+    added, so the run's next call is not under again."""
+    rows = _session_rows(with_redacted=False)
+    assert len(rows) > 250
+    misses = [(r, again) for r, again in rows if r["under_estimate"]]
+    for row, again in misses:
+        safety = -((-SAFETY_PERCENT * row["context_length"]) // 100)
+        assert row["reported_tokens"] - row["estimated_tokens"] < safety, row
+        assert not again, row
+
+
+@corpus
+@pytest.mark.corpus
 @pytest.mark.xfail(
     strict=True,
     reason="issue 12 target missed: 4 of 279 predictions after a run's first call are under "
-    "(Claude thinking and tool-use increments the estimate under-counts; docs/sessions.md)",
+    "(by 6 to 695 tokens): content Claude Code sends without logging it, and paths its "
+    "publisher shortened; docs/sessions.md",
 )
 def test_no_prediction_after_a_runs_first_call_is_under_reported() -> None:
     pairs = _session_predictions(with_redacted=False)
