@@ -113,8 +113,12 @@ class OverheadLearner:
 
     On the agent-tool samples (``docs/sessions.md``) a fresh-content factor of
     3 leaves 4 of 279 predictions after a run's first call under the reported
-    count (13 of 311 with the two redacted Codex rollouts), median prediction ÷
-    reported 1.08.
+    count (17 of 311 with the two redacted Codex rollouts), median prediction ÷
+    reported 1.08. The 4 miss what the session files never show (content
+    Claude Code adds to a request without logging it, paths shortened by the
+    files' publisher), by 6 to 695 tokens: no factor on the logged content
+    bounds that; the budget's safety margin (3 % of the window) does, and the
+    next report counts it.
     """
 
     seed: float
