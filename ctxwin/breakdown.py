@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwin.estimate import calibrated
 from ctxwin.formats.base import RESULT, THINKING, Part
-from ctxwin.pruning import segment
+from ctxwin.pruning import segment, superseded_turns
 from ctxwin.strategy import (
     CLEAR_RESULTS,
     CLEAR_THINKING,
@@ -83,7 +83,10 @@ def explain(plan: Plan, largest: int = LARGEST) -> dict[str, Any]:
     results = [p for p in parts if p.kind == RESULT and p.index >= seg.head_end]
     cut = [p for p in results if p.text and p.tool not in strategy.exclude_tools]
     newest = seg.turn_starts[-1] if seg.turn_starts else len(items)
-    droppable = _sum([it.cost for it in items[seg.head_end : newest]], width)
+    above = [*items[seg.head_end : newest]]
+    if view.superseded is not None:  # dropped as one block before any turn
+        above += items[slice(*view.superseded)]
+    droppable = _sum([it.cost for it in above], width)
     head = items[: seg.head_end]
     found = clearable(t.body, view, t.adapter, est, cal, strategy)
     saved = {
@@ -91,7 +94,10 @@ def explain(plan: Plan, largest: int = LARGEST) -> dict[str, Any]:
         CLEAR_THINKING: _count(
             clearable(t.body, view, t.adapter, est, cal, strategy, THINKING), tokens
         ),
-        DROP_TURNS: (max(len(seg.unit_starts) - 1, 0), tokens(droppable)),
+        DROP_TURNS: (
+            max(len(seg.unit_starts) - 1, 0) + superseded_turns(view),
+            tokens(droppable),
+        ),
         TRUNCATE_RESULTS: (len(cut), tokens(_sum([p.cost for p in cut], width))),
     }
     return {

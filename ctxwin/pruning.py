@@ -154,21 +154,30 @@ class FitResult:
     overhead: int = 0
     """Tokens the provider counts that the body does not show (learned from usage),
     included in the estimates above."""
+    gap: tuple[int, int] | None = None
+    """Items ``[start, end)`` inside the head that are dropped too: the block a view marks
+    :attr:`~ctxwin.view.View.superseded` (before the latest OpenAI ``compaction`` item)."""
 
     @property
     def keep(self) -> list[int]:
         """Indices of the kept items, ascending."""
+        if self.gap is not None:
+            a, b = self.gap
+            return [*range(a), *range(b, self.head), *range(self.cut, self.items)]
         return [*range(self.head), *range(self.cut, self.items)]
 
     @property
     def dropped(self) -> list[int]:
         """Indices of the dropped items, ascending."""
+        if self.gap is not None:
+            return [*range(*self.gap), *range(self.head, self.cut)]
         return list(range(self.head, self.cut))
 
     @property
     def kept_count(self) -> int:
         """How many items are kept."""
-        return self.head + self.items - self.cut
+        gap = self.gap[1] - self.gap[0] if self.gap is not None else 0
+        return self.head - gap + self.items - self.cut
 
 
 def cost_columns(view: View) -> list[list[int]]:
@@ -258,28 +267,63 @@ def fit(
         return passed(n, estimate, budget, scale, segment(items, view.pinned).turn_count(), raw)
     problems = refuse_broken(view, rules)
     seg = segment(items, view.pinned)
-    turns = seg.turn_starts
-    # cuts[k]: first kept item after the head when the k oldest units are dropped
-    cuts = [seg.head_end] + [turns[u] for u in seg.unit_starts[1:]] if drop else [seg.head_end]
-    # prefix[slot][i]: cost of items [0, i); dropping the k oldest units removes
-    # items [head_end, cuts[k]).
+    options = drop_options(view, seg, drop)
+    # prefix[slot][i]: cost of items [0, i); option k drops items [head_end, cut) and,
+    # when it says so, the superseded block.
     prefix = [[0, *accumulate(col)] for col in columns]
     start = seg.head_end
+    gap = view.superseded
 
     def after(k: int) -> int:
-        c = cuts[k]
-        return estimator.raw([t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)])
+        dropped_gap, c = options[k]
+        kept = [t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)]
+        if dropped_gap and gap is not None:
+            a, b = gap
+            kept = [t - p[b] + p[a] for t, p in zip(kept, prefix, strict=True)]
+        return estimator.raw(kept)
 
-    k = fewest_units(len(cuts), after, scale.raw_limit(budget))
-    cut = cuts[k]
-    keep = [*range(start), *range(cut, n)]
-    if cut > start:
-        if _shares_ids(items, start, cut):
-            found = check(view, rules, keep)
+    k = fewest_units(len(options), after, scale.raw_limit(budget))
+    dropped_gap, cut = options[k]
+    units = k - 1 if k and options[-1][0] else k  # option 1 drops the superseded block
+    result = pruned(
+        seg,
+        units,
+        n,
+        scale.estimate(after(k)),
+        estimate,
+        budget,
+        scale,
+        raw,
+        problems,
+        gap=gap if dropped_gap else None,
+        gap_turns=superseded_turns(view) if dropped_gap else 0,
+    )
+    if result.pruned:
+        if result.gap is not None or _shares_ids(items, start, cut):
+            found = check(view, rules, result.keep)
         else:  # the generic rules cannot find anything new (see _shares_ids)
-            found = rules(view, keep) if rules is not None else []
+            found = rules(view, result.keep) if rules is not None else []
         guard(found, problems)
-    return pruned(seg, k, n, scale.estimate(after(k)), estimate, budget, scale, raw, problems)
+    return result
+
+
+def drop_options(view: View, seg: Segments, drop: bool = True) -> list[tuple[bool, int]]:
+    """What a fit may drop, least first: per option, whether the view's superseded block
+    goes and the first kept item after the head (the oldest units go first; the
+    superseded block, when there is one, goes before any unit)."""
+    turns = seg.turn_starts
+    cuts = [seg.head_end] + [turns[u] for u in seg.unit_starts[1:]] if drop else [seg.head_end]
+    if view.superseded is None or not drop:
+        return [(False, c) for c in cuts]
+    return [(False, seg.head_end)] + [(True, c) for c in cuts]
+
+
+def superseded_turns(view: View) -> int:
+    """How many turns the superseded block holds (as the items before it would split)."""
+    if view.superseded is None:
+        return 0
+    a, b = view.superseded
+    return sum(1 for t in segment(view.items[:b]).turn_starts if t >= a)
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,8 +447,12 @@ def pruned(
     scale: Scale,
     raw: int,
     problems: Sequence[Problem],
+    *,
+    gap: tuple[int, int] | None = None,
+    gap_turns: int = 0,
 ) -> FitResult:
-    """The result of dropping the ``k`` oldest units of ``seg`` from ``n`` items."""
+    """The result of dropping the ``k`` oldest units of ``seg`` from ``n`` items (and
+    the superseded block ``gap`` of ``gap_turns`` turns, when given)."""
     turns = seg.turn_starts
     start = seg.head_end
     cut = turns[seg.unit_starts[k]] if k else start
@@ -418,11 +466,12 @@ def pruned(
         budget=budget,
         calibration=scale.calibration,
         fits=False,
-        pruned=cut > start,
+        pruned=cut > start or gap is not None,
         overflow_at_floor=estimate_after > budget,
-        dropped_turns=dropped_turns,
+        dropped_turns=dropped_turns + gap_turns,
         kept_turns=len(turns) - dropped_turns,
         raw_tokens=raw,
         warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
         overhead=scale.reported_overhead,
+        gap=gap,
     )

@@ -36,7 +36,7 @@ from typing import Any
 from ctxwin.errors import UsageError
 from ctxwin.estimate import Estimator, Kind, calibrated
 from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
-from ctxwin.pruning import Rules, cost_columns, refuse_broken, segment, total_cost
+from ctxwin.pruning import Rules, cost_columns, drop_options, refuse_broken, segment, total_cost
 from ctxwin.view import View
 
 CLEAR_RESULTS = "clear-results"
@@ -248,14 +248,19 @@ def plan_edits(
         CLEAR_RESULTS: pl.clearable() if CLEAR_RESULTS in steps else [],
         CLEAR_THINKING: pl.thinking() if CLEAR_THINKING in steps else [],
     }
-    cuts = [seg.head_end] + [seg.turn_starts[u] for u in seg.unit_starts[1:]]
+    options = drop_options(view, seg)
+    cuts = [c for _, c in options]
+    gap = view.superseded
     prefix = [[0] * len(total)]
     for i in range(len(items)):
         prefix.append(_add(prefix[-1], items[i].cost))
     head = prefix[seg.head_end]
 
     def kept(k: int) -> list[int]:
-        return _add(_sub(total, prefix[cuts[k]]), head)
+        cost = _add(_sub(total, prefix[cuts[k]]), head)
+        if options[k][0] and gap is not None:  # the superseded block goes too
+            cost = _add(_sub(cost, prefix[gap[1]]), prefix[gap[0]])
+        return cost
 
     k = 0
     if DROP_TURNS in steps:

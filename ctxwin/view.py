@@ -54,7 +54,12 @@ class View:
     """Non-fatal remarks made while reading (shown as warnings)."""
     pinned: int = 0
     """Items ``[0, pinned)`` join the head and are never dropped: the provider already
-    ignores them (they precede an Anthropic ``compaction`` block) and they cost nothing."""
+    ignores them (they precede an Anthropic ``compaction`` block) and they cost nothing,
+    or they run through the latest OpenAI Responses ``compaction`` item."""
+    superseded: tuple[int, int] | None = None
+    """Items ``[start, end)`` that a fit may drop as one block before any turn: they
+    precede the latest OpenAI Responses ``compaction`` item, which carries their context
+    (the items themselves are still read and billed, so they are counted)."""
 
     def where(self, index: int) -> str:
         """JSON path of item ``index`` (``messages[4]``)."""

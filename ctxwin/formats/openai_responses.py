@@ -74,6 +74,7 @@ ITEM_TYPES = frozenset(
         "image_generation_call",
         "local_shell_call",
         "local_shell_call_output",
+        "compaction",
     }
 )
 
@@ -85,6 +86,8 @@ class ResponsesView(View):
     reasoning: set[int] = field(default_factory=set)
     refs: list[str] = field(default_factory=list)
     """Paths of documents known only by URL or file id."""
+    compaction: int | None = None
+    """Index of the latest ``compaction`` item."""
 
 
 class OpenAIResponses:
@@ -159,6 +162,8 @@ class OpenAIResponses:
             item.joins = is_model and prev_model
             prev_model = is_model
             view.items.append(item)
+        if view.compaction is not None:
+            _compacted(view, view.compaction)
         if view.refs:
             each = media.openai_cost(media.unknown("pdf"))
             view.notes.append(unknown_documents_note(view.refs, each))
@@ -225,6 +230,12 @@ class OpenAIResponses:
             if isinstance(encrypted, str):
                 est.add_text(cost, encrypted, Kind.DENSE)
             view.reasoning.add(i)
+            return Item(ASSISTANT, cost)
+        if t == "compaction":
+            # Opaque state the model reads in place of the items before it (which the
+            # API still reads and bills when they are sent): costed by an upper bound.
+            cost[0] += compaction_tokens(required_str(it, "encrypted_content", where))
+            view.compaction = i
             return Item(ASSISTANT, cost)
         if t == "mcp_approval_request":
             add_json(cost, it, est)
@@ -372,3 +383,48 @@ def _file_media(part: dict[str, Any], at: str) -> media.Media:
     if data is not None:
         raise InputError(f"expected a string, got {kind_of(data)}", f"{at}.file_data")
     return media.unknown("pdf")
+
+
+def compaction_tokens(encrypted: str) -> int:
+    """An upper bound on what a ``compaction`` item's ``encrypted_content`` costs.
+
+    The content is opaque (base64 of a ciphertext): it decodes to at most 3/4 of its
+    length in bytes, encryption never makes the state it carries shorter, and no token
+    covers less than one byte, so the model reads at most ``ceil(3/4 × length)``
+    tokens from it. (OpenAI's Codex client estimates the same item at 3/4 × length
+    less 650 bytes of envelope, at 4 bytes a token: about a quarter of this bound.)
+    """
+    return (3 * len(encrypted) + 3) // 4
+
+
+def _compacted(view: ResponsesView, index: int) -> None:
+    """The latest ``compaction`` item carries the context of the items before it, which
+    a client may drop (OpenAI's compaction guide) but which the API still reads and
+    bills when they are sent. So they are counted as they are; the compaction item (and
+    the user or developer messages right after it) join the head and are never dropped or
+    edited; the items between the leading system and
+    developer messages and the compaction item are one block a fit drops before any turn
+    (unless a call id links them to the items after it)."""
+    items = view.items
+    pinned = index + 1
+    while pinned < len(items) and items[pinned].role in (USER, SYSTEM):
+        pinned += 1  # the messages that follow it, up to the model's next item, too
+    view.pinned = pinned
+    start = 0
+    while start < index and items[start].role == SYSTEM:
+        start += 1
+    if start == index:
+        return
+    inside = {c for item in items[start:index] for c in (*item.calls, *item.answers)}
+    if any(c in inside for item in items[index:] for c in (*item.calls, *item.answers)):
+        view.notes.append(
+            f"a compaction item at {view.where(index)}: the items before it are counted "
+            "and kept (a call id links them to the items after it)"
+        )
+        return
+    view.superseded = (start, index)
+    view.notes.append(
+        f"a compaction item at {view.where(index)}: the {index - start:,} item(s) before it "
+        "are counted (the API reads and bills them) and are dropped first when the request "
+        "must shrink (the compaction item carries their context)"
+    )

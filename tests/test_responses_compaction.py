@@ -1,0 +1,256 @@
+"""OpenAI Responses ``compaction`` items.
+
+OpenAI's compaction guide: the latest compaction item carries the context of the
+items before it, and a client may drop those items. The API still reads and bills
+them when they are sent, so ctxwin counts them; they are the first thing a fit
+drops (as one block, the leading system and developer messages aside), and the
+compaction item itself, with the messages right after it, joins the head: never
+dropped, never edited. Its opaque ``encrypted_content`` is costed at an upper bound,
+``ceil(3/4 × length)`` tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from ctxwin import core
+from ctxwin.budget import Budget, resolve_spec
+from ctxwin.formats import get_adapter
+from ctxwin.formats.base import RESULT
+from ctxwin.formats.openai_responses import compaction_tokens
+from ctxwin.pruning import fit, segment
+from ctxwin.repairing import repair
+from ctxwin.rules import check
+from ctxwin.strategy import CLEARED_PREFIX, Strategy
+from tests.formats_support import run
+from tests.test_format_properties import SHAPES, responses, responses_rules, txt
+from tests.test_strategy_properties import strategies
+
+COMPACTION = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAA" + "Qx9-" * 1000}
+BIG = "word " * 20_000
+
+
+def _body(turns: int = 3) -> dict[str, Any]:
+    items: list[Any] = [
+        {"role": "developer", "content": "Use the tools."},
+        {"role": "user", "content": "Fix the build. " + BIG},
+        {"type": "function_call", "call_id": "c0", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c0", "output": BIG},
+        {"role": "user", "content": "and the tests"},
+        COMPACTION,
+        {"role": "user", "content": "go on"},
+    ]
+    for t in range(turns):
+        items += [
+            {"type": "function_call", "call_id": f"c{t + 1}", "name": "run", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{t + 1}", "output": "out " * 600},
+            {"role": "assistant", "content": f"step {t} done"},
+            {"role": "user", "content": "next"},
+        ]
+    return {"model": "gpt-5", "instructions": "Be brief.", "input": items}
+
+
+def _plan(body: Any, budget: int, strategy: Strategy | None = None) -> core.Plan:
+    spec = resolve_spec(None, context_length=10**9)
+    return core.fit_plan(core.load(body), Budget(spec, 0, "flag", 0, budget), 1.0, strategy)
+
+
+def test_everything_is_counted_and_the_item_costs_its_bound() -> None:
+    body = _body()
+    t = core.load(body)
+    assert t.adapter.name == "openai-responses"
+    items = t.view.items
+    content = COMPACTION["encrypted_content"]
+    assert compaction_tokens(content) == math.ceil(3 * len(content) / 4)
+    assert items[5].cost[0] == t.estimator.per_message + compaction_tokens(content)
+    # what precedes the item is counted: the API reads and bills it
+    whole = t.raw_tokens(list(range(len(items))))
+    assert whole > t.raw_tokens([0, *range(5, len(items))]) + 20_000
+    assert t.view.pinned == 7 and t.view.superseded == (1, 5)
+    assert any("compaction item at input[5]" in n for n in t.view.notes)
+    # a longer content costs more
+    longer = _body()
+    longer["input"][5] = {**COMPACTION, "encrypted_content": content * 2}
+    assert core.load(longer).raw_tokens([5]) > t.raw_tokens([5]) + 2000
+
+
+def test_the_block_before_the_item_goes_first_and_the_item_stays() -> None:
+    body = _body(turns=6)
+    t = core.load(body)
+    n = len(body["input"])
+    everything_after = t.raw_tokens([0, *range(5, n)])
+    p = _plan(body, everything_after + 100)
+    r = p.result
+    assert r.pruned and r.gap == (1, 5) and r.keep == [0, *range(5, n)]
+    assert r.dropped == [1, 2, 3, 4] and r.dropped_turns == 1
+    out = p.output()
+    assert out["input"][1] is COMPACTION and out["input"][2] is body["input"][6]
+    # smaller: turns after the head go too, the compaction item and "go on" stay
+    p = _plan(body, everything_after - 1000)
+    r = p.result
+    assert r.gap == (1, 5) and r.keep[:3] == [0, 5, 6] and r.cut > 7
+    assert not r.overflow_at_floor and r.estimated_tokens_after <= r.budget
+    out = p.output()
+    assert get_adapter(out).name == "openai-responses"
+    assert check(core.load(out).view) == []
+    again = _plan(out, everything_after - 1000).result
+    assert again.fits and not again.pruned
+
+
+def test_a_call_id_across_the_item_keeps_the_items_before_it() -> None:
+    body = _body()
+    body["input"].insert(
+        6, {"type": "function_call_output", "call_id": "c0", "output": "late answer"}
+    )
+    body["input"][3]["output"] = "early"
+    t = core.load(body)
+    assert t.view.superseded is None and t.view.pinned == 6
+    assert any("a call id links them" in n for n in t.view.notes)
+
+
+def test_clearing_never_edits_the_head_or_the_item() -> None:
+    body = _body(turns=6)
+    n = len(body["input"])
+    t = core.load(body)
+    budget = t.raw_tokens([0, *range(5, n)]) - 400
+    s = Strategy(("clear-results", "drop-turns"), keep_results=1)
+    p = _plan(body, budget, s)
+    assert p.applied.cleared_results > 0
+    assert all(i > 6 for i, _ in p.applied.edits)
+    out = p.output()
+    assert out["input"][1] is COMPACTION
+    assert len(p.result.keep) >= len(_plan(body, budget).result.keep)
+
+
+def test_a_bare_item_list_with_a_compaction_item_is_responses() -> None:
+    items = [COMPACTION, {"role": "user", "content": "hi"}]
+    assert get_adapter(items).name == "openai-responses"
+    assert core.load(items).view.pinned == 2
+
+
+def test_lint_and_repair_leave_the_item_alone(tmp_path: Any) -> None:
+    body = _body()
+    assert check(core.load(body).view) == []
+    broken = _body()
+    del broken["input"][-3]  # the newest call loses its output
+    fixed, report = repair(broken)
+    assert COMPACTION in fixed["input"] and report.changes
+    assert check(core.load(fixed).view) == []
+    path = tmp_path / "in.json"
+    path.write_bytes(orjson.dumps(body))
+    result = run("lint", str(path))
+    assert result.exit_code == 0, result.output
+
+
+def test_cli_estimate_and_prune(tmp_path: Any) -> None:
+    path = tmp_path / "in.json"
+    out = tmp_path / "out.json"
+    path.write_bytes(orjson.dumps(_body(turns=6)))
+    result = run("estimate", str(path), "--context-length", "9000", "--max-tokens", "0", "--json")
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    assert report["estimated_tokens"] > 40_000 and not report["fits"]
+    result = run("prune", str(path), str(out), "--context-length", "9000", "--max-tokens", "0")
+    assert result.exit_code == 0, result.output
+    kept = orjson.loads(out.read_bytes())["input"]
+    assert kept[1] == COMPACTION and kept[2] == {"role": "user", "content": "go on"}
+
+
+# --- property test -------------------------------------------------------------
+
+
+def _is_model(item: dict[str, Any]) -> bool:
+    return item.get("role") == "assistant" or (
+        item.get("type", "message") != "message" and not (item.get("type", "").endswith("_output"))
+    )
+
+
+@st.composite
+def compacted(draw: st.DrawFn) -> dict[str, Any]:
+    """A Responses body with a compaction item (or two) at turn boundaries, perhaps a
+    developer message first and a user message right after the latest one."""
+    body = responses(draw(SHAPES))
+    items: list[Any] = body["input"]
+    starts = [
+        p
+        for p in range(1, len(items) + 1)
+        if p == len(items) or (_is_model(items[p]) and not _is_model(items[p - 1]))
+    ]
+    for k in sorted(draw(st.lists(st.sampled_from(starts), min_size=1, max_size=2, unique=True)))[
+        ::-1
+    ]:
+        size = draw(st.integers(1, 3000))
+        items.insert(k, {"type": "compaction", "id": f"cmp_{k}", "encrypted_content": "A" * size})
+    if draw(st.booleans()):
+        latest = max(i for i, x in enumerate(items) if x.get("type") == "compaction")
+        items.insert(latest + 1, {"role": "user", "content": txt(draw(st.integers(1, 400)))})
+    if draw(st.booleans()):
+        items.insert(0, {"role": "developer", "content": txt(draw(st.integers(1, 400)))})
+    return body
+
+
+def _shadow(body: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """The output with each edited item replaced by its source object (an edit changes
+    an output, never the shape), for the raw rules check that finds items by identity."""
+    by_id = {orjson.dumps(x.get("call_id")): x for x in body["input"] if "output" in x}
+    shadow = [x if "output" not in x else by_id[orjson.dumps(x["call_id"])] for x in out["input"]]
+    return {**out, "input": shadow}
+
+
+@settings(max_examples=300, deadline=None)
+@given(compacted(), strategies(), st.floats(-0.1, 1.05))
+def test_pruning_a_compacted_body(
+    body: dict[str, Any], strategy: Strategy, fraction: float
+) -> None:
+    t = core.load(body)
+    view = t.view
+    src = body["input"]
+    n = len(src)
+    latest = max(i for i, x in enumerate(src) if x.get("type") == "compaction")
+    total = fit(view, 0, t.estimator, 1.0).estimated_tokens
+    floor = fit(view, 1, t.estimator, 1.0).estimated_tokens_after
+    target = max(1, math.ceil(floor + (total - floor) * fraction))
+    p = _plan(body, target, strategy)
+    r, applied = p.result, p.applied
+    out = p.output()
+    kept = out["input"]
+    # an ordered subsequence; untouched entries are the same objects
+    assert r.keep == sorted(set(r.keep)) and len(kept) == len(r.keep)
+    edited = {i for i, _ in applied.edits}
+    for pos, i in enumerate(r.keep):
+        assert (kept[pos] is src[i]) == (i not in edited)
+    # the compaction item and what joins the head with it: kept, untouched
+    assert set(range(latest, view.pinned)) <= set(r.keep)
+    assert not edited & set(range(view.pinned))
+    # before it: all kept or, leading system messages aside, all dropped
+    before = [i for i in r.keep if i < latest]
+    lead = view.superseded[0] if view.superseded else latest
+    assert before in (list(range(latest)), list(range(lead)))
+    # the newest turn kept; pairing and the provider's rules hold; still Responses
+    seg = segment(view.items, view.pinned)
+    if seg.turn_starts:
+        assert set(range(seg.turn_starts[-1], n)) <= set(r.keep)
+    responses_rules(_shadow(body, out), body)
+    assert get_adapter(out).name == "openai-responses"
+    again = core.load(out)
+    assert check(again.view) == []
+    # the newest keep_results results untouched unless cut
+    parts = [x for x in t.adapter.parts(body, view, t.estimator) if x.kind == RESULT]
+    guarded = parts[len(parts) - strategy.keep_results :] if strategy.keep_results else []
+    if not applied.truncated_results:
+        assert not any((x.index, x.path) in applied.edits for x in guarded)
+        assert all(v is None or v.startswith(CLEARED_PREFIX) for v in applied.edits.values())
+    # fits, or the floor overflows; the estimate is the output's
+    assert r.estimated_tokens_after <= r.budget or r.overflow_at_floor
+    assert fit(again.view, 0, t.estimator, 1.0).estimated_tokens == r.estimated_tokens_after
+    event("gap dropped" if r.gap else "gap kept")
+    # idempotent
+    if not r.overflow_at_floor:
+        second = _plan(out, target, strategy)
+        assert not second.applied.edits and not second.result.pruned
+        assert orjson.dumps(second.output()) == orjson.dumps(out)
