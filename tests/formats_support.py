@@ -1,4 +1,4 @@
-"""Shared helpers for the wire-format tests: fixtures, the corpus, the CLI."""
+"""Shared helpers for the wire-format tests: fixtures, the corpus, reports."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner, Result
 
 from ctxwin import core
-from ctxwin.cli.app import app
 from ctxwin.cli.report import REPORT_KEYS
 from ctxwin.pruning import segment
 
@@ -42,10 +40,6 @@ def cassette_bodies(url_part: str) -> Iterator[tuple[str, Any]]:
                 yield f"{path.stem}[{k}]", request["parsed_body"]
     if not found:
         pytest.skip(f"no {url_part} requests in the corpus")
-
-
-def run(*args: str, input: bytes | None = None) -> Result:
-    return CliRunner().invoke(app, list(args), input=input)
 
 
 def check_report(stdout: str, fmt: str) -> dict[str, Any]:

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from typer.testing import CliRunner
 
-from ctxwin.cli.app import app
+if TYPE_CHECKING:
+    from typer.testing import Result
 
 EXIT_CODES = {0, 1, 2, 3, 4}
 """Every exit code ctxwin documents."""
@@ -41,53 +37,23 @@ def dump(body: Any) -> bytes:
     return orjson.dumps(body)
 
 
-@dataclass
-class Run:
-    exit_code: int
-    stdout: bytes
-    stderr: str
+WIDE = {"COLUMNS": "200"}
+"""Environment for ``cli.process``: a wide terminal, so no message is wrapped."""
 
 
-_runner = CliRunner()
-
-
-def cli(args: list[str], stdin: bytes | None = None) -> Run:
-    """Run the CLI in-process (fast); uncaught exceptions propagate to the test."""
-    result = _runner.invoke(app, args, input=stdin, catch_exceptions=False)
-    return Run(result.exit_code, result.stdout_bytes, result.stderr)
-
-
-def cli_subprocess(
-    args: list[str],
-    stdin: bytes | int | None = None,
-    cwd: Path | None = None,
-    timeout: float = 60,
-) -> Run:
-    """Run ``python -m ctxwin`` as a real process (for tracebacks and exit codes)."""
-    kwargs: dict[str, Any] = {}
-    if isinstance(stdin, int):
-        kwargs["stdin"] = stdin
+def assert_one_line_error(
+    run: Result | subprocess.CompletedProcess[bytes], code: int, needle: str
+) -> None:
+    """Exit ``code``, no traceback, exactly one line on stderr, containing ``needle``
+    (``run`` from the ``cli`` fixture, in-process or ``cli.process``)."""
+    if isinstance(run, subprocess.CompletedProcess):
+        exit_code, stderr = run.returncode, run.stderr.decode("utf-8", "replace")
     else:
-        kwargs["input"] = stdin if stdin is not None else b""
-    env = dict(os.environ, COLUMNS="200")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ctxwin", *args],
-        capture_output=True,
-        cwd=cwd,
-        timeout=timeout,
-        env=env,
-        check=False,
-        **kwargs,
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
-
-
-def assert_one_line_error(run: Run, code: int, needle: str) -> None:
-    """Exit ``code``, no traceback, exactly one line on stderr, containing ``needle``."""
-    assert run.exit_code == code, run.stderr
-    assert "Traceback" not in run.stderr, run.stderr
-    lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, run.stderr
+        exit_code, stderr = run.exit_code, run.stderr
+    assert exit_code == code, stderr
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
     prefix = "ctxwin: usage error: " if code == 2 else "ctxwin: error: "
-    assert lines[0].startswith(prefix), run.stderr
-    assert needle in lines[0], run.stderr
+    assert lines[0].startswith(prefix), stderr
+    assert needle in lines[0], stderr

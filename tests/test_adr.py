@@ -3,39 +3,34 @@
 from __future__ import annotations
 
 import orjson
-from typer.testing import CliRunner
 
 import ctxwin
-from ctxwin.cli.app import app
 from tests.builders import adr_transcript
+from tests.conftest import Cli
 
-runner = CliRunner()
 
-
-def report(*args: str, body: object) -> dict[str, object]:
-    result = runner.invoke(
-        app, ["estimate", "-", "--json", "--estimator", "seed", *args], input=orjson.dumps(body)
-    )
+def report(cli: Cli, *args: str, body: object) -> dict[str, object]:
+    result = cli("estimate", "-", "--json", "--estimator", "seed", *args, input=orjson.dumps(body))
     assert result.exit_code == 0, result.stderr
     data = orjson.loads(result.stdout)
     assert isinstance(data, dict)
     return data
 
 
-def test_unknown_window_budget_is_6946() -> None:
-    data = report(body=adr_transcript())
+def test_unknown_window_budget_is_6946(cli: Cli) -> None:
+    data = report(cli, body=adr_transcript())
     assert data["context_length"] == 8192
     assert data["context_length_source"] == "fallback"
     assert (data["reserve"], data["safety"], data["budget"]) == (1000, 246, 6946)
 
 
-def test_window_20000_with_max_tokens_5000_budget_is_14400() -> None:
-    data = report("--context-length", "20000", "--max-tokens", "5000", body=adr_transcript())
+def test_window_20000_with_max_tokens_5000_budget_is_14400(cli: Cli) -> None:
+    data = report(cli, "--context-length", "20000", "--max-tokens", "5000", body=adr_transcript())
     assert (data["reserve"], data["safety"], data["budget"]) == (5000, 600, 14400)
 
 
-def test_window_4000_drops_exactly_one_turn() -> None:
-    data = report("--context-length", "4000", body=adr_transcript())
+def test_window_4000_drops_exactly_one_turn(cli: Cli) -> None:
+    data = report(cli, "--context-length", "4000", body=adr_transcript())
     assert data["budget"] == 2880
     assert data["dropped_turns"] == 1
     assert data["kept_turns"] == 2
@@ -45,11 +40,9 @@ def test_window_4000_drops_exactly_one_turn() -> None:
     assert data["overflow_at_floor"] is False
 
 
-def test_window_4000_prune_output_is_head_plus_two_newest_turns() -> None:
+def test_window_4000_prune_output_is_head_plus_two_newest_turns(cli: Cli) -> None:
     body = adr_transcript()
-    result = runner.invoke(
-        app, ["prune", "-", "-", "-c", "4000", "--estimator", "seed"], input=orjson.dumps(body)
-    )
+    result = cli("prune", "-", "-", "-c", "4000", "--estimator", "seed", input=orjson.dumps(body))
     assert result.exit_code == 0, result.stderr
     assert orjson.loads(result.stdout) == body[:2] + body[4:]
     assert "dropped 1 turn (2 messages)" in result.stderr

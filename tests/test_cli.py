@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -237,18 +236,12 @@ def test_usage_errors_exit_2_with_one_line(args: list[str], cli: Cli) -> None:
     assert len(lines) == 1 and lines[0].startswith("ctxwin: usage error: "), lines
 
 
-def test_stdin_terminal_is_a_usage_error_not_a_hang() -> None:
+def test_stdin_terminal_is_a_usage_error_not_a_hang(cli: Cli) -> None:
     import pty
 
     primary, secondary = pty.openpty()
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ctxwin", "estimate"],
-            stdin=secondary,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        proc = cli.process("estimate", stdin=secondary, timeout=60)
     finally:
         os.close(primary)
         os.close(secondary)

@@ -3,8 +3,6 @@ estimate, prune, replay and check; the report's strategy keys."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -108,19 +106,15 @@ def test_truncate_results_instead_of_exit_3(tmp_path: Path, cli: Cli) -> None:
     ],
 )
 def test_bad_strategy_flags_are_usage_errors(
-    tmp_path: Path, flags: tuple[str, ...], says: str
+    tmp_path: Path, flags: tuple[str, ...], says: str, cli: Cli
 ) -> None:
     path = write(tmp_path / "in.json", needs_pruning())
     out = tmp_path / "out.json"
     for command in (("estimate", str(path)), ("prune", str(path), str(out))):
-        result = subprocess.run(
-            [sys.executable, "-m", "ctxwin", *command, *flags],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert result.returncode == 2 and says in result.stderr
-        assert "Traceback" not in result.stderr and not out.exists()
+        result = cli.process(*command, *flags)
+        stderr = result.stderr.decode()
+        assert result.returncode == 2 and says in stderr
+        assert "Traceback" not in stderr and not out.exists()
 
 
 def test_check_and_replay_take_the_strategy(tmp_path: Path, cli: Cli) -> None:

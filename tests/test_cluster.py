@@ -307,15 +307,12 @@ def test_engine_errors_are_clear() -> None:
         connect("/nonexistent/scheduler.json")
 
 
-def test_docs_name_the_real_flags() -> None:
-    from typer.testing import CliRunner
-
-    from ctxwin.cli.app import app
+def test_docs_name_the_real_flags(cli: Cli) -> None:
 
     root = Path(__file__).resolve().parent.parent
     page = (root / "docs" / "cluster.md").read_text("utf-8")
     assert "](docs/cluster.md)" in (root / "README.md").read_text("utf-8")
-    help_text = CliRunner().invoke(app, ["check", "--help"], terminal_width=200).stdout
+    help_text = cli("check", "--help", terminal_width=200).stdout
     for flag in ("--engine", "--scheduler"):
         assert flag in page and flag in help_text
     assert "ctxwin[dask]" in page and "bench/cluster.py" in page

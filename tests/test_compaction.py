@@ -7,7 +7,7 @@ from typing import Any
 
 from ctxwin import core
 from ctxwin.pruning import segment
-from tests.formats_support import run
+from tests.conftest import Cli
 
 
 def _body(turns: int = 0, before: int = 200_000) -> dict[str, Any]:
@@ -64,12 +64,12 @@ def test_what_the_provider_ignores_is_never_dropped() -> None:
     assert again.fits
 
 
-def test_cli_estimate_no_longer_refuses_a_compacted_body(tmp_path: Any) -> None:
+def test_cli_estimate_no_longer_refuses_a_compacted_body(tmp_path: Any, cli: Cli) -> None:
     import orjson
 
     path = tmp_path / "in.json"
     path.write_bytes(orjson.dumps(_body()))
-    result = run("estimate", str(path), "--context-length", "8000", "--json")
+    result = cli("estimate", str(path), "--context-length", "8000", "--json")
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)
     assert report["estimated_tokens"] < 200 and report["fits"]

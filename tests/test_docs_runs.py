@@ -5,19 +5,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from ctxwin.checking import SUFFIXES
-from ctxwin.cli.app import app
+from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "docs" / "recorded-runs.md").read_text("utf-8")
 
 
-def test_page_documents_the_commands_shapes_and_exit_codes() -> None:
+def test_page_documents_the_commands_shapes_and_exit_codes(cli: Cli) -> None:
     for command in ("replay", "check", "calibrate"):
         assert f"## `{command} " in PAGE
-        result = CliRunner().invoke(app, [command, "--help"])
+        result = cli(command, "--help")
         assert result.exit_code == 0
     for shape in ('{"request": body, "response": body}', "tau-bench", "SWE-agent", "OpenHands"):
         assert shape in PAGE
@@ -26,8 +24,8 @@ def test_page_documents_the_commands_shapes_and_exit_codes() -> None:
     assert "--fail-on truncated" in PAGE
 
 
-def test_documented_check_flags_exist() -> None:
-    help_text = CliRunner().invoke(app, ["check", "--help"], terminal_width=200).stdout
+def test_documented_check_flags_exist(cli: Cli) -> None:
+    help_text = cli("check", "--help", terminal_width=200).stdout
     for flag in ("--jobs", "--fail-on", "--json", "--jsonl", "--model", "--context-length"):
         assert flag in help_text
         assert flag in PAGE
@@ -43,11 +41,11 @@ def test_pre_commit_hook_runs_check_on_the_files_check_reads() -> None:
     assert not re.search(pattern.group(1), "README.md")
 
 
-def test_ci_workflow_uses_real_flags() -> None:
+def test_ci_workflow_uses_real_flags(cli: Cli) -> None:
     workflow = (ROOT / "examples" / "ci" / "ctxwin-check.yml").read_text("utf-8")
     assert "ctxwin check fixtures/runs" in workflow
     for flag in re.findall(r"ctxwin \w+ [^\n]*", workflow):
         for option in re.findall(r"(--[a-z-]+)", flag):
             command = flag.split()[1]
-            help_text = CliRunner().invoke(app, [command, "--help"], terminal_width=200).stdout
+            help_text = cli(command, "--help", terminal_width=200).stdout
             assert option in help_text, (command, option)

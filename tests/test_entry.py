@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ctxwin.cli.main import command_in
+from tests.conftest import Cli
 
 
 @pytest.mark.parametrize(
@@ -29,26 +30,20 @@ def test_command_in(argv: list[str], command: str | None) -> None:
     assert command_in(argv) == command
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ctxwin", *args], capture_output=True, text=True, check=False
-    )
-
-
-def test_help_lists_every_command_and_a_lean_command_still_runs() -> None:
-    text = run("--help").stdout
+def test_help_lists_every_command_and_a_lean_command_still_runs(cli: Cli) -> None:
+    text = cli.process("--help").stdout.decode()
     for name in ("estimate", "prune", "models", "lint", "replay", "check", "calibrate"):
         assert name in text
-    proc = run("models", "--json")
-    assert proc.returncode == 0 and proc.stdout.startswith("[")
-    proc = run("estimate", "--help")
-    assert proc.returncode == 0 and "--context-length" in proc.stdout
+    proc = cli.process("models", "--json")
+    assert proc.returncode == 0 and proc.stdout.startswith(b"[")
+    proc = cli.process("estimate", "--help")
+    assert proc.returncode == 0 and b"--context-length" in proc.stdout
 
 
-def test_unknown_command_is_one_usage_line() -> None:
-    proc = run("frobnicate")
+def test_unknown_command_is_one_usage_line(cli: Cli) -> None:
+    proc = cli.process("frobnicate")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
+    assert proc.stderr.decode().strip().splitlines() == [
         "ctxwin: usage error: No such command 'frobnicate'. (see `ctxwin --help`)"
     ]
 

@@ -10,9 +10,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from ctxwin.cli.app import app
 from ctxwin.estimate import (
     _BCLASS,
     _BOPEN,
@@ -31,6 +29,7 @@ from ctxwin.estimate import (
     get_estimator,
 )
 from fidelity import adversarial
+from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None
 needs_bpe = pytest.mark.skipif(not HAS_BPE, reason="needs the bpe extra (quicktok)")
@@ -149,11 +148,9 @@ def test_selectable_by_name_with_the_content_seeds() -> None:
     )
 
 
-def test_cli_estimator_bound() -> None:
+def test_cli_estimator_bound(cli: Cli) -> None:
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Sum 1234 and 5678."}]}
-    result = CliRunner().invoke(
-        app, ["estimate", "-", "--json", "-q", "--estimator", "bound"], input=orjson.dumps(body)
-    )
+    result = cli("estimate", "-", "--json", "-q", "--estimator", "bound", input=orjson.dumps(body))
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)
     assert report["estimator"] == "bound"

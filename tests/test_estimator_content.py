@@ -11,9 +11,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from ctxwin.cli.app import app
 from ctxwin.errors import UsageError
 from ctxwin.estimate import (
     ANTHROPIC_TOOL_PROMPT,
@@ -26,6 +24,7 @@ from ctxwin.estimate import (
     get_estimator,
     provider_framing,
 )
+from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None
 needs_bpe = pytest.mark.skipif(not HAS_BPE, reason="needs the bpe extra (quicktok)")
@@ -143,25 +142,25 @@ BODY = {
 }
 
 
-def _report(*args: str) -> dict[str, object]:
-    result = CliRunner().invoke(
-        app, ["estimate", "-", "--json", "-q", *args], input=orjson.dumps(BODY)
-    )
+def _report(cli: Cli, *args: str) -> dict[str, object]:
+    result = cli("estimate", "-", "--json", "-q", *args, input=orjson.dumps(BODY))
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)
     assert isinstance(report, dict)
     return report
 
 
-def test_cli_default_estimator_and_calibration() -> None:
-    report = _report()
+def test_cli_default_estimator_and_calibration(cli: Cli) -> None:
+    report = _report(
+        cli,
+    )
     assert report["estimator"] == "content"
     assert report["calibration"] == 1.0
     assert report["estimated_tokens"] == report["raw_tokens"]
 
 
-def test_cli_seed_keeps_the_adr_formula() -> None:
-    report = _report("--estimator", "seed")
+def test_cli_seed_keeps_the_adr_formula(cli: Cli) -> None:
+    report = _report(cli, "--estimator", "seed")
     assert report["estimator"] == "seed"
     assert report["calibration"] == 1.15
     # 2 messages × 8 + ceil(14/3.5) + ceil(26/3.5) = 16 + 4 + 8 = 28; × 1.15 = 32.2 → 33
@@ -169,36 +168,32 @@ def test_cli_seed_keeps_the_adr_formula() -> None:
     assert report["estimated_tokens"] == 33
 
 
-def test_cli_explicit_calibration_wins() -> None:
-    report = _report("--calibration", "1.5")
+def test_cli_explicit_calibration_wins(cli: Cli) -> None:
+    report = _report(cli, "--calibration", "1.5")
     assert report["calibration"] == 1.5
 
 
-def test_tokenizer_missing_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tokenizer_missing_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, cli: Cli) -> None:
     monkeypatch.setitem(sys.modules, "quicktok", None)
     with pytest.raises(UsageError, match=r"pip install 'ctxwin\[bpe\]'"):
         TokenizerEstimator("o200k_base")
-    result = CliRunner().invoke(
-        app, ["estimate", "-", "--tokenizer", "o200k_base"], input=orjson.dumps(BODY)
-    )
+    result = cli("estimate", "-", "--tokenizer", "o200k_base", input=orjson.dumps(BODY))
     assert result.exit_code == 2
     assert "ctxwin[bpe]" in result.stderr
     assert result.stdout == ""
 
 
-def test_tokenizer_unknown_encoding() -> None:
-    result = CliRunner().invoke(
-        app, ["estimate", "-", "--tokenizer", "gpt2"], input=orjson.dumps(BODY)
-    )
+def test_tokenizer_unknown_encoding(cli: Cli) -> None:
+    result = cli("estimate", "-", "--tokenizer", "gpt2", input=orjson.dumps(BODY))
     assert result.exit_code == 2
     assert "unknown encoding" in result.stderr
 
 
 @needs_bpe
-def test_cli_tokenizer_counts_exactly() -> None:
+def test_cli_tokenizer_counts_exactly(cli: Cli) -> None:
     import quicktok  # type: ignore[import-not-found, unused-ignore]
 
-    report = _report("--tokenizer", "o200k_base")
+    report = _report(cli, "--tokenizer", "o200k_base")
     enc = quicktok.get_encoding("o200k_base")
     body_tokens = sum(enc.count(m["content"]) for m in BODY["messages"])  # type: ignore[index]
     assert report["estimator"] == "tokenizer:o200k_base"
@@ -241,12 +236,18 @@ def test_tokenizer_counts_need_no_calibration() -> None:
 
 
 @needs_bpe
-def test_cli_prune_with_tokenizer(tmp_path: Path) -> None:
+def test_cli_prune_with_tokenizer(tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "out.json"
     report_path = tmp_path / "report.json"
-    result = CliRunner().invoke(
-        app,
-        ["prune", "-", str(out), "--tokenizer", "qwen3", "--report", str(report_path), "-q"],
+    result = cli(
+        "prune",
+        "-",
+        str(out),
+        "--tokenizer",
+        "qwen3",
+        "--report",
+        str(report_path),
+        "-q",
         input=orjson.dumps(BODY),
     )
     assert result.exit_code == 0, result.output
@@ -270,9 +271,9 @@ def test_exact_decimal_and_calibrated_match_fractions(value: float, raw: int) ->
 
 @pytest.mark.parametrize("value", ["inf", "nan"])
 @pytest.mark.parametrize("command", ["estimate", "replay"])
-def test_calibration_must_be_finite(value: str, command: str) -> None:
+def test_calibration_must_be_finite(value: str, command: str, cli: Cli) -> None:
     example = Path(__file__).resolve().parent.parent / "examples" / "agent-run.json"
-    result = CliRunner().invoke(app, [command, str(example), "--calibration", value])
+    result = cli(command, str(example), "--calibration", value)
     assert result.exit_code == 2
     assert result.stderr.strip() == (
         f"ctxwin: usage error: --calibration: expected a finite number, got {value}"

@@ -9,7 +9,7 @@ import orjson
 from ctxwin import core
 from ctxwin.breakdown import explain
 from ctxwin.strategy import Strategy
-from tests.formats_support import run
+from tests.conftest import Cli
 from tests.test_format_properties import Shape, Turn, chat
 
 
@@ -48,14 +48,14 @@ def test_explain_adds_up_and_matches_what_the_steps_do() -> None:
     }
 
 
-def test_estimate_explain(tmp_path: Path) -> None:
+def test_estimate_explain(tmp_path: Path, cli: Cli) -> None:
     path = tmp_path / "in.json"
     path.write_bytes(orjson.dumps(_body()))
-    result = run("estimate", str(path), "-c", "3000", "--explain", "--json")
+    result = cli("estimate", str(path), "-c", "3000", "--explain", "--json")
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)
     assert report["explain"]["turns"][0]["first"] == "messages[2]"
-    plain = orjson.loads(run("estimate", str(path), "-c", "3000", "--json").stdout)
+    plain = orjson.loads(cli("estimate", str(path), "-c", "3000", "--json").stdout)
     assert "explain" not in plain
-    text = run("estimate", str(path), "-c", "3000", "--explain").stdout
+    text = cli("estimate", str(path), "-c", "3000", "--explain").stdout
     assert "where the tokens go" in text and "what each step could save" in text

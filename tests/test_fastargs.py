@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +10,11 @@ import pytest
 import typer.main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from ctxwin.cli import commands, options
 from ctxwin.cli import fastargs as _fastargs
 from ctxwin.cli.app import app
+from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "agent-run.json"
@@ -167,7 +166,7 @@ def plain_command_lines(draw: st.DrawFn) -> list[str]:
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=st.one_of(command_lines(), plain_command_lines()))
-def test_every_accepted_command_line_means_what_typer_reads(argv: list[str]) -> None:
+def test_every_accepted_command_line_means_what_typer_reads(argv: list[str], cli: Cli) -> None:
     plain = _fastargs.parse(argv)
     if plain is None:
         return
@@ -184,7 +183,7 @@ def test_every_accepted_command_line_means_what_typer_reads(argv: list[str]) -> 
     setattr(commands, name, capture)
     try:
         options.state["debug"] = False
-        result = CliRunner().invoke(app, argv)
+        result = cli(*argv)
     finally:
         setattr(commands, name, original)
         options.state["debug"] = False
@@ -192,46 +191,38 @@ def test_every_accepted_command_line_means_what_typer_reads(argv: list[str]) -> 
     assert seen == {**kwargs, "debug": debug}
 
 
-def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "ctxwin", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+IMPORTTIME = {"PYTHONPROFILEIMPORTTIME": "1"}
+"""``cli.process`` environment: the interpreter lists every import on stderr (-X importtime)."""
 
 
-def imported(proc: subprocess.CompletedProcess[str]) -> set[str]:
+def imported(proc: subprocess.CompletedProcess[bytes]) -> set[str]:
     return {
         line.rsplit("|", 1)[1].strip()
-        for line in proc.stderr.splitlines()
+        for line in proc.stderr.decode().splitlines()
         if line.startswith("import time:") and "|" in line
     }
 
 
-def test_a_plain_call_never_imports_the_framework(tmp_path: Path) -> None:
+def test_a_plain_call_never_imports_the_framework(tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "out.json"
-    proc = run_entry("prune", str(EXAMPLE), str(out), "-c", "12000", "--max-tokens", "0")
+    proc = cli.process(
+        "prune", str(EXAMPLE), str(out), "-c", "12000", "--max-tokens", "0", env=IMPORTTIME
+    )
     assert proc.returncode == 0
     assert out.exists()
     modules = imported(proc)
     assert "ctxwin.cli.commands" in modules
     assert not {"typer", "click", "rich"} & {m.split(".")[0] for m in modules}
-    proc = run_entry("estimate", str(EXAMPLE), "--json")
-    assert proc.returncode == 0 and proc.stdout.startswith("{")
+    proc = cli.process("estimate", str(EXAMPLE), "--json", env=IMPORTTIME)
+    assert proc.returncode == 0 and proc.stdout.startswith(b"{")
     assert "typer" not in {m.split(".")[0] for m in imported(proc)}
 
 
-def test_errors_on_the_plain_path_match_the_typer_path(tmp_path: Path) -> None:
+def test_errors_on_the_plain_path_match_the_typer_path(tmp_path: Path, cli: Cli) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"messages": [')
-    plain = subprocess.run(
-        [sys.executable, "-m", "ctxwin", "estimate", str(bad)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    typer_run = CliRunner().invoke(app, ["estimate", str(bad)])
+    plain = cli.process("estimate", str(bad))
+    typer_run = cli("estimate", str(bad))
     assert plain.returncode == typer_run.exit_code == 1
-    assert plain.stderr == typer_run.stderr
+    assert plain.stderr.decode() == typer_run.stderr
     assert len(plain.stderr.splitlines()) == 1

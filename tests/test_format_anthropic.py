@@ -15,12 +15,12 @@ from ctxwin.estimate import SeedEstimator
 from ctxwin.formats import get_adapter
 from ctxwin.formats.anthropic import Anthropic
 from ctxwin.view import ASSISTANT, USER
+from tests.conftest import Cli
 from tests.formats_support import (
     FIXTURES,
     cassette_bodies,
     check_report,
     fixture,
-    run,
     squeeze,
 )
 from tests.samples import b64, pdf, png
@@ -130,25 +130,25 @@ def test_prune_drops_whole_turns_and_keeps_rules() -> None:
     assert list(out) == list(body)
 
 
-def test_fitting_body_comes_back_untouched() -> None:
+def test_fitting_body_comes_back_untouched(cli: Cli) -> None:
     raw = (FIXTURES / "anthropic_agent.json").read_bytes()
     body = orjson.loads(raw)
     out, _ = core.prune(body, context_length=200_000)
     assert out is body
-    result = run("prune", str(FIXTURES / "anthropic_agent.json"), "-", "-c", "200000", "-q")
+    result = cli("prune", str(FIXTURES / "anthropic_agent.json"), "-", "-c", "200000", "-q")
     assert result.exit_code == 0, result.stderr
     assert result.stdout_bytes == raw
 
 
-def test_cli_estimate_and_prune_report() -> None:
+def test_cli_estimate_and_prune_report(cli: Cli) -> None:
     path = str(FIXTURES / "anthropic_agent.json")
-    result = run("estimate", path, "--json", "-q")
+    result = cli("estimate", path, "--json", "-q")
     assert result.exit_code == 0, result.stderr
     report = check_report(result.stdout, "anthropic")
     assert report["reserve"] == 8192
-    forced = run("estimate", path, "--json", "-q", "--format", "anthropic")
+    forced = cli("estimate", path, "--json", "-q", "--format", "anthropic")
     assert forced.stdout == result.stdout
-    squeezed = run(
+    squeezed = cli(
         "prune", path, "-", "-c", "18000", "--max-tokens", "0", "-q", "--estimator", "seed"
     )
     assert squeezed.exit_code == 0, squeezed.stderr
@@ -193,7 +193,7 @@ def test_detection_signals() -> None:
         (lambda b: b.__setitem__("system", 3), "system"),
     ],
 )
-def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> None:
+def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any, cli: Cli) -> None:
     body = _copy()
     mutate(body)
     with pytest.raises(InputError) as info:
@@ -201,7 +201,7 @@ def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> 
     assert info.value.where == where
     path = tmp_path / "bad.json"
     path.write_bytes(orjson.dumps(body))
-    result = run("estimate", str(path), "--format", "anthropic")
+    result = cli("estimate", str(path), "--format", "anthropic")
     assert result.exit_code == 1
     assert where in result.stderr
     assert result.stdout == ""

@@ -12,7 +12,8 @@ from ctxwin import core, media
 from ctxwin.errors import InputError
 from ctxwin.formats.gemini import Gemini
 from ctxwin.view import ASSISTANT, USER
-from tests.formats_support import FIXTURES, cassette_bodies, check_report, fixture, run, squeeze
+from tests.conftest import Cli
+from tests.formats_support import FIXTURES, cassette_bodies, check_report, fixture, squeeze
 from tests.samples import b64, jpeg, wav
 
 ADAPTER = Gemini()
@@ -52,7 +53,7 @@ def test_inline_image_priced_by_tiles() -> None:
     assert core.load(body).view.items[0].cost[0] >= 10 * 32
 
 
-def test_prune_and_untouched_fit() -> None:
+def test_prune_and_untouched_fit(cli: Cli) -> None:
     body = fixture("gemini_agent.json")
     out, p = squeeze(body)
     assert p.result.pruned
@@ -60,12 +61,12 @@ def test_prune_and_untouched_fit() -> None:
     assert kept[0] is body["contents"][0] and kept[-1] is body["contents"][-1]
     assert ADAPTER.problems(core.load(out).view, range(len(kept))) == []
     raw = (FIXTURES / "gemini_agent.json").read_bytes()
-    result = run("prune", str(FIXTURES / "gemini_agent.json"), "-", "-c", "100000", "-q")
+    result = cli("prune", str(FIXTURES / "gemini_agent.json"), "-", "-c", "100000", "-q")
     assert result.exit_code == 0 and result.stdout_bytes == raw
 
 
-def test_cli_report() -> None:
-    result = run("estimate", str(FIXTURES / "gemini_agent.json"), "--json", "-q")
+def test_cli_report(cli: Cli) -> None:
+    result = cli("estimate", str(FIXTURES / "gemini_agent.json"), "--json", "-q")
     assert result.exit_code == 0, result.stderr
     report = check_report(result.stdout, "gemini")
     assert report["reserve"] == 2048
@@ -105,7 +106,7 @@ def test_corpus_bodies() -> None:
         ),
     ],
 )
-def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> None:
+def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any, cli: Cli) -> None:
     body = copy.deepcopy(fixture("gemini_agent.json"))
     mutate(body)
     with pytest.raises(InputError) as info:
@@ -113,7 +114,7 @@ def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> 
     assert info.value.where == where
     path = tmp_path / "bad.json"
     path.write_bytes(orjson.dumps(body))
-    result = run("estimate", str(path))
+    result = cli("estimate", str(path))
     assert result.exit_code == 1 and where in result.stderr
 
 

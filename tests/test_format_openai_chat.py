@@ -12,7 +12,8 @@ from ctxwin import core, media
 from ctxwin.errors import InputError, PairingError
 from ctxwin.estimate import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER
-from tests.formats_support import FIXTURES, cassette_bodies, check_report, fixture, run, squeeze
+from tests.conftest import Cli
+from tests.formats_support import FIXTURES, cassette_bodies, check_report, fixture, squeeze
 from tests.samples import b64, data_uri, gif, jpeg, pdf, png, wav, webp
 
 NAME = "openai-chat"
@@ -92,7 +93,7 @@ def test_remote_image_and_file_ids_use_conservative_constants() -> None:
     assert view.items[0].cost[0] == 8 + expected
 
 
-def test_prune_legacy_and_untouched_fit() -> None:
+def test_prune_legacy_and_untouched_fit(cli: Cli) -> None:
     body = fixture("chat_legacy_functions.json")
     out, p = squeeze(body)
     assert p.result.pruned
@@ -100,12 +101,12 @@ def test_prune_legacy_and_untouched_fit() -> None:
     assert out["messages"][-2:] == body["messages"][-2:]
     assert list(out) == list(body)
     raw = (FIXTURES / "chat_legacy_functions.json").read_bytes()
-    result = run("prune", str(FIXTURES / "chat_legacy_functions.json"), "-", "-c", "100000", "-q")
+    result = cli("prune", str(FIXTURES / "chat_legacy_functions.json"), "-", "-c", "100000", "-q")
     assert result.exit_code == 0 and result.stdout_bytes == raw
 
 
-def test_cli_report() -> None:
-    result = run("estimate", str(FIXTURES / "chat_legacy_functions.json"), "--json", "-q")
+def test_cli_report(cli: Cli) -> None:
+    result = cli("estimate", str(FIXTURES / "chat_legacy_functions.json"), "--json", "-q")
     assert result.exit_code == 0, result.stderr
     check_report(result.stdout, NAME)
 
@@ -143,7 +144,7 @@ def test_corpus_bodies() -> None:
         (lambda b: b.__setitem__("functions", {}), "functions"),
     ],
 )
-def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> None:
+def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any, cli: Cli) -> None:
     body = copy.deepcopy(fixture("chat_legacy_functions.json"))
     mutate(body)
     with pytest.raises(InputError) as info:
@@ -151,14 +152,14 @@ def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> 
     assert info.value.where == where
     path = tmp_path / "bad.json"
     path.write_bytes(orjson.dumps(body))
-    result = run("estimate", str(path))
+    result = cli("estimate", str(path))
     assert result.exit_code == 1 and where in result.stderr
 
 
-def test_unknown_shape_names_every_expected_format(tmp_path: Any) -> None:
+def test_unknown_shape_names_every_expected_format(tmp_path: Any, cli: Cli) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(b'{"prompt": "hi"}')
-    result = run("estimate", str(path))
+    result = cli("estimate", str(path))
     assert result.exit_code == 1
     for needle in ("Anthropic", "Responses", "Gemini", "Chat Completions"):
         assert needle in result.stderr
@@ -195,7 +196,7 @@ def test_audio_duration_from_wav_header() -> None:
     assert view.items[0].cost[0] == 8 + 30 * media.AUDIO_PER_SECOND
 
 
-def test_documents_known_only_by_reference_are_flagged(tmp_path: Any) -> None:
+def test_documents_known_only_by_reference_are_flagged(tmp_path: Any, cli: Cli) -> None:
     parts = [{"type": "text", "text": "read these"}] + [
         {"type": "file", "file": {"file_id": f"file-{k}"}} for k in range(4)
     ]
@@ -206,6 +207,6 @@ def test_documents_known_only_by_reference_are_flagged(tmp_path: Any) -> None:
     assert "and 1 more" in notes[0]
     path = tmp_path / "refs.json"
     path.write_bytes(orjson.dumps(body))
-    result = run("estimate", str(path), "-c", "1000000")
+    result = cli("estimate", str(path), "-c", "1000000")
     assert result.exit_code == 0
     assert "known only by URL or file id" in result.stderr

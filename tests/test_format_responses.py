@@ -13,7 +13,8 @@ from ctxwin.errors import InputError, PairingError
 from ctxwin.formats import get_adapter
 from ctxwin.formats.openai_responses import OpenAIResponses
 from ctxwin.view import ASSISTANT, TOOL, USER
-from tests.formats_support import FIXTURES, check_report, fixture, run, squeeze
+from tests.conftest import Cli
+from tests.formats_support import FIXTURES, check_report, fixture, squeeze
 from tests.samples import data_uri, png
 
 ADAPTER = OpenAIResponses()
@@ -56,20 +57,20 @@ def test_prune_keeps_reasoning_with_its_item() -> None:
     assert list(out) == list(body)
 
 
-def test_fitting_body_comes_back_untouched() -> None:
+def test_fitting_body_comes_back_untouched(cli: Cli) -> None:
     raw = (FIXTURES / "responses_agent.json").read_bytes()
-    result = run("prune", str(FIXTURES / "responses_agent.json"), "-", "-c", "200000", "-q")
+    result = cli("prune", str(FIXTURES / "responses_agent.json"), "-", "-c", "200000", "-q")
     assert result.exit_code == 0, result.stderr
     assert result.stdout_bytes == raw
 
 
-def test_cli_report() -> None:
+def test_cli_report(cli: Cli) -> None:
     path = str(FIXTURES / "responses_agent.json")
-    result = run("estimate", path, "--json", "-q")
+    result = cli("estimate", path, "--json", "-q")
     assert result.exit_code == 0, result.stderr
     report = check_report(result.stdout, NAME)
     assert report["reserve"] == 4096
-    pruned = run("prune", path, "-", "-c", "1900", "--max-tokens", "0", "-q", "--estimator", "seed")
+    pruned = cli("prune", path, "-", "-c", "1900", "--max-tokens", "0", "-q", "--estimator", "seed")
     assert pruned.exit_code == 0, pruned.stderr
     assert len(orjson.loads(pruned.stdout)["input"]) < len(fixture("responses_agent.json")["input"])
 
@@ -106,7 +107,7 @@ def test_reasoning_without_following_item_is_refused() -> None:
         (lambda b: b.__setitem__("input", 7), "input"),
     ],
 )
-def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> None:
+def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any, cli: Cli) -> None:
     body = copy.deepcopy(fixture("responses_agent.json"))
     mutate(body)
     with pytest.raises(InputError) as info:
@@ -114,7 +115,7 @@ def test_wrong_shapes_name_the_field(mutate: Any, where: str, tmp_path: Any) -> 
     assert info.value.where == where
     path = tmp_path / "bad.json"
     path.write_bytes(orjson.dumps(body))
-    result = run("estimate", str(path))
+    result = cli("estimate", str(path))
     assert result.exit_code == 1 and where in result.stderr
 
 

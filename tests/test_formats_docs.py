@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxwin import formats
-from tests.formats_support import run
+from tests.conftest import Cli
 
 PAGE = (Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text(encoding="utf-8")
 
 
-def test_every_format_in_docs_and_help() -> None:
-    help_text = run("estimate", "--help").stdout
+def test_every_format_in_docs_and_help(cli: Cli) -> None:
+    help_text = cli("estimate", "--help").stdout
     flat = " ".join(help_text.replace("│", " ").split())
     assert "## Formats" in PAGE and "## Media costs" in PAGE
     for name in formats.names():
@@ -19,7 +19,7 @@ def test_every_format_in_docs_and_help() -> None:
         assert name in flat
 
 
-def test_forcing_a_format_that_does_not_fit_names_the_field() -> None:
-    result = run("estimate", "-", "--format", "gemini", input=b'{"messages": []}')
+def test_forcing_a_format_that_does_not_fit_names_the_field(cli: Cli) -> None:
+    result = cli("estimate", "-", "--format", "gemini", input=b'{"messages": []}')
     assert result.exit_code == 1
     assert "contents" in result.stderr

@@ -37,7 +37,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwin import codec, core, rules
-from tests.hostile_util import EXIT_CODES, cli, cli_subprocess
+from tests.conftest import Cli
+from tests.hostile_util import EXIT_CODES, WIDE
 
 EXAMPLES = int(os.environ.get("CTXWIN_FUZZ_EXAMPLES", "500"))
 FUZZ = settings(
@@ -346,7 +347,7 @@ def check_repair(data: bytes, code: int, out: Path, stderr: str) -> None:
 )
 @FUZZ
 def test_fuzz_cli(
-    workdir: Path, case: tuple[bytes, list[str]], command: str, strategy: list[str]
+    workdir: Path, case: tuple[bytes, list[str]], command: str, strategy: list[str], cli: Cli
 ) -> None:
     data, flags = case
     out = workdir / "out.json"
@@ -361,7 +362,7 @@ def test_fuzz_cli(
         args = ["lint", "--json", "-"]
     TALLY.cases += 1
     try:
-        run = cli(args, stdin=data)
+        run = cli(*args, input=data)
     except BaseException:
         TALLY.crashes += 1
         raise
@@ -384,9 +385,9 @@ def test_fuzz_cli(
         elif command == "repair":
             check_repair(data, run.exit_code, out, run.stderr)
         elif command == "lint" and run.exit_code in (0, 1):
-            orjson.loads(run.stdout)
+            orjson.loads(run.stdout_bytes)
         elif command == "estimate" and run.exit_code in (0, 3):
-            assert orjson.loads(run.stdout)["budget"] == int(flags[1]) - int(flags[3]) - -(
+            assert orjson.loads(run.stdout_bytes)["budget"] == int(flags[1]) - int(flags[3]) - -(
                 -int(flags[1]) * 3 // 100
             )
     except AssertionError:
@@ -396,14 +397,15 @@ def test_fuzz_cli(
 
 @given(case=cases())
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
-def test_fuzz_real_process(case: tuple[bytes, list[str]]) -> None:
+def test_fuzz_real_process(case: tuple[bytes, list[str]], cli: Cli) -> None:
     """A few cases as real processes: the exit code and stderr a shell would see."""
     data, flags = case
-    run = cli_subprocess(["prune", "-", "-", *flags], stdin=data)
-    assert run.exit_code in EXIT_CODES - {4}, run.stderr
-    assert "Traceback" not in run.stderr
-    assert "internal error" not in run.stderr
-    if run.exit_code == 0:
+    run = cli.process("prune", "-", "-", *flags, stdin=data, env=WIDE)
+    stderr = run.stderr.decode("utf-8", "replace")
+    assert run.returncode in EXIT_CODES - {4}, stderr
+    assert "Traceback" not in stderr
+    assert "internal error" not in stderr
+    if run.returncode == 0:
         check_output(data, run.stdout, flags)
     else:
         assert run.stdout == b""

@@ -28,11 +28,11 @@ from hypothesis import strategies as st
 from ctxwin import codec
 from ctxwin.cli.streams import read_input
 from ctxwin.errors import InputError, UsageError
+from tests.conftest import Cli
 from tests.hostile_util import (
+    WIDE,
     assert_one_line_error,
     call,
-    cli,
-    cli_subprocess,
     dump,
     transcript,
 )
@@ -302,24 +302,24 @@ CATALOGUE = [
 
 
 @pytest.mark.parametrize("case", CATALOGUE, ids=[c.name for c in CATALOGUE])
-def test_catalogue(case: Case, tmp_path: Path) -> None:
+def test_catalogue(case: Case, tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(case.data)
     out = tmp_path / "out.json"
-    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    run = cli("prune", str(src), str(out), *PRUNE_HARD)
     assert_one_line_error(run, case.code, case.needle)
-    assert run.stdout == b""
+    assert run.stdout_bytes == b""
     assert not out.exists()
     assert src.read_bytes() == case.data
     assert [p.name for p in tmp_path.iterdir()] == ["in.json"]  # no temporary left behind
 
 
 @pytest.mark.parametrize("case", CATALOGUE, ids=[c.name for c in CATALOGUE])
-def test_catalogue_lint_reports_it(case: Case) -> None:
+def test_catalogue_lint_reports_it(case: Case, cli: Cli) -> None:
     """lint finds every catalogue problem too (exit 1), and names the same rule or place."""
-    run = cli(["lint", "--json", "-"], stdin=case.data)
+    run = cli("lint", "--json", "-", input=case.data)
     assert run.exit_code == 1, run.stderr
-    report = orjson.loads(run.stdout)
+    report = orjson.loads(run.stdout_bytes)
     assert report["clean"] is False
     found = report["files"][0]["problems"]
     assert found
@@ -332,33 +332,36 @@ SUBPROCESS_SAMPLE = ("empty file", "truncated JSON", "call id not a string", "Na
 
 
 @pytest.mark.parametrize("name", SUBPROCESS_SAMPLE)
-def test_catalogue_real_process(name: str, tmp_path: Path) -> None:
+def test_catalogue_real_process(name: str, tmp_path: Path, cli: Cli) -> None:
     case = next(c for c in CATALOGUE if c.name == name)
     src = tmp_path / "in.json"
     src.write_bytes(case.data)
-    run = cli_subprocess(["prune", str(src), str(tmp_path / "out.json"), *PRUNE_HARD])
+    run = cli.process(
+        "prune", str(src), str(tmp_path / "out.json"), *PRUNE_HARD, stdin=b"", env=WIDE
+    )
     assert_one_line_error(run, case.code, case.needle)
     assert not (tmp_path / "out.json").exists()
 
 
-def test_debug_shows_a_traceback(tmp_path: Path) -> None:
+def test_debug_shows_a_traceback(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(b"{")
-    run = cli_subprocess(["--debug", "estimate", str(src)])
-    assert run.exit_code == 1
-    assert "Traceback" in run.stderr
-    assert "InputError: invalid JSON: truncated" in run.stderr
+    run = cli.process("--debug", "estimate", str(src), stdin=b"", env=WIDE)
+    stderr = run.stderr.decode("utf-8", "replace")
+    assert run.returncode == 1
+    assert "Traceback" in stderr
+    assert "InputError: invalid JSON: truncated" in stderr
 
 
 # --- inputs that are accepted ------------------------------------------------------------
 
 
-def test_pairing_problems_pass_through_when_nothing_is_dropped(tmp_path: Path) -> None:
+def test_pairing_problems_pass_through_when_nothing_is_dropped(tmp_path: Path, cli: Cli) -> None:
     """A transcript that fits is passed through untouched, with a warning naming the problem."""
     data = mutated(_insert(6, {"role": "tool", "tool_call_id": "call_404", "content": "?"}))
     src = tmp_path / "in.json"
     src.write_bytes(data)
-    run = cli(["prune", str(src), str(tmp_path / "out.json"), "-c", "128000"])
+    run = cli("prune", str(src), str(tmp_path / "out.json"), "-c", "128000")
     assert run.exit_code == 0, run.stderr
     assert (tmp_path / "out.json").read_bytes() == data
     assert "warning: messages[6]: tool result answers call id 'call_404'" in run.stderr
@@ -382,46 +385,46 @@ def test_pairing_problems_pass_through_when_nothing_is_dropped(tmp_path: Path) -
     ids=["a call with no result in the middle", "a result answered twice"],
 )
 def test_advisory_problems_are_pruned_with_a_warning(
-    change: Callable[[dict[str, Any]], Any], where: str, rule: str, tmp_path: Path
+    change: Callable[[dict[str, Any]], Any], where: str, rule: str, tmp_path: Path, cli: Cli
 ) -> None:
     """Decision: prune goes on (a drop unit keeps a call with all its results, so pruning
     never makes these worse) and warns; lint reports them and exits 1."""
     data = mutated(change)
     src = tmp_path / "in.json"
     src.write_bytes(data)
-    run = cli(["prune", str(src), "-", *PRUNE_HARD])
+    run = cli("prune", str(src), "-", *PRUNE_HARD)
     assert run.exit_code == 0, run.stderr
     assert f"warning: {where}: " in run.stderr
     assert f"[{rule}]" in run.stderr
     assert "kept as it was (see `ctxwin lint`)" in run.stderr
-    out = orjson.loads(run.stdout)
+    out = orjson.loads(run.stdout_bytes)
     assert len(out["messages"]) < len(orjson.loads(data)["messages"])
-    lint = cli(["lint", "--json", str(src)])
+    lint = cli("lint", "--json", str(src))
     assert lint.exit_code == 1
     assert (where, rule) in {
-        (p["where"], p["rule"]) for p in orjson.loads(lint.stdout)["files"][0]["problems"]
+        (p["where"], p["rule"]) for p in orjson.loads(lint.stdout_bytes)["files"][0]["problems"]
     }
 
 
-def test_big_integer_is_fine_when_nothing_is_rewritten(tmp_path: Path) -> None:
+def test_big_integer_is_fine_when_nothing_is_rewritten(tmp_path: Path, cli: Cli) -> None:
     data = VALID.replace(b'"model"', b'"seed": 123456789012345678901234567890, "model"')
     src = tmp_path / "in.json"
     src.write_bytes(data)
-    assert cli(["estimate", str(src), *PRUNE_HARD]).exit_code == 0
-    run = cli(["prune", str(src), str(tmp_path / "out.json"), "-c", "128000"])
+    assert cli("estimate", str(src), *PRUNE_HARD).exit_code == 0
+    run = cli("prune", str(src), str(tmp_path / "out.json"), "-c", "128000")
     assert run.exit_code == 0, run.stderr
     assert (tmp_path / "out.json").read_bytes() == data
 
 
-def test_integers_within_64_bits_are_pruned(tmp_path: Path) -> None:
+def test_integers_within_64_bits_are_pruned(tmp_path: Path, cli: Cli) -> None:
     data = VALID.replace(
         b'"model"', b'"a": 18446744073709551615, "b": -9223372036854775808, "model"'
     )
     src = tmp_path / "in.json"
     src.write_bytes(data)
-    run = cli(["prune", str(src), "-", *PRUNE_HARD])
+    run = cli("prune", str(src), "-", *PRUNE_HARD)
     assert run.exit_code == 0, run.stderr
-    body = orjson.loads(run.stdout)
+    body = orjson.loads(run.stdout_bytes)
     assert body["a"] == 18446744073709551615
     assert body["b"] == -9223372036854775808
     assert len(body["messages"]) < len(transcript()["messages"])
@@ -436,28 +439,28 @@ def test_digits_inside_strings_are_not_big_integers() -> None:
     )
 
 
-def test_utf8_bom_is_skipped_with_a_warning(tmp_path: Path) -> None:
+def test_utf8_bom_is_skipped_with_a_warning(tmp_path: Path, cli: Cli) -> None:
     """Decision: a leading UTF-8 BOM is ignored (RFC 8259 allows it), with a warning."""
     src = tmp_path / "in.json"
     src.write_bytes(b"\xef\xbb\xbf" + VALID)
-    run = cli(["prune", str(src), "-", *PRUNE_HARD])
+    run = cli("prune", str(src), "-", *PRUNE_HARD)
     assert run.exit_code == 0, run.stderr
     assert "warning: ignoring the UTF-8 byte order mark" in run.stderr
-    assert not run.stdout.startswith(b"\xef\xbb\xbf")  # the pruned output has none
-    assert orjson.loads(run.stdout)["messages"][0]["role"] == "system"
-    fits = cli(["prune", str(src), "-", "-c", "128000", "-q"])
+    assert not run.stdout_bytes.startswith(b"\xef\xbb\xbf")  # the pruned output has none
+    assert orjson.loads(run.stdout_bytes)["messages"][0]["role"] == "system"
+    fits = cli("prune", str(src), "-", "-c", "128000", "-q")
     assert fits.exit_code == 0
-    assert fits.stdout == src.read_bytes()  # passed through untouched, BOM included
+    assert fits.stdout_bytes == src.read_bytes()  # passed through untouched, BOM included
 
 
-def test_deep_nesting_within_the_parser_limit_is_pruned(tmp_path: Path) -> None:
+def test_deep_nesting_within_the_parser_limit_is_pruned(tmp_path: Path, cli: Cli) -> None:
     """orjson reads 1024 levels but writes only 254: the standard library writes the rest."""
     src = tmp_path / "in.json"
     src.write_bytes(_deep(1000))
-    run = cli(["prune", str(src), "-", *PRUNE_HARD, "-q"])
+    run = cli("prune", str(src), "-", *PRUNE_HARD, "-q")
     assert run.exit_code == 0, run.stderr
-    assert b'"metadata":' + b"[" * 1000 + b"]" * 1000 in run.stdout
-    assert len(orjson.loads(run.stdout)["messages"]) < len(transcript()["messages"])
+    assert b'"metadata":' + b"[" * 1000 + b"]" * 1000 in run.stdout_bytes
+    assert len(orjson.loads(run.stdout_bytes)["messages"]) < len(transcript()["messages"])
 
 
 def test_parse_positions_count_characters_not_bytes() -> None:
@@ -468,22 +471,22 @@ def test_parse_positions_count_characters_not_bytes() -> None:
 # --- files, folders, sizes, stdin --------------------------------------------------------
 
 
-def test_missing_file(tmp_path: Path) -> None:
-    run = cli(["estimate", str(tmp_path / "nope.json")])
+def test_missing_file(tmp_path: Path, cli: Cli) -> None:
+    run = cli("estimate", str(tmp_path / "nope.json"))
     assert_one_line_error(run, 1, "nope.json: no such file")
 
 
-def test_a_folder(tmp_path: Path) -> None:
-    run = cli(["estimate", str(tmp_path)])
+def test_a_folder(tmp_path: Path, cli: Cli) -> None:
+    run = cli("estimate", str(tmp_path))
     assert_one_line_error(run, 1, "is a folder, expected a JSON file")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_file(tmp_path: Path) -> None:
+def test_unreadable_file(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(VALID)
     src.chmod(0)
-    run = cli(["estimate", str(src)])
+    run = cli("estimate", str(src))
     assert_one_line_error(run, 1, "in.json: permission denied")
 
 
@@ -500,25 +503,25 @@ def test_unreadable_file_any_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         read_input(str(src))
 
 
-def test_two_gigabyte_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+def test_two_gigabyte_file_is_refused_without_reading_it(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "huge.json"
     with src.open("wb") as fh:
         fh.truncate(2 * 1024**3)  # sparse: takes no disk space
-    run = cli(["estimate", str(src)])
+    run = cli("estimate", str(src))
     assert_one_line_error(run, 1, "huge.json is 2,147,483,648 bytes, over the 1,073,741,824-byte")
     assert "--max-input-bytes" in run.stderr
 
 
-def test_max_input_bytes_on_a_file_and_on_stdin(tmp_path: Path) -> None:
+def test_max_input_bytes_on_a_file_and_on_stdin(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(VALID)
     limit = str(len(VALID) - 1)
-    run = cli(["estimate", str(src), "--max-input-bytes", limit])
+    run = cli("estimate", str(src), "--max-input-bytes", limit)
     assert_one_line_error(run, 1, f"over the {len(VALID) - 1:,}-byte input limit")
-    run = cli(["estimate", "-", "--max-input-bytes", limit], stdin=VALID)
+    run = cli("estimate", "-", "--max-input-bytes", limit, input=VALID)
     assert_one_line_error(run, 1, "stdin is")
-    assert cli(["estimate", "-", "--max-input-bytes", str(len(VALID))], stdin=VALID).exit_code == 0
-    assert cli(["estimate", str(src), "--max-input-bytes", "0"]).exit_code == 0
+    assert cli("estimate", "-", "--max-input-bytes", str(len(VALID)), input=VALID).exit_code == 0
+    assert cli("estimate", str(src), "--max-input-bytes", "0").exit_code == 0
 
 
 def test_stdin_that_is_a_terminal_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -532,27 +535,27 @@ def test_stdin_that_is_a_terminal_is_a_usage_error(monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.parametrize("command", ["estimate", "prune", "lint"])
-def test_stdin_that_is_a_terminal_real_process(command: str) -> None:
+def test_stdin_that_is_a_terminal_real_process(command: str, cli: Cli) -> None:
     """No hang: a real pseudo-terminal on stdin gives exit 2 at once."""
     leader, follower = pty.openpty()
     try:
-        run = cli_subprocess([command], stdin=follower, timeout=30)
+        run = cli.process(command, stdin=follower, timeout=30, env=WIDE)
     finally:
         os.close(follower)
         os.close(leader)
     assert_one_line_error(run, 2, "no input: give a transcript file, or pipe JSON to stdin")
 
 
-def test_unknown_format_is_a_usage_error() -> None:
-    run = cli(["estimate", "-", "--format", "yaml"], stdin=VALID)
+def test_unknown_format_is_a_usage_error(cli: Cli) -> None:
+    run = cli("estimate", "-", "--format", "yaml", input=VALID)
     assert_one_line_error(run, 2, "--format: unknown format 'yaml'")
 
 
-def test_input_is_never_modified(tmp_path: Path) -> None:
+def test_input_is_never_modified(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(VALID)
     before = src.stat()
-    run = cli(["prune", str(src), str(tmp_path / "out.json"), *PRUNE_HARD, "-q"])
+    run = cli("prune", str(src), str(tmp_path / "out.json"), *PRUNE_HARD, "-q")
     assert run.exit_code == 0, run.stderr
     after = src.stat()
     assert src.read_bytes() == VALID
@@ -602,18 +605,18 @@ def test_find_big_integer_agrees_with_a_full_tokenizer(value: Any) -> None:
         assert found is not None and f"(byte {expected:,})" in found, (data, found)
 
 
-def test_a_refused_prune_writes_no_report_either(tmp_path: Path) -> None:
+def test_a_refused_prune_writes_no_report_either(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(VALID.replace(b'"model"', b'"seed": 123456789012345678901234567890, "model"'))
     report = tmp_path / "report.json"
-    run = cli(["prune", str(src), str(tmp_path / "out.json"), "--report", str(report), *PRUNE_HARD])
+    run = cli("prune", str(src), str(tmp_path / "out.json"), "--report", str(report), *PRUNE_HARD)
     assert_one_line_error(run, 1, "is beyond 64 bits")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.json"]
 
 
-def test_a_list_where_a_type_name_belongs_is_bad_input_not_a_crash() -> None:
+def test_a_list_where_a_type_name_belongs_is_bad_input_not_a_crash(cli: Cli) -> None:
     """Found by `make fuzz`: an unhashable "type" once crashed format detection."""
-    run = cli(["estimate", "-c", "100000", "-"], stdin=b'[{"type": ["x"]}, {"role": "user"}]')
+    run = cli("estimate", "-c", "100000", "-", input=b'[{"type": ["x"]}, {"role": "user"}]')
     assert run.exit_code == 1, run.stderr
     assert "internal error" not in run.stderr
 
@@ -633,7 +636,7 @@ BIG = 123456789012345678901234567890
     ids=["dropped", "kept", "dropped-but-kept-text-has-e+"],
 )
 def test_big_integer_matters_only_if_written_back(
-    index: int, text: str, refused: bool, tmp_path: Path
+    index: int, text: str, refused: bool, tmp_path: Path, cli: Cli
 ) -> None:
     def change(body: dict[str, Any]) -> None:
         body["messages"][index]["seq"] = "BIG"
@@ -642,7 +645,7 @@ def test_big_integer_matters_only_if_written_back(
     src = tmp_path / "in.json"
     src.write_bytes(mutated(change).replace(b'"BIG"', str(BIG).encode()))
     out = tmp_path / "out.json"
-    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    run = cli("prune", str(src), str(out), *PRUNE_HARD)
     if refused:
         assert_one_line_error(run, 1, "is beyond 64 bits")
         assert not out.exists()

@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from ctxwin import core
-from tests.hostile_util import cli, dump, transcript
+from tests.conftest import Cli
+from tests.hostile_util import dump, transcript
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 if not CORPUS.is_dir():
@@ -24,21 +25,21 @@ def broken() -> dict[str, Any]:
     return body
 
 
-def test_clean_file(tmp_path: Path) -> None:
+def test_clean_file(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "run.json"
     src.write_bytes(dump(transcript()))
-    run = cli(["lint", str(src)])
+    run = cli("lint", str(src))
     assert run.exit_code == 0, run.stderr
-    assert run.stdout == b""
+    assert run.stdout_bytes == b""
     assert run.stderr == "ctxwin: lint: no problems in 1 file\n"
 
 
-def test_table_lists_every_problem(tmp_path: Path) -> None:
+def test_table_lists_every_problem(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "run.json"
     src.write_bytes(dump(broken()))
-    run = cli(["lint", str(src)])
+    run = cli("lint", str(src))
     assert run.exit_code == 1
-    table = run.stdout.decode()
+    table = run.stdout_bytes.decode()
     lines = [line.split() for line in table.splitlines()]
     assert lines[0] == ["where", "rule", "problem"]
     rule_names = {"unanswered-call", "orphan-result"}
@@ -49,13 +50,13 @@ def test_table_lists_every_problem(tmp_path: Path) -> None:
     assert run.stderr == "ctxwin: lint: 2 problems in 1 of 1 file\n"
 
 
-def test_json_output(tmp_path: Path) -> None:
+def test_json_output(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "run.json"
     src.write_bytes(dump(broken()))
-    run = cli(["lint", "--json", "-q", str(src)])
+    run = cli("lint", "--json", "-q", str(src))
     assert run.exit_code == 1
     assert run.stderr == ""
-    report = orjson.loads(run.stdout)
+    report = orjson.loads(run.stdout_bytes)
     assert report["clean"] is False
     assert report["problems"] == 2
     (record,) = report["files"]
@@ -70,15 +71,15 @@ def test_json_output(tmp_path: Path) -> None:
     }
 
 
-def test_folders_missing_files_and_stdin(tmp_path: Path) -> None:
+def test_folders_missing_files_and_stdin(tmp_path: Path, cli: Cli) -> None:
     folder = tmp_path / "runs"
     (folder / "sub").mkdir(parents=True)
     (folder / "a.json").write_bytes(dump(transcript()))
     (folder / "sub" / "b.json").write_bytes(dump(broken()))
     (folder / "notes.txt").write_text("not a transcript, not linted")
-    run = cli(["lint", "--json", str(folder), str(tmp_path / "gone.json"), "-"], stdin=b"[]")
+    run = cli("lint", "--json", str(folder), str(tmp_path / "gone.json"), "-", input=b"[]")
     assert run.exit_code == 1
-    records = orjson.loads(run.stdout)["files"]
+    records = orjson.loads(run.stdout_bytes)["files"]
     assert [r["path"] for r in records] == [
         str(folder / "a.json"),
         str(folder / "sub" / "b.json"),
@@ -92,12 +93,12 @@ def test_folders_missing_files_and_stdin(tmp_path: Path) -> None:
     assert run.stderr == "ctxwin: lint: 3 problems in 2 of 4 files\n"
 
 
-def test_shape_errors_are_bad_input_with_their_place() -> None:
+def test_shape_errors_are_bad_input_with_their_place(cli: Cli) -> None:
     body = transcript()
     body["messages"][2]["tool_calls"][0]["id"] = 7
-    run = cli(["lint", "--json"], stdin=dump(body))
+    run = cli("lint", "--json", input=dump(body))
     assert run.exit_code == 1
-    (problem,) = orjson.loads(run.stdout)["files"][0]["problems"]
+    (problem,) = orjson.loads(run.stdout_bytes)["files"][0]["problems"]
     assert problem == {
         "index": None,
         "where": "messages[2].tool_calls[0].id",
@@ -106,22 +107,22 @@ def test_shape_errors_are_bad_input_with_their_place() -> None:
     }
 
 
-def test_big_integer_is_reported() -> None:
+def test_big_integer_is_reported(cli: Cli) -> None:
     data = dump(transcript()).replace(b'"model"', b'"seed": 99999999999999999999999, "model"')
-    run = cli(["lint", "--json"], stdin=data)
+    run = cli("lint", "--json", input=data)
     assert run.exit_code == 1
-    (problem,) = orjson.loads(run.stdout)["files"][0]["problems"]
+    (problem,) = orjson.loads(run.stdout_bytes)["files"][0]["problems"]
     assert problem["rule"] == "big-integer"
     assert problem["message"].startswith("integer 99999999999999999999999 at line 1 column 10")
 
 
-def test_lint_and_prune_agree(tmp_path: Path) -> None:
+def test_lint_and_prune_agree(tmp_path: Path, cli: Cli) -> None:
     """The pruner refuses naming a problem lint lists: one implementation."""
     src = tmp_path / "run.json"
     src.write_bytes(dump(broken()))
-    found = orjson.loads(cli(["lint", "--json", str(src)]).stdout)["files"][0]["problems"]
+    found = orjson.loads(cli("lint", "--json", str(src)).stdout_bytes)["files"][0]["problems"]
     first = next(p for p in found if p["rule"] == "orphan-result")
-    run = cli(["prune", str(src), "-", "-c", "4000", "--max-tokens", "0"])
+    run = cli("prune", str(src), "-", "-c", "4000", "--max-tokens", "0")
     assert run.exit_code == 1
     assert f"{first['where']}: {first['message']} [{first['rule']}]" in run.stderr
 

@@ -17,7 +17,8 @@ import pytest
 
 from ctxwin.cli import streams as _io
 from ctxwin.cli.streams import OutputError, write_output
-from tests.hostile_util import assert_one_line_error, cli, dump, transcript
+from tests.conftest import Cli
+from tests.hostile_util import assert_one_line_error, dump, transcript
 
 PRUNE_HARD = ["-c", "4000", "--max-tokens", "0", "-q"]
 DATA = dump(transcript())
@@ -34,9 +35,9 @@ def leftovers(folder: Path, *keep: str) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name not in keep)
 
 
-def test_new_out_is_complete_and_alone(src: Path, tmp_path: Path) -> None:
+def test_new_out_is_complete_and_alone(src: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "out.json"
-    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    run = cli("prune", str(src), str(out), *PRUNE_HARD)
     assert run.exit_code == 0, run.stderr
     body = orjson.loads(out.read_bytes())
     assert len(body["messages"]) < len(transcript()["messages"])
@@ -46,41 +47,41 @@ def test_new_out_is_complete_and_alone(src: Path, tmp_path: Path) -> None:
     assert leftovers(tmp_path, "in.json", "out.json") == []
 
 
-def test_out_equal_to_in_is_replaced_atomically(src: Path, tmp_path: Path) -> None:
+def test_out_equal_to_in_is_replaced_atomically(src: Path, tmp_path: Path, cli: Cli) -> None:
     inode = src.stat().st_ino
-    run = cli(["prune", str(src), str(src), *PRUNE_HARD])
+    run = cli("prune", str(src), str(src), *PRUNE_HARD)
     assert run.exit_code == 0, run.stderr
     assert src.stat().st_ino != inode  # a new file was renamed over it, not rewritten in place
     assert len(orjson.loads(src.read_bytes())["messages"]) < len(transcript()["messages"])
     assert leftovers(tmp_path, "in.json") == []
 
 
-def test_existing_out_keeps_its_mode(src: Path, tmp_path: Path) -> None:
+def test_existing_out_keeps_its_mode(src: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"old")
     out.chmod(0o640)
-    assert cli(["prune", str(src), str(out), *PRUNE_HARD]).exit_code == 0
+    assert cli("prune", str(src), str(out), *PRUNE_HARD).exit_code == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o640
 
 
-def test_symlinked_out_stays_a_link(src: Path, tmp_path: Path) -> None:
+def test_symlinked_out_stays_a_link(src: Path, tmp_path: Path, cli: Cli) -> None:
     target = tmp_path / "real.json"
     target.write_bytes(b"old")
     link = tmp_path / "link.json"
     link.symlink_to(target.name)
-    assert cli(["prune", str(src), str(link), *PRUNE_HARD]).exit_code == 0
+    assert cli("prune", str(src), str(link), *PRUNE_HARD).exit_code == 0
     assert link.is_symlink()
     assert orjson.loads(target.read_bytes())["model"] == "gpt-4o"
 
 
-def test_dev_full_is_a_clear_error_and_stays_a_device(src: Path) -> None:
-    run = cli(["prune", str(src), "/dev/full", *PRUNE_HARD])
+def test_dev_full_is_a_clear_error_and_stays_a_device(src: Path, cli: Cli) -> None:
+    run = cli("prune", str(src), "/dev/full", *PRUNE_HARD)
     assert_one_line_error(run, 1, "/dev/full: cannot write: no space left on device")
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
-def test_dev_null_is_written_in_place(src: Path) -> None:
-    run = cli(["prune", str(src), "/dev/null", *PRUNE_HARD])
+def test_dev_null_is_written_in_place(src: Path, cli: Cli) -> None:
+    run = cli("prune", str(src), "/dev/null", *PRUNE_HARD)
     assert run.exit_code == 0, run.stderr
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
@@ -92,7 +93,7 @@ def test_no_new_files_in_dev() -> None:
     assert not os.path.exists(name)
 
 
-def test_fifo_is_written_in_place(src: Path, tmp_path: Path) -> None:
+def test_fifo_is_written_in_place(src: Path, tmp_path: Path, cli: Cli) -> None:
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
     received: list[bytes] = []
@@ -103,17 +104,17 @@ def test_fifo_is_written_in_place(src: Path, tmp_path: Path) -> None:
 
     reader = threading.Thread(target=read)
     reader.start()
-    run = cli(["prune", str(src), str(fifo), *PRUNE_HARD])
+    run = cli("prune", str(src), str(fifo), *PRUNE_HARD)
     reader.join(timeout=30)
     assert run.exit_code == 0, run.stderr
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert orjson.loads(received[0])["model"] == "gpt-4o"
 
 
-def test_dev_fd_path_writes_to_that_descriptor(src: Path) -> None:
+def test_dev_fd_path_writes_to_that_descriptor(src: Path, cli: Cli) -> None:
     read_end, write_end = os.pipe()
     try:
-        run = cli(["prune", str(src), f"/dev/fd/{write_end}", *PRUNE_HARD])
+        run = cli("prune", str(src), f"/dev/fd/{write_end}", *PRUNE_HARD)
         os.close(write_end)
         chunks = []
         while chunk := os.read(read_end, 1 << 16):
@@ -156,7 +157,7 @@ def test_dev_stdout_appends_to_a_redirected_file_and_is_never_replaced(
 
 
 def test_full_disk_leaves_the_old_out(
-    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
 ) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"old contents")
@@ -165,14 +166,14 @@ def test_full_disk_leaves_the_old_out(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "fsync", no_space)
-    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    run = cli("prune", str(src), str(out), *PRUNE_HARD)
     assert_one_line_error(run, 1, "out.json: cannot write: no space left on device")
     assert out.read_bytes() == b"old contents"
     assert leftovers(tmp_path, "in.json", "out.json") == []
 
 
 def test_full_disk_without_o_tmpfile(
-    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
 ) -> None:
     """The named-temporary fallback cleans up after itself too."""
     out = tmp_path / "out.json"
@@ -184,34 +185,36 @@ def test_full_disk_without_o_tmpfile(
 
     monkeypatch.setattr(_io, "_open_anonymous", lambda folder: None)
     monkeypatch.setattr(os, "fsync", no_space)
-    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    run = cli("prune", str(src), str(out), *PRUNE_HARD)
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert_one_line_error(run, 1, "no space left on device")
     assert out.read_bytes() == b"old contents"
     assert leftovers(tmp_path, "in.json", "out.json") == []
-    assert cli(["prune", str(src), str(out), *PRUNE_HARD]).exit_code == 0
+    assert cli("prune", str(src), str(out), *PRUNE_HARD).exit_code == 0
     assert orjson.loads(out.read_bytes())["model"] == "gpt-4o"
     assert leftovers(tmp_path, "in.json", "out.json") == []
 
 
-def test_read_only_file_system(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_only_file_system(
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
+) -> None:
     def read_only(folder: str) -> int:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), folder)
 
     monkeypatch.setattr(_io, "_open_anonymous", read_only)
     out = tmp_path / "out.json"
-    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    run = cli("prune", str(src), str(out), *PRUNE_HARD)
     assert_one_line_error(run, 1, "out.json: cannot write: Read-only file system")
     assert not out.exists()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_read_only_folder(src: Path, tmp_path: Path) -> None:
+def test_read_only_folder(src: Path, tmp_path: Path, cli: Cli) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(0o555)
     try:
-        run = cli(["prune", str(src), str(folder / "out.json"), *PRUNE_HARD])
+        run = cli("prune", str(src), str(folder / "out.json"), *PRUNE_HARD)
     finally:
         folder.chmod(0o755)
     assert_one_line_error(run, 1, "cannot write: Permission denied")
@@ -219,36 +222,36 @@ def test_read_only_folder(src: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write any file")
-def test_read_only_out_is_not_replaced(src: Path, tmp_path: Path) -> None:
+def test_read_only_out_is_not_replaced(src: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"keep me")
     out.chmod(0o444)
-    run = cli(["prune", str(src), str(out), *PRUNE_HARD])
+    run = cli("prune", str(src), str(out), *PRUNE_HARD)
     assert_one_line_error(run, 1, "out.json: cannot write: permission denied")
     assert out.read_bytes() == b"keep me"
 
 
-def test_out_is_a_folder(src: Path, tmp_path: Path) -> None:
-    run = cli(["prune", str(src), str(tmp_path), *PRUNE_HARD])
+def test_out_is_a_folder(src: Path, tmp_path: Path, cli: Cli) -> None:
+    run = cli("prune", str(src), str(tmp_path), *PRUNE_HARD)
     assert_one_line_error(run, 1, "is a folder, expected a file path")
 
 
-def test_out_in_a_missing_folder(src: Path, tmp_path: Path) -> None:
-    run = cli(["prune", str(src), str(tmp_path / "nope" / "out.json"), *PRUNE_HARD])
+def test_out_in_a_missing_folder(src: Path, tmp_path: Path, cli: Cli) -> None:
+    run = cli("prune", str(src), str(tmp_path / "nope" / "out.json"), *PRUNE_HARD)
     assert_one_line_error(run, 1, "cannot write: No such file or directory")
 
 
-def test_a_failed_prune_writes_nothing(src: Path, tmp_path: Path) -> None:
+def test_a_failed_prune_writes_nothing(src: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"previous")
-    run = cli(["prune", str(src), str(out), "-c", "5", "--max-tokens", "0"])
+    run = cli("prune", str(src), str(out), "-c", "5", "--max-tokens", "0")
     assert run.exit_code == 3, run.stderr
     assert out.read_bytes() == b"previous"
     assert src.read_bytes() == DATA
 
 
-def test_report_to_dev_full(src: Path, tmp_path: Path) -> None:
-    run = cli(["prune", str(src), str(tmp_path / "o.json"), "--report", "/dev/full", *PRUNE_HARD])
+def test_report_to_dev_full(src: Path, tmp_path: Path, cli: Cli) -> None:
+    run = cli("prune", str(src), str(tmp_path / "o.json"), "--report", "/dev/full", *PRUNE_HARD)
     assert_one_line_error(run, 1, "/dev/full: cannot write: no space left on device")
 
 

@@ -12,18 +12,12 @@ from pathlib import Path
 import httpx2 as httpx
 import orjson
 
+from tests.conftest import Cli
 from tests.proxy_support import FakeUpstream, serve_fake
 from tests.test_proxy_fitting import agent_body
 
-CTXWIN = [sys.executable, "-c", "from ctxwin.cli.main import run; run()"]
+CTXWIN = [sys.executable, "-m", "ctxwin"]
 SECRET = "sk-cli-secret"
-
-
-def ctxwin(*args: str, pre: str = "") -> subprocess.CompletedProcess[str]:
-    code = f"{pre}\nfrom ctxwin.cli.main import run; run()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60
-    )
 
 
 def test_serves_fits_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -59,38 +53,42 @@ def test_serves_fits_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     assert "Traceback" not in err
 
 
-def test_without_the_extra_one_line_and_exit_1() -> None:
+def test_without_the_extra_one_line_and_exit_1(tmp_path: Path, cli: Cli) -> None:
     # aiohttp made unimportable, as in an install without ctxwin[proxy]
-    result = ctxwin(
-        "proxy", "--upstream", "http://127.0.0.1:9", pre="import sys; sys.modules['aiohttp'] = None"
+    (tmp_path / "aiohttp").mkdir()
+    (tmp_path / "aiohttp" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'aiohttp'\", name='aiohttp')\n"
+    )
+    result = cli.process(
+        "proxy", "--upstream", "http://127.0.0.1:9", env={"PYTHONPATH": str(tmp_path)}
     )
     assert result.returncode == 1
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
+    assert result.stdout == b""
+    lines = result.stderr.decode().splitlines()
     assert len(lines) == 1
     assert "pip install 'ctxwin[proxy]'" in lines[0]
 
 
-def test_bad_flags_are_usage_errors() -> None:
+def test_bad_flags_are_usage_errors(cli: Cli) -> None:
     for args in (
         ["--upstream", "ftp://example"],
         ["--upstream", "http://127.0.0.1:9", "--strategy", "drop-everything"],
         ["--upstream", "http://127.0.0.1:9", "--calibration", "nan"],
     ):
-        result = ctxwin("proxy", *args)
+        result = cli.process("proxy", *args)
         assert result.returncode == 2, (args, result.stderr)
         assert len(result.stderr.splitlines()) == 1
-    missing = ctxwin("proxy")
+    missing = cli.process("proxy")
     assert missing.returncode == 2
-    assert "--upstream" in missing.stderr
+    assert b"--upstream" in missing.stderr
 
 
-def test_a_port_in_use_is_one_line_and_exit_1() -> None:
+def test_a_port_in_use_is_one_line_and_exit_1(cli: Cli) -> None:
     with serve_fake(FakeUpstream()) as taken:
-        result = ctxwin("proxy", "--upstream", taken.url, "--port", str(taken.port))
+        result = cli.process("proxy", "--upstream", taken.url, "--port", str(taken.port))
     assert result.returncode == 1
-    assert result.stderr.count("\n") == 1
-    assert "cannot listen on 127.0.0.1" in result.stderr
+    assert result.stderr.count(b"\n") == 1
+    assert b"cannot listen on 127.0.0.1" in result.stderr
 
 
 def test_quiet_logs_nothing_per_request() -> None:

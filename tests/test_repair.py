@@ -10,7 +10,8 @@ import pytest
 
 import ctxwin
 from ctxwin.repairing import STUB_TEXT, RepairError, repair
-from tests.hostile_util import cli, dump
+from tests.conftest import Cli
+from tests.hostile_util import dump
 
 
 def call(cid: str) -> dict[str, Any]:
@@ -169,13 +170,13 @@ def test_library_exports() -> None:
     assert ctxwin.Repaired.__name__ == "Repaired"
 
 
-def test_cli_repairs_reports_and_lints_clean(tmp_path: Path) -> None:
+def test_cli_repairs_reports_and_lints_clean(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(dump(chat_broken()))
     dst = tmp_path / "out.json"
-    run = cli(["repair", str(src), str(dst), "--json"])
+    run = cli("repair", str(src), str(dst), "--json")
     assert run.exit_code == 0, run.stderr
-    report = orjson.loads(run.stdout)
+    report = orjson.loads(run.stdout_bytes)
     assert report["changed"] is True
     assert [c["action"] for c in report["changes"]] == [
         "stubbed",
@@ -184,21 +185,21 @@ def test_cli_repairs_reports_and_lints_clean(tmp_path: Path) -> None:
     ]
     assert report["messages_before"] == 7 and report["messages_after"] == 6
     assert "messages[3]: removed the result for call id 'zz'" in run.stderr
-    assert cli(["lint", str(dst)]).exit_code == 0
-    again = cli(["repair", str(dst), "-"])
+    assert cli("lint", str(dst)).exit_code == 0
+    again = cli("repair", str(dst), "-")
     assert again.exit_code == 0
-    assert again.stdout == dst.read_bytes()
+    assert again.stdout_bytes == dst.read_bytes()
     assert "nothing to repair" in again.stderr
 
 
-def test_cli_valid_input_is_written_byte_for_byte() -> None:
+def test_cli_valid_input_is_written_byte_for_byte(cli: Cli) -> None:
     data = b'{ "messages": [ {"role": "user", "content": "hi"} ] }\n'
-    run = cli(["repair", "-", "-"], stdin=data)
+    run = cli("repair", "-", "-", input=data)
     assert run.exit_code == 0
-    assert run.stdout == data
+    assert run.stdout_bytes == data
 
 
-def test_cli_refusal_writes_nothing(tmp_path: Path) -> None:
+def test_cli_refusal_writes_nothing(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(
         dump(
@@ -212,12 +213,12 @@ def test_cli_refusal_writes_nothing(tmp_path: Path) -> None:
     )
     dst = tmp_path / "out.json"
     dst.write_bytes(b"keep me")
-    run = cli(["repair", str(src), str(dst)])
+    run = cli("repair", str(src), str(dst))
     assert run.exit_code == 1
     assert run.stderr.count("\n") == 1 and "cannot repair without guessing" in run.stderr
     assert dst.read_bytes() == b"keep me"
 
 
-def test_cli_usage_errors() -> None:
-    assert cli(["repair", "-", "-", "--json"], stdin=b"[]").exit_code == 2
-    assert cli(["repair", "-", "-", "--format", "nope"], stdin=b"[]").exit_code == 2
+def test_cli_usage_errors(cli: Cli) -> None:
+    assert cli("repair", "-", "-", "--json", input=b"[]").exit_code == 2
+    assert cli("repair", "-", "-", "--format", "nope", input=b"[]").exit_code == 2

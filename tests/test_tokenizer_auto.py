@@ -9,11 +9,9 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
 import ctxwin
 from ctxwin.budget import compute_budget, lookup_model, model_table, resolve_spec
-from ctxwin.cli.app import app
 from ctxwin.core import load
 from ctxwin.estimate import (
     CLAUDE_NEXT_SEED,
@@ -30,6 +28,7 @@ from ctxwin.estimate import (
 from ctxwin.proxy.fitting import Fitter, ProxyConfig
 from ctxwin.proxy.routes import CHAT, MESSAGES
 from ctxwin.settings import Settings
+from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None
 needs_bpe = pytest.mark.skipif(not HAS_BPE, reason="needs the bpe extra (quicktok)")
@@ -138,10 +137,14 @@ def test_claude_seed_covers_the_newer_tokenizer() -> None:
     assert default_calibration("tokenizer:o200k_base", "claude-opus-4-7") == 1.0
 
 
-def test_cli_applies_the_newer_claude_seed() -> None:
-    out = CliRunner().invoke(
-        app,
-        ["estimate", "-", "--model", "claude-opus-4-7", "--json", "-q"],
+def test_cli_applies_the_newer_claude_seed(cli: Cli) -> None:
+    out = cli(
+        "estimate",
+        "-",
+        "--model",
+        "claude-opus-4-7",
+        "--json",
+        "-q",
         input=orjson.dumps(body(None)),
     )
     assert out.exit_code == 0, out.stderr
@@ -181,8 +184,8 @@ def test_gemini_3_pro_rows(model: str, row: str, window: int) -> None:
     assert found is not None and (found.name, found.context_length) == (row, window)
 
 
-def test_models_json_lists_the_tokenizer() -> None:
-    out = CliRunner().invoke(app, ["models", "claude-opus-4-7", "--json"])
+def test_models_json_lists_the_tokenizer(cli: Cli) -> None:
+    out = cli("models", "claude-opus-4-7", "--json")
     assert out.exit_code == 0
     (row,) = orjson.loads(out.stdout)
     assert (row["tokenizer"], row["tokenizer_generation"]) == ("claude", 2)
@@ -215,29 +218,30 @@ def test_library_prune_with_tokenizer_auto() -> None:
     assert plan.transcript.estimator.name == "tokenizer:cl100k_base"
 
 
-def _report(*args: str, model: str | None = "gpt-4o") -> dict[str, Any]:
-    out = CliRunner().invoke(
-        app, ["estimate", "-", "--json", "-q", *args], input=orjson.dumps(body(model))
-    )
+def _report(cli: Cli, *args: str, model: str | None = "gpt-4o") -> dict[str, Any]:
+    out = cli("estimate", "-", "--json", "-q", *args, input=orjson.dumps(body(model)))
     assert out.exit_code == 0, out.stderr
     report: dict[str, Any] = orjson.loads(out.stdout)
     return report
 
 
 @needs_bpe
-def test_cli_auto_names_the_estimator_it_used() -> None:
-    exact = _report("--tokenizer", "o200k_base")
-    auto = _report("--tokenizer", "auto")
+def test_cli_auto_names_the_estimator_it_used(cli: Cli) -> None:
+    exact = _report(cli, "--tokenizer", "o200k_base")
+    auto = _report(cli, "--tokenizer", "auto")
     assert auto["estimator"] == "tokenizer:o200k_base"
     assert auto["estimated_tokens"] == exact["estimated_tokens"]
     # --model wins over the body's model
-    assert _report("--tokenizer", "auto", "--model", "qwen3-32b")["estimator"] == "tokenizer:qwen3"
+    assert (
+        _report(cli, "--tokenizer", "auto", "--model", "qwen3-32b")["estimator"]
+        == "tokenizer:qwen3"
+    )
     # a tokenizer that is not shipped: the estimator, and the model's seed
-    claude = _report("--tokenizer", "auto", model="claude-sonnet-4-5")
+    claude = _report(cli, "--tokenizer", "auto", model="claude-sonnet-4-5")
     assert (claude["estimator"], claude["calibration"]) == ("content", 1.35)
-    bound = _report("--tokenizer", "auto", "--estimator", "bound", model="gemini-3-pro")
+    bound = _report(cli, "--tokenizer", "auto", "--estimator", "bound", model="gemini-3-pro")
     assert bound["estimator"] == "bound"
-    assert _report("--tokenizer", "auto", model=None)["estimator"] == "content"
+    assert _report(cli, "--tokenizer", "auto", model=None)["estimator"] == "content"
 
 
 @needs_bpe
@@ -261,17 +265,15 @@ def test_proxy_auto_picks_each_requests_model() -> None:
 # --- auto, with the extra absent -----------------------------------------------------
 
 
-def test_auto_without_the_extra_uses_the_estimator(no_bpe: None) -> None:
+def test_auto_without_the_extra_uses_the_estimator(no_bpe: None, cli: Cli) -> None:
     fallback = BoundEstimator()
     assert auto_estimator("gpt-4o", fallback) is fallback
     _, plan = ctxwin.prune(body("gpt-4o"), tokenizer="auto")
     assert plan.transcript.estimator.name == "content"
-    report = _report("--tokenizer", "auto")
+    report = _report(cli, "--tokenizer", "auto")
     assert report["estimator"] == "content"
     # naming an encoding still needs the extra (exit 2)
-    out = CliRunner().invoke(
-        app, ["estimate", "-", "--tokenizer", "o200k_base"], input=orjson.dumps(body())
-    )
+    out = cli("estimate", "-", "--tokenizer", "o200k_base", input=orjson.dumps(body()))
     assert out.exit_code == 2 and "ctxwin[bpe]" in out.stderr
 
 
