@@ -27,7 +27,7 @@ from ctxwin.pruning import fit, segment
 from ctxwin.repairing import repair
 from ctxwin.rules import check
 from ctxwin.strategy import CLEARED_PREFIX, Strategy
-from tests.formats_support import run
+from tests.conftest import Cli
 from tests.test_format_properties import SHAPES, responses, responses_rules, txt
 from tests.test_strategy_properties import strategies
 
@@ -133,7 +133,7 @@ def test_a_bare_item_list_with_a_compaction_item_is_responses() -> None:
     assert core.load(items).view.pinned == 2
 
 
-def test_lint_and_repair_leave_the_item_alone(tmp_path: Any) -> None:
+def test_lint_and_repair_leave_the_item_alone(tmp_path: Any, cli: Cli) -> None:
     body = _body()
     assert check(core.load(body).view) == []
     broken = _body()
@@ -143,19 +143,19 @@ def test_lint_and_repair_leave_the_item_alone(tmp_path: Any) -> None:
     assert check(core.load(fixed).view) == []
     path = tmp_path / "in.json"
     path.write_bytes(orjson.dumps(body))
-    result = run("lint", str(path))
+    result = cli("lint", str(path))
     assert result.exit_code == 0, result.output
 
 
-def test_cli_estimate_and_prune(tmp_path: Any) -> None:
+def test_cli_estimate_and_prune(tmp_path: Any, cli: Cli) -> None:
     path = tmp_path / "in.json"
     out = tmp_path / "out.json"
     path.write_bytes(orjson.dumps(_body(turns=6)))
-    result = run("estimate", str(path), "--context-length", "9000", "--max-tokens", "0", "--json")
+    result = cli("estimate", str(path), "--context-length", "9000", "--max-tokens", "0", "--json")
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)
     assert report["estimated_tokens"] > 40_000 and not report["fits"]
-    result = run("prune", str(path), str(out), "--context-length", "9000", "--max-tokens", "0")
+    result = cli("prune", str(path), str(out), "--context-length", "9000", "--max-tokens", "0")
     assert result.exit_code == 0, result.output
     kept = orjson.loads(out.read_bytes())["input"]
     assert kept[1] == COMPACTION and kept[2] == {"role": "user", "content": "go on"}
