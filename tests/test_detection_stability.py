@@ -38,11 +38,17 @@ RENDER: dict[str, Callable[[Shape], dict[str, Any]]] = {
     st.sampled_from(sorted(RENDER)),
     st.lists(st.tuples(st.integers(0, 40), st.sampled_from(["tool_calls", "function_call"]), JUNK)),
     st.floats(0.0, 1.0),
+    st.booleans(),
 )
 def test_pruned_output_detects_as_the_input(
-    shape: Shape, fmt: str, junk: list[tuple[int, str, Any]], fraction: float
+    shape: Shape, fmt: str, junk: list[tuple[int, str, Any]], fraction: float, bare: bool
 ) -> None:
     body = RENDER[fmt](shape)
+    if bare and fmt == "anthropic":
+        # no system, no tools: only the blocks (which dropped turns may take) and the
+        # request's model and max_tokens say Anthropic
+        body.pop("system", None)
+        body.pop("tools")
     key = next(k for k in ("messages", "contents", "input") if k in body)
     entries = body[key]
     for at, field, value in junk:
@@ -80,3 +86,53 @@ def test_a_real_call_still_makes_a_body_chat() -> None:
     assert get_adapter(body).name == "openai-chat"
     body["messages"][1] = {"role": "assistant", "content": None, "function_call": {"name": "f"}}
     assert get_adapter(body).name == "openai-chat"
+
+
+def _plain_turns(body: dict[str, Any]) -> dict[str, Any]:
+    turns = [
+        {"role": "user", "content": "task"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "r", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]},
+        {"role": "assistant", "content": "read it"},
+        {"role": "user", "content": "summarise"},
+    ]
+    return {**body, "messages": turns}
+
+
+def test_an_anthropic_request_without_its_blocks_stays_anthropic() -> None:
+    body = _plain_turns({"model": "claude-sonnet-4-5", "max_tokens": 1000})
+    assert get_adapter(body).name == "anthropic"
+    out = {**body, "messages": [body["messages"][0], *body["messages"][3:]]}
+    assert get_adapter(out).name == "anthropic"  # what pruning the tool turn writes
+    for model in ("anthropic.claude-3-5-sonnet-20240620-v1:0", "claude-3-5-sonnet-v2@20241022"):
+        assert get_adapter({**out, "model": model}).name == "anthropic"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "anthropic/claude-sonnet-4.5"},  # a router's name: it takes Chat bodies
+        {"model": "gpt-4o"},
+        {"max_tokens": None},
+        {"stop": ["\n"]},
+        {"max_completion_tokens": 100},
+        {"tools": [{"type": "function", "function": {"name": "f"}}]},
+        {"tool_choice": "auto"},
+    ],
+)
+def test_plain_messages_with_a_chat_sign_are_chat(change: dict[str, Any]) -> None:
+    plain = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1000,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+    }
+    body = {k: v for k, v in {**plain, **change}.items() if v is not None}
+    assert get_adapter(body).name == "openai-chat"
+    named = {**plain, "messages": [{"role": "user", "content": "hi", "name": "ann"}]}
+    assert get_adapter(named).name == "openai-chat"
+    image = {"type": "image_url", "image_url": {"url": "https://x/y.png"}}
+    parts = {**plain, "messages": [{"role": "user", "content": [image]}]}
+    assert get_adapter(parts).name == "openai-chat"

@@ -9,13 +9,16 @@ Detection order (the first adapter whose ``detect`` accepts the body wins):
    ``{"type": "function", "function": ...}``); an Anthropic ``tool_choice``
    object (``auto``/``any``/``tool``); or an Anthropic-only content block
    (``tool_use``, ``tool_result``, ``image``, ``document``, ``thinking``, ...);
+   or else, plain messages in a request as the Messages API takes it: a Claude
+   ``model`` id, an integer ``max_tokens`` and nothing only Chat has (so a pruned
+   Anthropic body whose blocks were all in dropped turns is still Anthropic);
 2. ``openai-responses``: ``input`` and no ``messages``/``contents``, or a bare
    list of typed items (``function_call``, ``reasoning``, ...);
 3. ``gemini``: ``contents``;
 4. ``openai-chat``: ``messages``, or a bare list of ``role`` messages.
 
-A body of only plain-text user/assistant messages reads the same either way
-and is taken as ``openai-chat``; ``--format`` forces any adapter.
+Any other body of only plain-text user/assistant messages reads the same either
+way and is taken as ``openai-chat``; ``--format`` forces any adapter.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ had it, and keeps each ``tool_result`` right after its ``tool_use``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,6 +77,69 @@ _ANTHROPIC_BLOCKS = frozenset(
 
 _ANTHROPIC_KEYS = ("system", "anthropic_version", "stop_sequences", "top_k", "thinking")
 """Top-level keys of a Messages body that a Chat Completions body never has."""
+
+_CHAT_KEYS = frozenset(
+    {
+        "n",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "response_format",
+        "seed",
+        "max_completion_tokens",
+        "stream_options",
+        "parallel_tool_calls",
+        "user",
+        "modalities",
+        "reasoning_effort",
+        "prediction",
+        "audio",
+        "web_search_options",
+        "functions",
+        "function_call",
+        "store",
+        "stop",
+    }
+)
+"""Top-level keys of a Chat Completions body that a Messages body never has."""
+
+_CHAT_MESSAGE_KEYS = ("name", "tool_call_id", "refusal", "audio")
+"""Message keys that only Chat Completions defines."""
+
+_CHAT_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+"""Content part types that only Chat Completions defines."""
+
+_CLAUDE = re.compile(r"(?:[a-z0-9-]+\.)*claude", re.IGNORECASE)
+"""A model id as the Anthropic API (``claude-…``), Bedrock (``anthropic.claude-…``) or
+Vertex AI names it; not a router's ``anthropic/claude-…``, which takes Chat bodies."""
+
+
+def _messages_request(body: dict[str, Any]) -> bool:
+    """Whether a body of plain user/assistant messages is a Messages request as the API
+    takes it: an integer ``max_tokens`` (which the API requires), a Claude ``model`` id,
+    and nothing that only Chat Completions has (top-level keys, message keys, content
+    parts, tools or a string ``tool_choice``). Pruning keeps every top-level key and only
+    drops messages, so an Anthropic body's output keeps being read as Anthropic when its
+    Anthropic-only blocks were all in dropped turns."""
+    model = body.get("model")
+    max_tokens = body.get("max_tokens")
+    if not isinstance(model, str) or not _CLAUDE.match(model):
+        return False
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
+        return False
+    if not _CHAT_KEYS.isdisjoint(body) or body.get("tools") or "tool_choice" in body:
+        return False
+    for m in body["messages"]:
+        if not isinstance(m, dict) or any(k in m for k in _CHAT_MESSAGE_KEYS):
+            return False
+        content = m.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in _CHAT_PARTS for b in content
+        ):
+            return False
+    return True
 
 
 def _role(message: dict[str, Any]) -> str | None:
@@ -130,7 +194,7 @@ class Anthropic:
             content = m.get("content") if isinstance(m, dict) else None
             if isinstance(content, list) and any(_is_anthropic_block(b) for b in content):
                 return True
-        return False
+        return _messages_request(body)
 
     def read(self, body: Any, estimator: Estimator) -> View:
         body = expect_dict(body, "(body)")
