@@ -19,32 +19,8 @@ import typer
 from ctxwin import __version__
 from ctxwin.cli import commands
 from ctxwin.cli.funnel import INTERRUPTED, say
-from ctxwin.cli.options import (
-    EXIT_CODES_HELP,
-    CalibrationOpt,
-    ClearAtLeastOpt,
-    ContextOpt,
-    EstimatorOpt,
-    ExcludeToolsOpt,
-    ExplainOpt,
-    FormatOpt,
-    InputArg,
-    KeepResultsOpt,
-    MaxInputOpt,
-    MaxOutputOpt,
-    MaxTokensOpt,
-    ModelOpt,
-    QuietOpt,
-    ReportJsonOpt,
-    ReportPathOpt,
-    RunFormatOpt,
-    SpecOpt,
-    StrategyOpt,
-    TokenizerOpt,
-    guard,
-    state,
-)
-from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, write_stdout
+from ctxwin.cli.options import EXIT_CODES_HELP, InputArg, guard, state, with_flags
+from ctxwin.cli.streams import STDIO, write_stdout
 from ctxwin.errors import SpecError
 
 HELP = (
@@ -82,27 +58,8 @@ def _root(
 
 
 @guard
-def estimate(
-    input_: InputArg = STDIO,
-    model: ModelOpt = None,
-    model_spec: SpecOpt = None,
-    context_length: ContextOpt = None,
-    max_output_tokens: MaxOutputOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = None,
-    format_: FormatOpt = "auto",
-    run_format: RunFormatOpt = "auto",
-    estimator: EstimatorOpt = "content",
-    tokenizer: TokenizerOpt = None,
-    json_: ReportJsonOpt = False,
-    explain: ExplainOpt = False,
-    max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
-    quiet: QuietOpt = False,
-    strategy: StrategyOpt = "drop-turns",
-    keep_results: KeepResultsOpt = 3,
-    exclude_tools: ExcludeToolsOpt = "",
-    clear_at_least: ClearAtLeastOpt = 0,
-) -> None:
+@with_flags("estimate")
+def estimate(input_: InputArg = STDIO, **flags: Any) -> None:
     """Estimate a transcript's tokens and budget, and say what pruning would do (dry run).
 
     IN may also be an agent tool's session file (Claude Code, Codex CLI, Gemini
@@ -112,32 +69,11 @@ def estimate(
     Exit 0 whether or not pruning is needed; 3 when even the floor (head plus
     newest turn) exceeds the budget.
     """
-    _exit(
-        commands.estimate_command(
-            input_=input_,
-            model=model,
-            model_spec=model_spec,
-            context_length=context_length,
-            max_output_tokens=max_output_tokens,
-            max_tokens=max_tokens,
-            calibration=calibration,
-            format_=format_,
-            run_format=run_format,
-            estimator=estimator,
-            tokenizer=tokenizer,
-            json_=json_,
-            explain=explain,
-            max_input_bytes=max_input_bytes,
-            quiet=quiet,
-            strategy=strategy,
-            keep_results=keep_results,
-            exclude_tools=exclude_tools,
-            clear_at_least=clear_at_least,
-        )
-    )
+    _exit(commands.estimate_command(input_=input_, **flags))
 
 
 @guard
+@with_flags("prune")
 def prune(
     input_: InputArg = STDIO,
     output: Annotated[
@@ -148,23 +84,7 @@ def prune(
             "nothing is written when the command fails.",
         ),
     ] = STDIO,
-    model: ModelOpt = None,
-    model_spec: SpecOpt = None,
-    context_length: ContextOpt = None,
-    max_output_tokens: MaxOutputOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    calibration: CalibrationOpt = None,
-    format_: FormatOpt = "auto",
-    run_format: RunFormatOpt = "auto",
-    estimator: EstimatorOpt = "content",
-    tokenizer: TokenizerOpt = None,
-    report_path: ReportPathOpt = None,
-    max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
-    quiet: QuietOpt = False,
-    strategy: StrategyOpt = "drop-turns",
-    keep_results: KeepResultsOpt = 3,
-    exclude_tools: ExcludeToolsOpt = "",
-    clear_at_least: ClearAtLeastOpt = 0,
+    **flags: Any,
 ) -> None:
     """Drop the oldest whole turns until the transcript fits, and write it to OUT.
 
@@ -172,29 +92,7 @@ def prune(
     same JSON values, and a transcript that fits is written back unchanged.
     Exit 3 (and nothing written to OUT) when even the floor does not fit.
     """
-    _exit(
-        commands.prune_command(
-            input_=input_,
-            output=output,
-            model=model,
-            model_spec=model_spec,
-            context_length=context_length,
-            max_output_tokens=max_output_tokens,
-            max_tokens=max_tokens,
-            calibration=calibration,
-            format_=format_,
-            run_format=run_format,
-            estimator=estimator,
-            tokenizer=tokenizer,
-            report_path=report_path,
-            max_input_bytes=max_input_bytes,
-            quiet=quiet,
-            strategy=strategy,
-            keep_results=keep_results,
-            exclude_tools=exclude_tools,
-            clear_at_least=clear_at_least,
-        )
-    )
+    _exit(commands.prune_command(input_=input_, output=output, **flags))
 
 
 @guard

@@ -234,11 +234,16 @@ SHARED = ESTIMATION + STRATEGY
 """The flags that make a :class:`~ctxwin.settings.Settings`
 (:func:`ctxwin.cli.commands.build_settings`)."""
 
+_AT = ESTIMATION.index("estimator")
+_READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
+"""The estimation flags with ``--run-format`` after ``--format``, as ``--help`` lists them."""
+
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "estimate": (*SHARED, "run_format", "json_", "explain", "max_input_bytes", "quiet"),
-    "prune": (*SHARED, "run_format", "report_path", "max_input_bytes", "quiet"),
+    "estimate": (*_READ, "json_", "explain", "max_input_bytes", "quiet", *STRATEGY),
+    "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY),
 }
-"""Each transcript command's flags, in the order ``--help`` lists them."""
+"""Each transcript command's flags, in the order ``--help`` lists them (each within its
+panel) and the Typer command declares them (:func:`ctxwin.cli.options.with_flags`)."""
 
 ARGUMENTS: dict[str, dict[str, Any]] = {
     "estimate": {"input_": STDIO},

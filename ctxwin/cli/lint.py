@@ -14,6 +14,7 @@ from typing import Annotated, TypedDict
 
 import typer
 
+from ctxwin.cli.options import MaxInputOpt
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import ExitCode, InputError, UsageError
 
@@ -129,14 +130,7 @@ def lint(
     json_: Annotated[
         bool, typer.Option("--json", help="Print the problems as JSON instead of a table.")
     ] = False,
-    max_input_bytes: Annotated[
-        int,
-        typer.Option(
-            "--max-input-bytes",
-            min=0,
-            help="Refuse inputs larger than this many bytes (0: no limit).",
-        ),
-    ] = DEFAULT_MAX_INPUT_BYTES,
+    max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
 ) -> None:
     """List every structural problem of transcripts, by message and rule.

@@ -2,8 +2,9 @@
 
 Every command that reads a transcript or a recorded run takes the same model,
 budget and estimation options. They are declared once, without Typer, in
-:mod:`ctxwin.cli.flags`; here they become ``Annotated`` types (``ModelOpt``,
-``ContextOpt``, ...) for :mod:`ctxwin.cli.app` and :mod:`ctxwin.cli.runs`, and
+:mod:`ctxwin.cli.flags`; here they become the ``Annotated`` parameters Typer reads
+(:func:`with_flags` for ``estimate`` and ``prune``, :func:`with_settings` for the
+commands that take a :class:`~ctxwin.settings.Settings`), and
 :mod:`ctxwin.cli.fastargs` builds its tables from the same declarations.
 """
 
@@ -15,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ctxwin.cli.flags import FLAGS
+from ctxwin.cli.flags import COMMAND_FLAGS, FLAGS
 from ctxwin.cli.funnel import exit_code_for
 
 EXIT_CODES_HELP = (
@@ -51,43 +52,57 @@ InputArg = Annotated[
         show_default=True,
     ),
 ]
-ModelOpt = Annotated[str | None, _option("model")]
-SpecOpt = Annotated[Path | None, _option("model_spec")]
-ContextOpt = Annotated[int | None, _option("context_length")]
-MaxOutputOpt = Annotated[int | None, _option("max_output_tokens")]
-MaxTokensOpt = Annotated[int | None, _option("max_tokens")]
-CalibrationOpt = Annotated[float | None, _option("calibration")]
-FormatOpt = Annotated[str, _option("format_")]
 RunFormatOpt = Annotated[str, _option("run_format")]
-EstimatorOpt = Annotated[str, _option("estimator")]
-TokenizerOpt = Annotated[str | None, _option("tokenizer")]
 MaxInputOpt = Annotated[int, _option("max_input_bytes")]
 QuietOpt = Annotated[bool, _option("quiet")]
-StrategyOpt = Annotated[str, _option("strategy")]
-KeepResultsOpt = Annotated[int, _option("keep_results")]
-ExcludeToolsOpt = Annotated[str, _option("exclude_tools")]
-ClearAtLeastOpt = Annotated[int, _option("clear_at_least")]
-ReportJsonOpt = Annotated[bool, _option("json_")]
-ExplainOpt = Annotated[bool, _option("explain")]
-ReportPathOpt = Annotated[Path | None, _option("report_path")]
+
+_KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "path": Path, "flag": bool}
 
 
-SHARED_TYPES: dict[str, Any] = {
-    "model": ModelOpt,
-    "model_spec": SpecOpt,
-    "context_length": ContextOpt,
-    "max_output_tokens": MaxOutputOpt,
-    "max_tokens": MaxTokensOpt,
-    "calibration": CalibrationOpt,
-    "format_": FormatOpt,
-    "estimator": EstimatorOpt,
-    "tokenizer": TokenizerOpt,
-    "strategy": StrategyOpt,
-    "keep_results": KeepResultsOpt,
-    "exclude_tools": ExcludeToolsOpt,
-    "clear_at_least": ClearAtLeastOpt,
-}
-"""The Typer option of each of :data:`ctxwin.cli.flags.SHARED`."""
+def flag_type(key: str) -> Any:
+    """The ``Annotated`` type Typer reads for the flag ``key`` of
+    :data:`ctxwin.cli.flags.FLAGS`: its kind, optional when its default is ``None``."""
+    flag = FLAGS[key]
+    kind: Any = _KINDS[flag.kind]
+    return Annotated[kind | None if flag.default is None else kind, _option(key)]
+
+
+def _declaring(fn: Callable[..., Any], name: str, keys: tuple[str, ...]) -> Any:
+    """``fn``'s signature with the parameter ``name`` replaced by the flags ``keys``."""
+    import inspect
+
+    signature = inspect.signature(fn, eval_str=True)
+    params: list[inspect.Parameter] = []
+    for param in signature.parameters.values():
+        if param.name != name:
+            params.append(param)
+            continue
+        kind = param.kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            kind = inspect.Parameter.KEYWORD_ONLY
+        params.extend(
+            inspect.Parameter(key, kind, default=FLAGS[key].default, annotation=flag_type(key))
+            for key in keys
+        )
+    return signature.replace(parameters=params)
+
+
+def with_flags(command: str) -> Callable[[F], F]:
+    """Give the Typer command ``estimate`` or ``prune`` its flags, as the fast path reads
+    them (:data:`ctxwin.cli.flags.COMMAND_FLAGS`): Typer sees them where the command
+    declares ``**flags``, and the command receives them as keyword arguments."""
+    import functools
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        signature = _declaring(fn, "flags", COMMAND_FLAGS[command])
+        wrapper.__signature__ = signature  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def with_settings(*keys: str) -> Callable[[F], F]:
@@ -103,30 +118,16 @@ def with_settings(*keys: str) -> Callable[[F], F]:
         def replay(run_files: ..., settings: Settings = DEFAULT, ...) -> None: ...
     """
     import functools
-    import inspect
 
     def decorate(fn: F) -> F:
         from ctxwin.cli.commands import build_settings
-
-        signature = inspect.signature(fn, eval_str=True)
-        params: list[inspect.Parameter] = []
-        for param in signature.parameters.values():
-            if param.name != "settings":
-                params.append(param)
-                continue
-            params.extend(
-                inspect.Parameter(
-                    key, param.kind, default=FLAGS[key].default, annotation=SHARED_TYPES[key]
-                )
-                for key in keys
-            )
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             flags = {key: kwargs.pop(key) for key in keys}
             return fn(*args, settings=build_settings(**flags), **kwargs)
 
-        wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__signature__ = _declaring(fn, "settings", keys)  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 
     return decorate

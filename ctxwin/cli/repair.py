@@ -13,6 +13,7 @@ from typing import Annotated, TypedDict
 import typer
 
 from ctxwin.cli.funnel import say
+from ctxwin.cli.options import MaxInputOpt
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_output
 from ctxwin.errors import UsageError
 
@@ -63,14 +64,7 @@ def repair(
     report_path: Annotated[
         Path | None, typer.Option("--report", help="Also write the JSON report to this file.")
     ] = None,
-    max_input_bytes: Annotated[
-        int,
-        typer.Option(
-            "--max-input-bytes",
-            min=0,
-            help="Refuse inputs larger than this many bytes (0: no limit).",
-        ),
-    ] = DEFAULT_MAX_INPUT_BYTES,
+    max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No lines on stderr.")] = False,
 ) -> None:
     """Fix what lint flags, minimally: remove orphan and duplicate results, move results
