@@ -150,17 +150,6 @@ def calibrated(raw: int, calibration: float) -> int:
     return -((-raw * numerator) // denominator)
 
 
-def new_cost(estimator: Estimator) -> list[int]:
-    """A zero cost vector for ``estimator``."""
-    return [0] * estimator.width
-
-
-def add_into(total: list[int], cost: Sequence[int]) -> None:
-    """``total += cost`` element-wise."""
-    for i, v in enumerate(cost):
-        total[i] += v
-
-
 SCALE = 10_000
 """Fixed-point unit of :class:`ContentEstimator`'s slot 1: 1/10,000 of a token."""
 

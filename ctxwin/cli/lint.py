@@ -14,7 +14,7 @@ from typing import Annotated, TypedDict
 
 import typer
 
-from ctxwin.cli.options import MaxInputOpt
+from ctxwin.cli.options import AnyFormatOpt, MaxInputOpt
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import ExitCode, InputError, UsageError
 
@@ -123,10 +123,7 @@ def lint(
             show_default=False,
         ),
     ] = None,
-    format_: Annotated[
-        str,
-        typer.Option("--format", "-f", help="Wire format of the input; 'auto' detects it."),
-    ] = "auto",
+    format_: AnyFormatOpt = "auto",
     json_: Annotated[
         bool, typer.Option("--json", help="Print the problems as JSON instead of a table.")
     ] = False,

@@ -55,6 +55,10 @@ InputArg = Annotated[
 RunFormatOpt = Annotated[str, _option("run_format")]
 MaxInputOpt = Annotated[int, _option("max_input_bytes")]
 QuietOpt = Annotated[bool, _option("quiet")]
+AnyFormatOpt = Annotated[
+    str, typer.Option("--format", "-f", help="Wire format of the input; 'auto' detects it.")
+]
+"""``--format`` of the commands that read a transcript without budgeting it (lint, repair)."""
 
 _KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "path": Path, "flag": bool}
 

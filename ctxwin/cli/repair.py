@@ -13,7 +13,7 @@ from typing import Annotated, TypedDict
 import typer
 
 from ctxwin.cli.funnel import say
-from ctxwin.cli.options import MaxInputOpt
+from ctxwin.cli.options import AnyFormatOpt, MaxInputOpt
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_output
 from ctxwin.errors import UsageError
 
@@ -51,10 +51,7 @@ def repair(
             "nothing is written when the command fails.",
         ),
     ] = STDIO,
-    format_: Annotated[
-        str,
-        typer.Option("--format", "-f", help="Wire format of the input; 'auto' detects it."),
-    ] = "auto",
+    format_: AnyFormatOpt = "auto",
     json_: Annotated[
         bool,
         typer.Option(
