@@ -22,6 +22,15 @@ small* (the results it may clear sit in turns that are dropped anyway, or
 save less than the next turn needs). Every output is read again and checked
 against the provider's rules (``ctxwin.rules``): ``rule breaks`` counts the
 outputs with a problem the input did not have.
+
+Each *clearing too small* run is also checked against an oracle that does not
+use the strategy's planner: for every cut that keeps more than ``drop-turns``
+does, it clears every result that cut keeps and may clear, writes and reads the
+body again and estimates it. ``smaller cut fits`` counts the runs where any
+does (a plan within the rules that would keep more); the report also says how
+many of these runs have every clearable result in turns that ``drop-turns``
+drops anyway, and by how many tokens the next larger set of kept turns misses
+the budget with all its clearable results cleared.
 """
 
 from __future__ import annotations
@@ -37,10 +46,11 @@ from pathlib import Path
 from ctxwin import core
 from ctxwin.budget import Budget, resolve_spec
 from ctxwin.estimate import calibrated, default_calibration
-from ctxwin.formats.base import RESULT
-from ctxwin.pruning import fit, segment
+from ctxwin.formats.base import RESULT, Part
+from ctxwin.formats.base import Path as Path_
+from ctxwin.pruning import drop_options, fit, segment
 from ctxwin.rules import blocking
-from ctxwin.strategy import CLEAR_RESULTS, DROP_TURNS, Strategy, clearable
+from ctxwin.strategy import CLEAR_RESULTS, DROP_TURNS, PLACEHOLDER, Strategy, clearable
 from fidelity import corpus
 
 BUDGETS = ("half", "half-droppable")
@@ -66,6 +76,13 @@ class Row:
     kept_clear: int
     messages: int
     rule_breaks: int
+    dropped_anyway: bool = False
+    """(clearing too small) every clearable result is in a turn drop-turns drops."""
+    smaller_fits: bool = False
+    """(clearing too small) the oracle finds a cut keeping more that fits."""
+    short_by: int | None = None
+    """(clearing too small) how far over the budget the next larger set of kept turns
+    is with all its clearable results cleared."""
 
 
 def _budget(target: int) -> Budget:
@@ -77,6 +94,35 @@ def _breaks(t: core.Transcript, p: core.Plan) -> int:
     before = {(pr.rule, pr.message) for pr in t.problems()}
     after = core.load(p.output(), t.format, t.estimator).problems()
     return sum(1 for pr in blocking(after) if (pr.rule, pr.message) not in before)
+
+
+def _oracle(
+    t: core.Transcript, found: Sequence[Part], cut: int, budget: int, cal: float
+) -> tuple[bool, bool, int | None]:
+    """For a run where clearing kept no more than ``drop-turns`` (which kept the items
+    from ``cut`` on): whether every clearable result lies before ``cut``, whether any
+    cut keeping more fits once every clearable result it keeps is cleared (written,
+    read again and estimated), and by how much the nearest such cut misses."""
+    view = t.view
+    seg = segment(view.items, view.pinned)
+    smaller = sorted({c for _, c in drop_options(view, seg) if c < cut})
+    over: list[int] = []
+    for c in smaller:
+        edits: dict[tuple[int, Path_], str | None] = {
+            (x.index, x.path): PLACEHOLDER.format(tokens=calibrated(t.estimator.raw(x.cost), cal))
+            for x in found
+            if x.index >= c
+        }
+        body = t.adapter.write(
+            t.adapter.edit(t.body, edits), [*range(seg.head_end), *range(c, len(view.items))]
+        )
+        estimate = fit(core.load(body, t.format, t.estimator).view, 0, t.estimator, cal)
+        over.append(estimate.estimated_tokens - budget)
+    return (
+        all(x.index < cut for x in found),
+        any(o <= 0 for o in over),
+        over[-1] if over else None,
+    )
 
 
 def measure(root: Path) -> tuple[list[Row], dict[str, float]]:
@@ -115,6 +161,9 @@ def measure(root: Path) -> tuple[list[Row], dict[str, float]]:
                 else:
                     found = clearable(t.body, view, t.adapter, t.estimator, cal, strategy)
                     bucket = SMALL if found else NOTHING
+                oracle: tuple[bool, bool, int | None] = (False, False, None)
+                if bucket == SMALL:
+                    oracle = _oracle(t, found, plain.result.cut, budget.budget, cal)
                 rows.append(
                     Row(
                         sample.source,
@@ -126,6 +175,7 @@ def measure(root: Path) -> tuple[list[Row], dict[str, float]]:
                         c,
                         len(view.items),
                         _breaks(t, p) + _breaks(t, plain),
+                        *oracle,
                     )
                 )
     medians = {s: statistics.median(v) for s, v in shares.items()}
@@ -172,6 +222,23 @@ def report(rows: Sequence[Row], medians: dict[str, float]) -> str:
     if sel:
         gain = statistics.median(r.kept_clear - r.kept_plain for r in sel)
         lines += ["", f"Where it keeps more (half, keep 3): median {gain:g} more messages."]
+    lines += [
+        "",
+        "The *clearing too small* runs against the oracle (clear every clearable result a "
+        "cut keeping more would keep, write, read again, estimate):",
+        "",
+        "| budget | keep-results | clearing too small | every clearable result in a dropped "
+        "turn | smaller cut fits | next larger cut over by (median tokens) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for budget in BUDGETS:
+        for keep in KEEPS:
+            sel = [r for r in rows if r.budget == budget and r.keep == keep and r.bucket == SMALL]
+            anyway = sum(1 for r in sel if r.dropped_anyway)
+            fits = sum(1 for r in sel if r.smaller_fits)
+            short = [r.short_by for r in sel if r.short_by is not None]
+            median = f"{statistics.median(short):,.0f}" if short else "–"
+            lines.append(f"| {budget} | {keep} | {len(sel)} | {anyway} | {fits} | {median} |")
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,8 @@
 The figures themselves (how many runs keep more) are written by
 ``python -m fidelity.strategies`` to ``fidelity/strategies.md``; this test checks
 the promises behind them on every multi-turn run, at both budgets and both
-``--keep-results`` settings the report uses.
+``--keep-results`` settings the report uses, and that where clearing keeps no more
+no plan within the rules would (the report's oracle).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from fidelity import corpus
-from fidelity.strategies import BELOW, BETTER, BUDGETS, KEEPS, WORSE, measure, report
+from fidelity.strategies import BELOW, BETTER, BUDGETS, KEEPS, SMALL, WORSE, measure, report
 
 ROOT = corpus.corpus_dir()
 
@@ -30,9 +31,17 @@ def test_clearing_never_keeps_less_and_never_breaks_a_rule() -> None:
     for (source, name, budget, keep), kept in by_keep.items():
         if keep == 3:
             assert by_keep[(source, name, budget, 0)] >= kept
+    # where clearing is too small, no cut keeping more fits even with every clearable
+    # result it keeps cleared (an oracle that writes, reads again and estimates)
+    small = [r for r in rows if r.bucket == SMALL]
+    assert small and not [r for r in small if r.smaller_fits]
+    assert all(r.short_by is None or r.short_by > 0 for r in small)
     text = report(rows, medians)
     for budget in BUDGETS:
         for keep in KEEPS:
             sel = [r for r in rows if r.budget == budget and r.keep == keep]
             better = sum(1 for r in sel if r.bucket == BETTER)
             assert f"| {budget} | {keep} | {better}/{len(sel)} |" in text
+            too_small = [r for r in sel if r.bucket == SMALL]
+            anyway = sum(1 for r in too_small if r.dropped_anyway)
+            assert f"| {budget} | {keep} | {len(too_small)} | {anyway} | 0 |" in text
