@@ -115,7 +115,8 @@ def prepared_calls(
 
     ``body`` is read once; every call's view shares the items (and their
     cost vectors) of that one reading, so a run of *n* calls costs one
-    estimate of the transcript, not *n*. ``calls_at`` keeps only the model
+    estimate of the transcript, not *n* — unless it holds a provider compaction,
+    when each call's request is read whole. ``calls_at`` keeps only the model
     messages at those indices as calls.
     """
     t = load(body, fmt, estimator)
@@ -124,9 +125,14 @@ def prepared_calls(
     out = []
     for i in model_messages(view, calls_at):
         request = t.adapter.write(body, list(range(i)))
+        call = Call(request, usage_at.get(i), view.where(i))
+        if view.pinned:
+            # a compaction: what it discounts or pins depends on where the request ends,
+            # and an earlier request may not hold it at all, so each is read whole
+            out.append((call, load(request, t.format, t.estimator)))
+            continue
         # replace keeps the view's class (a Responses view knows its reasoning items)
         sub = replace(view, items=view.items[:i], notes=list(view.notes))
-        call = Call(request, usage_at.get(i), view.where(i))
         out.append((call, Transcript(request, t.adapter, sub, t.estimator)))
     return out
 

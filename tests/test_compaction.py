@@ -90,4 +90,29 @@ def test_the_manager_and_replay_count_a_compacted_body_as_a_whole_read_does() ->
         assert fitted.result.estimated_tokens == whole.estimated_tokens
     body["messages"].append({"role": "assistant", "content": "done"})
     report = replay_run(Run("", "chat", body=body), Settings(context_length=3000, max_tokens=0))
-    assert report["first_truncated"] is None and report["calls"] >= 2
+    # the two calls made before the compaction block existed sent the 200,000-character
+    # messages and overflow; every call from the one that holds the block on fits
+    # (pruned where it must be)
+    statuses = [row["status"] for row in report["rows"]]
+    assert statuses[:2] == ["truncated", "truncated"] and "truncated" not in statuses[2:]
+    assert report["first_truncated"] == 1 and report["calls"] >= 4
+
+
+def test_replay_reads_each_call_as_it_was_sent() -> None:
+    """The calls made before the compaction block existed sent everything before it, and
+    were billed for it: replay counts each call's request as that request reads alone
+    (sharing the whole transcript's reading counted those messages as nothing)."""
+    from ctxwin.recorded import Run, model_messages
+    from ctxwin.settings import Settings
+    from ctxwin.simulate import replay_run
+
+    body = _body(turns=2, before=2000)
+    body["messages"].append({"role": "assistant", "content": "done"})
+    report = replay_run(Run("", "chat", body=body), Settings(context_length=30_000, max_tokens=0))
+    t = core.load(body)
+    calls = model_messages(t.view)
+    assert [r["call"] for r in report["rows"]] == list(range(1, len(calls) + 1))
+    for row, i in zip(report["rows"], calls, strict=True):
+        alone = core.load({**body, "messages": body["messages"][:i]})
+        assert row["raw_tokens"] == alone.raw_tokens(list(range(i)))
+    assert report["rows"][0]["raw_tokens"] > 300  # the 2,000-character first message

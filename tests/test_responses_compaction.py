@@ -161,6 +161,36 @@ def test_cli_estimate_and_prune(tmp_path: Any, cli: Cli) -> None:
     assert kept[1] == COMPACTION and kept[2] == {"role": "user", "content": "go on"}
 
 
+def test_the_manager_replay_and_explain_see_the_block() -> None:
+    from ctxwin import ContextWindowManager
+    from ctxwin.breakdown import explain
+    from ctxwin.recorded import Run
+    from ctxwin.settings import Settings
+    from ctxwin.simulate import replay_run
+
+    body = _body(turns=6)
+    whole = core.plan(core.load(body), context_length=9000, max_tokens=0)
+    assert whole.result.gap == (1, 5)
+    manager = ContextWindowManager(context_length=9000, max_tokens=0)
+    for _ in range(2):  # the second request reuses the first one's items
+        fitted = manager.evaluate(body)
+        assert fitted.result.keep == whole.result.keep
+        assert fitted.result.estimated_tokens == whole.result.estimated_tokens
+    steps = {s["step"]: s for s in explain(whole)["steps"]}
+    block = core.load(body).raw_tokens([1, 2, 3, 4])
+    assert steps["drop-turns"]["tokens"] >= block and steps["drop-turns"]["items"] >= 1 + 5
+    body["input"].append({"role": "assistant", "content": "done"})
+    report = replay_run(Run("", "chat", body=body), Settings(context_length=9000, max_tokens=0))
+    assert report["calls"] >= 2
+    # each call is counted as its request reads alone (the earlier ones end before the
+    # compaction item, and their views must not carry its block)
+    for row in report["rows"]:
+        if row["status"] == "fits":
+            n = row["messages"]
+            alone = core.load({**body, "input": body["input"][:n]})
+            assert row["raw_tokens"] == alone.raw_tokens(list(range(n)))
+
+
 # --- property test -------------------------------------------------------------
 
 
