@@ -35,6 +35,9 @@ _BOUNDARY = "-:@_"
 ContextSource = Literal["flag", "spec", "table", "fallback"]
 """Where a context length came from."""
 
+ReserveSource = Literal["flag", "body", "model", "default"]
+"""Where the response reserve came from."""
+
 
 @dataclass(frozen=True, slots=True)
 class ModelRow:
@@ -76,8 +79,7 @@ class Budget:
 
     spec: ModelSpec
     reserve: int
-    reserve_source: str
-    """``flag``, ``body``, ``model`` or ``default``."""
+    reserve_source: ReserveSource
     safety: int
     budget: int
 
@@ -244,6 +246,7 @@ def compute_budget(
 ) -> Budget:
     """The budget for ``spec`` given an explicit or body-declared response allocation."""
     ctx = spec.context_length
+    source: ReserveSource
     if max_tokens is not None:
         reserve, source = max_tokens, "flag"
     elif body_max_tokens is not None:

@@ -27,9 +27,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwin.estimate import calibrated
+
+if TYPE_CHECKING:
+    from ctxwin.rows import OverheadFit
 
 __all__ = ["FRESH_FACTOR", "OverheadLearner", "fit_overhead", "grow", "prompt_tokens_from_usage"]
 
@@ -169,7 +172,7 @@ class OverheadLearner:
 
 def fit_overhead(
     points: Sequence[tuple[int, int]], seed: float, *, step: float = 0.005
-) -> dict[str, Any]:
+) -> OverheadFit:
     """The safe line ``overhead + factor × raw`` over a run's ``(raw, reported)`` points.
 
     Every factor from 1.0 to 3× the largest needed one is tried in ``step``

@@ -22,6 +22,7 @@ from typing import Any
 
 from ctxwin.errors import ExitCode, UsageError
 from ctxwin.estimate import AUTO_TOKENIZER
+from ctxwin.rows import CheckRow, CheckSummary
 from ctxwin.runs import read_runs
 from ctxwin.settings import Settings, settings_with
 from ctxwin.simulate import INVALID, STATUSES, check_run
@@ -150,7 +151,7 @@ def _read_url(path: str, max_bytes: int) -> bytes | str:
 
 def check_file(
     path: str, settings: Settings, max_bytes: int = 0, run_format: str = "auto"
-) -> list[dict[str, Any]]:
+) -> list[CheckRow]:
     """One row per run in the file (or fsspec URL) at ``path``; never raises.
     ``run_format`` names a session reader (:mod:`ctxwin.sessions`) instead of
     detecting the shape."""
@@ -173,19 +174,19 @@ def check_file(
 
 def check_bytes(
     data: bytes, path: str, settings: Settings, run_format: str = "auto"
-) -> list[dict[str, Any]]:
+) -> list[CheckRow]:
     """One row per run in ``data`` (read from ``path``); never raises."""
     return _check_held([data], path, settings, run_format)
 
 
 def _check_held(
     held: list[bytes], path: str, settings: Settings, run_format: str
-) -> list[dict[str, Any]]:
+) -> list[CheckRow]:
     """:func:`check_bytes` of ``held[0]``, letting go of the bytes once they are read."""
     try:
         # under tokenizer="auto" each run's model picks its own (check_run makes it)
         estimator = None if settings.tokenizer == AUTO_TOKENIZER else settings.make_estimator()
-        rows = []
+        rows: list[CheckRow] = []
         runs = read_runs(held.pop(), run_format)
         for run in runs:
             row = check_run(run, settings, estimator)
@@ -201,15 +202,15 @@ def _check_held(
         return [_invalid(path, f"internal error: {type(exc).__name__}: {exc}")]
 
 
-def _invalid(path: str, error: str) -> dict[str, Any]:
+def _invalid(path: str, error: str) -> CheckRow:
     return {"path": path, "run": "", "status": INVALID, "error": error}
 
 
 def check_chunk(
     paths: list[str], settings: Settings, max_bytes: int = 0, run_format: str = "auto"
-) -> list[dict[str, Any]]:
+) -> list[CheckRow]:
     """Check several files (the unit of work a worker process gets)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[CheckRow] = []
     for path in paths:
         rows.extend(check_file(path, settings, max_bytes, run_format))
     return rows
@@ -263,7 +264,7 @@ def check_paths(
     max_bytes: int = 0,
     on_file_done: Callable[[int], None] | None = None,
     run_format: str = "auto",
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[CheckRow]:
     """Rows for every file in ``paths``, checked by ``jobs`` processes (0: all cores).
 
     Rows come in completion order; ``on_file_done(n)`` is called as each
@@ -295,9 +296,9 @@ def _pooled(
     context: multiprocessing.context.BaseContext,
     on_file_done: Callable[[int], None] | None,
     run_format: str = "auto",
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[CheckRow]:
     with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=context) as pool:
-        pending: dict[Future[list[dict[str, Any]]], int] = {
+        pending: dict[Future[list[CheckRow]], int] = {
             pool.submit(check_chunk, part, settings, max_bytes, run_format): len(part)
             for part in parts
         }
@@ -317,13 +318,13 @@ def _pooled(
 class Checked:
     """What :func:`check_files` found: one row per transcript, in a stable order."""
 
-    rows: list[dict[str, Any]]
+    rows: list[CheckRow]
     """File order (as :func:`find_files` lists them), then run order within a file; the
     rows of arguments that name nothing come last."""
     found: Found
     engine: str
 
-    def summary(self, worst: int = 10) -> dict[str, Any]:
+    def summary(self, worst: int = 10) -> CheckSummary:
         """The ``summary`` object of ``check --json``."""
         return summarize(self.rows, self.found, worst)
 
@@ -389,16 +390,16 @@ def check_files(
     return Checked(ordered, found, engine)
 
 
-def in_file_order(rows: Iterable[dict[str, Any]], files: list[str]) -> list[dict[str, Any]]:
+def in_file_order(rows: Iterable[CheckRow], files: list[str]) -> list[CheckRow]:
     """``rows`` (in any order of chunks) sorted by the place of their file in ``files``,
     keeping the order of rows within a file (a stable sort)."""
     order = {p: i for i, p in enumerate(files)}
     return sorted(rows, key=lambda r: order[r["path"]])
 
 
-def count_statuses(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
+def count_statuses(rows: Iterable[CheckRow]) -> dict[str, int]:
     """How many rows have each status (every status present, zero when none)."""
-    counts = dict.fromkeys(STATUSES, 0)
+    counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
     for r in rows:
         counts[r["status"]] += 1
     return counts
@@ -417,7 +418,7 @@ def check_exit_code(counts: dict[str, int], fail_on: str) -> ExitCode:
     return ExitCode.OK
 
 
-def summarize(rows: list[dict[str, Any]], found: Found, worst: int = 10) -> dict[str, Any]:
+def summarize(rows: list[CheckRow], found: Found, worst: int = 10) -> CheckSummary:
     """The ``summary`` of ``check --json`` for ``rows`` of the files in ``found``."""
     offenders = sorted(
         (r for r in rows if r["status"] in ("needs_pruning", "truncated")),
@@ -433,10 +434,14 @@ def summarize(rows: list[dict[str, Any]], found: Found, worst: int = 10) -> dict
         "not_enforced": sum(1 for r in rows if r.get("enforced") is False),
         "worst": [
             {
-                k: r.get(k)
-                for k in ("path", "run", "status", "estimated_tokens", "budget", "over_by")
+                "path": r["path"],
+                "run": r["run"],
+                "status": r["status"],
+                "estimated_tokens": r.get("estimated_tokens"),
+                "budget": r.get("budget"),
+                "over_by": r.get("over_by"),
             }
             for r in offenders
         ],
-        "invalid": [{k: r.get(k) for k in ("path", "run", "error")} for r in invalid],
+        "invalid": [{"path": r["path"], "run": r["run"], "error": r.get("error")} for r in invalid],
     }

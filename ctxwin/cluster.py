@@ -26,6 +26,7 @@ from ctxwin.checking import check_chunk, chunks
 from ctxwin.errors import CtxwinError, UsageError
 
 if TYPE_CHECKING:
+    from ctxwin.rows import CheckRow
     from ctxwin.settings import Settings
 
 # distributed is typed only in part (Client.close, .cancel, .nthreads are not): clients
@@ -85,7 +86,7 @@ def check_paths_on_dask(
     on_file_done: Callable[[int], None] | None = None,
     retries: int = 3,
     run_format: str = "auto",
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[CheckRow]:
     """Rows for every file in ``paths``, checked by the workers of ``scheduler`` (a
     :class:`distributed.Client`, or what :func:`connect` takes).
 
@@ -141,7 +142,7 @@ def run_chunks(
     *,
     retries: int = 3,
     run_format: str = "auto",
-) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+) -> Iterator[tuple[int, list[CheckRow]]]:
     """``(chunk index, rows)`` for every chunk of ``parts``, each exactly once, in
     completion order. A chunk whose task was lost with its workers (``KilledWorker``)
     or cancelled is submitted again, at most ``retries`` times."""
@@ -173,7 +174,7 @@ def _collect(
     submit: Callable[[int, int], Any],
     parts: list[list[str]],
     retries: int,
-) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+) -> Iterator[tuple[int, list[CheckRow]]]:
     distributed = _distributed()
     done: set[int] = set()
     for future in pending:
@@ -181,7 +182,7 @@ def _collect(
         if i in done:  # a chunk that finished twice counts once
             continue
         try:
-            rows: list[dict[str, Any]] = future.result()
+            rows: list[CheckRow] = future.result()
         except (distributed.KilledWorker, distributed.CancelledError) as exc:
             if attempt >= retries:
                 raise CtxwinError(

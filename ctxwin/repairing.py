@@ -31,7 +31,7 @@ accept it, and rewriting ids would change what the model saw.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ctxwin.errors import InputError
 from ctxwin.formats import AUTO
@@ -54,13 +54,15 @@ class RepairError(InputError):
     """The transcript cannot be repaired without guessing."""
 
 
+Action = Literal["removed-orphan", "removed-duplicate", "moved", "stubbed", "removed-empty-message"]
+"""What a change did."""
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """One change :func:`repair` made."""
 
-    action: str
-    """``removed-orphan``, ``removed-duplicate``, ``moved``, ``stubbed`` or
-    ``removed-empty-message``."""
+    action: Action
     index: int
     """The input entry it concerns (the result's, or the stubbed call's)."""
     where: str

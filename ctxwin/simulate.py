@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ctxwin.calibration import fit_overhead, prompt_tokens_from_usage
 from ctxwin.core import Transcript, load
@@ -20,16 +20,28 @@ from ctxwin.incremental import Prefixes
 from ctxwin.manager import ContextWindowManager, ManagedFit
 from ctxwin.pruning import FitResult, total_cost
 from ctxwin.recorded import model_messages
+from ctxwin.rows import (
+    CalibrationRow,
+    CalibrationSummary,
+    Fitted,
+    NextRequest,
+    Reason,
+    ReplayReport,
+    ReplayRow,
+    RunCheck,
+    RunOverhead,
+    Status,
+)
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
 from ctxwin.strategy import DEFAULT_STEPS, Applied
 
-FITS = "fits"
-NEEDS_PRUNING = "needs_pruning"
-TRUNCATED = "truncated"
-INVALID = "invalid"
-STATUSES = (FITS, NEEDS_PRUNING, TRUNCATED, INVALID)
+FITS: Final = "fits"
+NEEDS_PRUNING: Final = "needs_pruning"
+TRUNCATED: Final = "truncated"
+INVALID: Final = "invalid"
+STATUSES: tuple[Status, ...] = (FITS, NEEDS_PRUNING, TRUNCATED, INVALID)
 """Verdicts, mildest first."""
 
 SESSION_SHAPES = frozenset(session_names())
@@ -76,31 +88,22 @@ NO_EDITS = Applied()
 """What a fit under the default strategy applied: nothing."""
 
 
-def _status(fitted: ManagedFit) -> str:
+def _status(fitted: ManagedFit) -> Status:
     """Truncated, needs pruning (turns dropped or content edited) or fits."""
     return _status_of(fitted.result, fitted.applied)
 
 
-def _status_of(r: FitResult, applied: Applied) -> str:
+def _status_of(r: FitResult, applied: Applied) -> Status:
     if r.overflow_at_floor:
         return TRUNCATED
     return NEEDS_PRUNING if r.pruned or applied.edits else FITS
 
 
-def _edited(fitted: ManagedFit) -> dict[str, int]:
-    """The row keys saying what the strategy's editing steps did."""
-    return _edited_by(fitted.applied)
-
-
-def _edited_by(a: Applied) -> dict[str, int]:
-    return {
-        "cleared_results": a.cleared_results,
-        "cleared_tokens": a.cleared_tokens,
-        "truncated_results": a.truncated_results,
-    }
-
-
-NO_EDIT_KEYS = _edited_by(NO_EDITS)
+def _add_edits(row: Fitted, a: Applied) -> None:
+    """Add the row keys saying what the strategy's editing steps did."""
+    row["cleared_results"] = a.cleared_results
+    row["cleared_tokens"] = a.cleared_tokens
+    row["truncated_results"] = a.truncated_results
 
 
 def run_model(run: Run) -> str | None:
@@ -122,7 +125,7 @@ def _hint(call: Call) -> str | None:
 # --- replay ------------------------------------------------------------------
 
 
-def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None) -> dict[str, Any]:
+def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None) -> ReplayReport:
     """Simulate the agent loop over ``run``: one manager, its calls in order.
 
     Call ``k``'s request is fitted at the calibration learned so far; then the
@@ -172,7 +175,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         hint = next((h for h in (_hint(c) for c, _ in read) if h), None)
     learn = learns_overhead(run, learn_overhead)
     manager = run_manager(settings, run, hint, estimator, learn)
-    rows: list[dict[str, Any]] = []
+    rows: list[ReplayRow] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
     prev: tuple[Mapping[str, Any] | None, int] | None = None
@@ -182,7 +185,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         elif prev[0] is not None:
             manager.observe(prev[0], raw_tokens=prev[1])
         reported = _reported(usage)
-        row: dict[str, Any] = {"run": run.name, "call": k, "where": where_k}
+        row: ReplayRow = {"run": run.name, "call": k, "where": where_k}
         applied = NO_EDITS
         try:
             if prefixes is not None:
@@ -196,7 +199,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 r, b, applied = fitted.result, fitted.budget, fitted.applied
                 messages = len(fitted.transcript.view.items)
         except CtxwinError as exc:
-            row.update(status=INVALID, reported_tokens=reported, error=str(exc))
+            row.update({"status": INVALID, "reported_tokens": reported, "error": str(exc)})
             rows.append(row)
             prev = (None, 0)  # nothing to learn from it; keep what was learned
             continue
@@ -206,21 +209,27 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         if r.overflow_at_floor and first_truncated is None:
             first_truncated = k
         row.update(
-            status=status,
-            messages=messages,
-            reported_tokens=reported,
-            raw_tokens=r.raw_tokens,
-            estimated_tokens=r.estimated_tokens,
-            calibration=r.calibration,
-            budget=b.budget,
-            context_length=b.context_length,
-            dropped_turns=r.dropped_turns,
-            kept_turns=r.kept_turns,
-            estimated_tokens_after=r.estimated_tokens_after,
-            **(NO_EDIT_KEYS if applied is NO_EDITS else _edited_by(applied)),
-            under_estimate=reported is not None and r.estimated_tokens < reported,
-            model=b.spec.name,
-            overhead=r.overhead,
+            {
+                "status": status,
+                "messages": messages,
+                "reported_tokens": reported,
+                "raw_tokens": r.raw_tokens,
+                "estimated_tokens": r.estimated_tokens,
+                "calibration": r.calibration,
+                "budget": b.budget,
+                "context_length": b.context_length,
+                "dropped_turns": r.dropped_turns,
+                "kept_turns": r.kept_turns,
+                "estimated_tokens_after": r.estimated_tokens_after,
+            }
+        )
+        _add_edits(row, applied)
+        row.update(
+            {
+                "under_estimate": reported is not None and r.estimated_tokens < reported,
+                "model": b.spec.name,
+                "overhead": r.overhead,
+            }
         )
         rows.append(row)
         prev = (usage, r.raw_tokens)
@@ -236,6 +245,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         if seen_usage and row.get("under_estimate"):
             after_first += 1
         seen_usage = True
+    peak_context_use, peak_call = _peak(rows)
     return {
         "run": run.name,
         "shape": run.shape,
@@ -251,14 +261,16 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "final_calibration": manager.calibration,
         "learn_overhead": learn,
         "final_overhead": manager.overhead,
-        **_peak(rows),
+        "peak_context_use": peak_context_use,
+        "peak_call": peak_call,
         "next_request": nxt,
         "rows": rows,
     }
 
 
-def _peak(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The call whose prompt (reported, or estimated when larger) fills most of the window."""
+def _peak(rows: list[ReplayRow]) -> tuple[float | None, int | None]:
+    """The share of the window the fullest call's prompt (reported, or estimated when
+    larger) fills, and that call."""
     best: tuple[float, int] | None = None
     for r in rows:
         window = r.get("context_length")
@@ -268,13 +280,13 @@ def _peak(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if best is None or use > best[0]:
             best = (use, r["call"])
     if best is None:
-        return {"peak_context_use": None, "peak_call": None}
-    return {"peak_context_use": round(best[0], 4), "peak_call": best[1]}
+        return None, None
+    return round(best[0], 4), best[1]
 
 
 def _next_request(
     run: Run, manager: ContextWindowManager, prefixes: Prefixes | None = None
-) -> dict[str, Any] | None:
+) -> NextRequest | None:
     """The request a session would send next (its whole transcript), at what was learned
     (from ``prefixes``, the transcript's calls' prefixes, when it was replayed with them)."""
     if run.recorded is not None or run.calls_at is not None:
@@ -355,7 +367,7 @@ def learned_manager(
 # --- check -------------------------------------------------------------------
 
 
-def _reason(body: Any, fmt: str) -> str:
+def _reason(body: Any, fmt: str) -> Reason:
     """Why a body is invalid: ``unsupported_format`` (no adapter reads it) or ``bad_input``."""
     try:
         get_adapter(body, fmt)
@@ -364,7 +376,7 @@ def _reason(body: Any, fmt: str) -> str:
     return "bad_input"
 
 
-def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) -> dict[str, Any]:
+def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) -> RunCheck:
     """The verdict on one run: its worst request against the model spec.
 
     A transcript run is checked as one request (the whole conversation);
@@ -376,16 +388,16 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
     next request at what the replay learned, and the row carries the replay's
     peak, first pruned and first truncated call.
     """
-    row: dict[str, Any] = {"run": run.name, "shape": run.shape}
+    row: RunCheck = {"run": run.name, "shape": run.shape}
     if run.error is not None:
-        row.update(status=INVALID, error=run.error)
+        row.update({"status": INVALID, "error": run.error})
         return row
     estimator = estimator or settings.make_estimator(run_model(run))
     worst: tuple[int, int] | None = None
     calls = run.recorded if run.recorded is not None else [Call(run.body)]
     fmt = run.format_for(settings.fmt)
     if not calls:
-        row.update(status=INVALID, error="no requests in this run")
+        row.update({"status": INVALID, "error": "no requests in this run"})
         return row
     first_pruned: int | None = None
     first_truncated: int | None = None
@@ -397,7 +409,14 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
         except CtxwinError as exc:
             where = f"{call.where}: " if run.recorded is not None and call.where else ""
             reason = _reason(call.request, fmt)
-            row.update(status=INVALID, reason=reason, error=f"{where}{exc}", requests=len(calls))
+            row.update(
+                {
+                    "status": INVALID,
+                    "reason": reason,
+                    "error": f"{where}{exc}",
+                    "requests": len(calls),
+                }
+            )
             return row
         r = fitted.result
         b = fitted.budget
@@ -415,47 +434,57 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
         if worst is None or key > worst:
             worst = key
             row.update(
-                status=status,
-                format=fitted.transcript.format,
-                model=b.spec.name,
-                context_length=b.context_length,
-                budget=b.budget,
-                estimated_tokens=r.estimated_tokens,
-                over_by=r.estimated_tokens - b.budget,
-                dropped_turns=r.dropped_turns,
-                kept_turns=r.kept_turns,
-                estimated_tokens_after=r.estimated_tokens_after,
-                **_edited(fitted),
-                messages=len(fitted.transcript.view.items),
-                where=call.where,
-                enforced=r.enforced,
+                {
+                    "status": status,
+                    "format": fitted.transcript.format,
+                    "model": b.spec.name,
+                    "context_length": b.context_length,
+                    "budget": b.budget,
+                    "estimated_tokens": r.estimated_tokens,
+                    "over_by": r.estimated_tokens - b.budget,
+                    "dropped_turns": r.dropped_turns,
+                    "kept_turns": r.kept_turns,
+                    "estimated_tokens_after": r.estimated_tokens_after,
+                }
+            )
+            _add_edits(row, fitted.applied)
+            row.update(
+                {
+                    "messages": len(fitted.transcript.view.items),
+                    "where": call.where,
+                    "enforced": r.enforced,
+                }
             )
     row["requests"] = len(calls)
     row.update(
-        first_pruned=first_pruned,
-        first_truncated=first_truncated,
-        peak_context_use=round(peak[0], 4) if peak else None,
-        peak_call=peak[1] if peak and run.recorded is not None else None,
+        {
+            "first_pruned": first_pruned,
+            "first_truncated": first_truncated,
+            "peak_context_use": round(peak[0], 4) if peak else None,
+            "peak_call": peak[1] if peak and run.recorded is not None else None,
+        }
     )
     if learns_overhead(run) and run.recorded is None:
         _check_session(run, settings, row)
     return row
 
 
-def _check_session(run: Run, settings: Settings, row: dict[str, Any]) -> None:
+def _check_session(run: Run, settings: Settings, row: RunCheck) -> None:
     """Fold a session's replay into its check row (see :func:`check_run`)."""
     try:
         rep = replay_run(run, settings)
     except CtxwinError:
         return  # the plain check above already judged the transcript
     row.update(
-        calls=rep["calls"],
-        first_pruned=rep["first_pruned"],
-        first_truncated=rep["first_truncated"],
-        peak_context_use=rep["peak_context_use"],
-        peak_call=rep["peak_call"],
-        overhead=rep["final_overhead"],
-        under_estimates_after_first=rep["under_estimates_after_first"],
+        {
+            "calls": rep["calls"],
+            "first_pruned": rep["first_pruned"],
+            "first_truncated": rep["first_truncated"],
+            "peak_context_use": rep["peak_context_use"],
+            "peak_call": rep["peak_call"],
+            "overhead": rep["final_overhead"],
+            "under_estimates_after_first": rep["under_estimates_after_first"],
+        }
     )
     nxt = rep["next_request"]
     if not nxt or nxt["status"] == INVALID or "status" not in row:
@@ -465,22 +494,24 @@ def _check_session(run: Run, settings: Settings, row: dict[str, Any]) -> None:
         row["over_by"],
     ):
         row.update(
-            status=nxt["status"],
-            estimated_tokens=nxt["estimated_tokens"],
-            over_by=nxt["estimated_tokens"] - nxt["budget"],
-            dropped_turns=nxt["dropped_turns"],
-            estimated_tokens_after=nxt["estimated_tokens_after"],
-            where="next request",
+            {
+                "status": nxt["status"],
+                "estimated_tokens": nxt["estimated_tokens"],
+                "over_by": nxt["estimated_tokens"] - nxt["budget"],
+                "dropped_turns": nxt["dropped_turns"],
+                "estimated_tokens_after": nxt["estimated_tokens_after"],
+                "where": "next request",
+            }
         )
 
 
 # --- calibrate ---------------------------------------------------------------
 
 
-def calibration_rows(run: Run, settings: Settings) -> list[dict[str, Any]]:
+def calibration_rows(run: Run, settings: Settings) -> list[CalibrationRow]:
     """One row per call of ``run`` that recorded usage: estimate against reported."""
     estimator = settings.make_estimator(run_model(run))
-    rows: list[dict[str, Any]] = []
+    rows: list[CalibrationRow] = []
     if run.error is not None:
         return [{"run": run.name, "error": run.error}]
     try:
@@ -491,39 +522,41 @@ def calibration_rows(run: Run, settings: Settings) -> list[dict[str, Any]]:
         reported = _reported(call.usage)
         if reported is None:
             continue
-        row: dict[str, Any] = {"run": run.name, "call": k, "where": call.where}
+        row: CalibrationRow = {"run": run.name, "call": k, "where": call.where}
         manager = run_manager(settings, run, _hint(call), estimator)
         try:
             fitted = manager.evaluate(call.request)
         except CtxwinError as exc:
-            row.update(reported_tokens=reported, error=str(exc))
+            row.update({"reported_tokens": reported, "error": str(exc)})
             rows.append(row)
             continue
         raw = fitted.result.raw_tokens
         estimate = fitted.result.estimated_tokens
         row.update(
-            format=fitted.transcript.format,
-            model=fitted.budget.spec.name,
-            raw_tokens=raw,
-            calibration=fitted.result.calibration,
-            estimated_tokens=estimate,
-            reported_tokens=reported,
-            ratio=round(estimate / reported, 4) if reported else None,
-            needed=round(reported / raw, 4) if raw else None,
+            {
+                "format": fitted.transcript.format,
+                "model": fitted.budget.spec.name,
+                "raw_tokens": raw,
+                "calibration": fitted.result.calibration,
+                "estimated_tokens": estimate,
+                "reported_tokens": reported,
+                "ratio": round(estimate / reported, 4) if reported else None,
+                "needed": round(reported / raw, 4) if raw else None,
+            }
         )
         rows.append(row)
     return rows
 
 
-def overhead_fits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def overhead_fits(rows: list[CalibrationRow]) -> list[RunOverhead]:
     """``reported ≈ overhead + factor × raw`` fitted per run and model
     (:func:`~ctxwin.calibration.fit_overhead`) over calibration rows."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[CalibrationRow]] = {}
     for r in rows:
         if "raw_tokens" in r and r.get("reported_tokens"):
             key = (str(r.get("path", "")), str(r.get("run", "")), str(r.get("model") or ""))
             groups.setdefault(key, []).append(r)
-    out = []
+    out: list[RunOverhead] = []
     for (path, run, model), rs in groups.items():
         seed = min(r["calibration"] for r in rs)
         fit = fit_overhead([(r["raw_tokens"], r["reported_tokens"]) for r in rs], seed)
@@ -536,17 +569,18 @@ def _ceil4(x: float) -> float:
     return math.ceil(x * 10_000 - 1e-9) / 10_000
 
 
-def calibration_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def calibration_summary(rows: list[CalibrationRow]) -> CalibrationSummary:
     """The factor that makes every estimate safe, and the waste at that factor."""
     usable = [r for r in rows if "raw_tokens" in r and r["raw_tokens"] > 0]
     seeds = sorted({r["calibration"] for r in usable})
-    out: dict[str, Any] = {
+    out: CalibrationSummary = {
         "calls": len(usable),
         "skipped": len(rows) - len(usable),
         "seed_calibration": seeds[0] if len(seeds) == 1 else seeds or None,
     }
     if not usable:
-        return out | {"safe_calibration": None}
+        out["safe_calibration"] = None
+        return out
     need = max(r["reported_tokens"] / r["raw_tokens"] for r in usable)
     factor = max(1.0, _ceil4(need))
     reported = sum(r["reported_tokens"] for r in usable)
@@ -556,18 +590,21 @@ def calibration_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for e, r in zip(estimates, usable, strict=True)
         if r["reported_tokens"]
     ]
-    ratios = [r["ratio"] for r in usable if r.get("ratio") is not None]
-    return out | {
-        "needed_max": round(need, 4),
-        "under_estimates_at_seed": sum(
-            1 for r in usable if r["estimated_tokens"] < r["reported_tokens"]
-        ),
-        "ratio_min": min(ratios) if ratios else None,
-        "ratio_max": max(ratios) if ratios else None,
-        "safe_calibration": factor,
-        "waste_tokens": sum(estimates) - reported,
-        "waste_percent": round(100 * (sum(estimates) - reported) / reported, 2)
-        if reported
-        else None,
-        "waste_percent_max": round(100 * max(waste), 2) if waste else None,
-    }
+    ratios = [ratio for r in usable if (ratio := r.get("ratio")) is not None]
+    out.update(
+        {
+            "needed_max": round(need, 4),
+            "under_estimates_at_seed": sum(
+                1 for r in usable if r["estimated_tokens"] < r["reported_tokens"]
+            ),
+            "ratio_min": min(ratios) if ratios else None,
+            "ratio_max": max(ratios) if ratios else None,
+            "safe_calibration": factor,
+            "waste_tokens": sum(estimates) - reported,
+            "waste_percent": round(100 * (sum(estimates) - reported) / reported, 2)
+            if reported
+            else None,
+            "waste_percent_max": round(100 * max(waste), 2) if waste else None,
+        }
+    )
+    return out

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from ctxwin.checking import check_exit_code, check_paths, chunks, find_files
+from ctxwin.rows import CheckRow
 from ctxwin.settings import Settings
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.conftest import Cli
@@ -153,7 +154,7 @@ def test_parallel_rows_equal_serial_rows(tmp_path: Path) -> None:
     found = find_files([str(tmp_path)])
     options = Settings(context_length=8000, max_tokens=500, estimator="seed")
 
-    def key(r: dict[str, Any]) -> tuple[str, str]:
+    def key(r: CheckRow) -> tuple[str, str]:
         return r["path"], r["run"]
 
     serial = sorted(check_paths(found.files, options, jobs=1), key=key)

@@ -71,7 +71,7 @@ def check_all_prefixes(
         assert incremental_outcome(complete, i, budget, calibration) == want, i
 
 
-def same_replay(transcript: dict[str, Any], calls: dict[str, Any]) -> bool:
+def same_replay(transcript: Mapping[str, object], calls: Mapping[str, object]) -> bool:
     """Two replay reports agree, but for what only a transcript run reports (the
     request the session would send next) and the run's shape."""
     skip = {"next_request", "shape"}

@@ -5,6 +5,7 @@ missing fields, a cut-off last line and an empty file."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -557,7 +558,7 @@ def test_manager_learns_a_hidden_overhead_from_usage() -> None:
     assert manager.overhead >= hidden
 
 
-def _session_rows(with_redacted: bool) -> list[tuple[dict[str, Any], bool]]:
+def _session_rows(with_redacted: bool) -> Sequence[tuple[Mapping[str, Any], bool]]:
     """Replay rows of every call after a run's first report, on the samples, each with
     whether the run's next call with usage is under its reported count.
 

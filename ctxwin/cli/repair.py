@@ -8,7 +8,7 @@ one line each on stderr, or as JSON (``--json`` on stdout, ``--report PATH``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, TypedDict
+from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 
@@ -17,11 +17,14 @@ from ctxwin.cli.options import AnyFormatOpt, MaxInputOpt
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_output
 from ctxwin.errors import UsageError
 
+if TYPE_CHECKING:
+    from ctxwin.repairing import Action
+
 
 class ChangeRecord(TypedDict):
     """One change of ``repair --json``."""
 
-    action: str
+    action: Action
     index: int
     where: str
     call_id: str | None

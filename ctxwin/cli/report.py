@@ -14,7 +14,7 @@ import orjson
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ctxwin.budget import ContextSource
+    from ctxwin.budget import ContextSource, ReserveSource
     from ctxwin.core import Plan
 
     # Types for the checker only: declaring TypedDicts costs start-up time.
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
         dropped_messages: list[int]
         estimator: str
         raw_tokens: int
-        reserve_source: str
+        reserve_source: ReserveSource
         max_output_tokens: int | None
         model_table_row: str | None
         enforced: bool

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -29,6 +29,15 @@ from ctxwin.settings import DEFAULT, Settings
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ctxwin.rows import (
+        CalibrationRow,
+        CalibrationSummary,
+        CheckRow,
+        CheckSummary,
+        ReplayReport,
+        RunOverhead,
+    )
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
@@ -165,7 +174,7 @@ def replay(
         raise typer.Exit(int(ExitCode.BAD_INPUT))
 
 
-def _render_replay(rep: dict[str, Any], console: Console, *, chart: bool) -> None:
+def _render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -201,8 +210,8 @@ def _render_replay(rep: dict[str, Any], console: Console, *, chart: bool) -> Non
         parts.append(f"truncated at call {rep['first_truncated']}: the run would stop there")
     if rep["under_estimates"]:
         parts.append(f"{rep['under_estimates']} estimates under the reported count")
-    if rep.get("peak_context_use") is not None:
-        peak = 100 * rep["peak_context_use"]
+    if (peak_use := rep["peak_context_use"]) is not None:
+        peak = 100 * peak_use
         parts.append(f"peak {peak:.1f}% of the window at call {rep['peak_call']}")
     parts.append(f"calibration {rep['final_calibration']:.3f} at the end")
     if rep.get("learn_overhead"):
@@ -211,7 +220,7 @@ def _render_replay(rep: dict[str, Any], console: Console, *, chart: bool) -> Non
     console.print()
 
 
-def _render_chart(rows: list[dict[str, Any]], console: Console) -> None:
+def _render_chart(rows: Sequence[Mapping[str, Any]], console: Console) -> None:
     """Horizontal bars: estimate per call (``·``: reported count) against the budget (``│``)."""
     from rich.text import Text
 
@@ -341,7 +350,7 @@ def check(
         _say("warning: --jobs is for --engine local; the Dask workers' threads do the work")
     settings = settings.portable()
     check_run_format(run_format)
-    stdin_rows: list[dict[str, Any]] = []
+    stdin_rows: list[CheckRow] = []
     if STDIO in paths:
         from ctxwin.checking import check_bytes
 
@@ -353,7 +362,7 @@ def check(
     workers = jobs or default_jobs()
     label = f"checking ({workers} workers)" if engine is Engine.local else "checking on Dask"
 
-    def run(advance: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    def run(advance: Callable[[int], None] | None = None) -> list[CheckRow]:
         checked = check_files(
             found,
             settings,
@@ -413,7 +422,7 @@ def check(
     raise typer.Exit(int(check_exit_code(summary["counts"], fail_on.value)))
 
 
-def _render_check(summary: dict[str, Any], console: Console) -> None:
+def _render_check(summary: CheckSummary, console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -463,8 +472,8 @@ def _render_check(summary: dict[str, Any], console: Console) -> None:
         bad.add_column("file")
         bad.add_column("run")
         bad.add_column("error")
-        for r in summary["invalid"]:
-            bad.add_row(short(r["path"]), Text(r["run"] or ""), Text(r["error"] or ""))
+        for entry in summary["invalid"]:
+            bad.add_row(short(entry["path"]), Text(entry["run"] or ""), Text(entry["error"] or ""))
         console.print(bad)
     if summary["skipped_files"]:
         console.print(
@@ -513,7 +522,7 @@ def calibrate(
             _say(f"warning: {arg}: no such file, folder or match")
         for arg, error in found.unreadable:
             _say(f"warning: {arg}: {error}")
-    rows: list[dict[str, Any]] = []
+    rows: list[CalibrationRow] = []
     for path in found.files:
         try:
             data = read_input(path, max_input_bytes)
@@ -533,7 +542,7 @@ def calibrate(
     if not usable:
         raise InputError("no recorded calls with usable usage (prompt token counts) found")
     summary = calibration_summary(rows)
-    models: dict[str, list[dict[str, Any]]] = {}
+    models: dict[str, list[CalibrationRow]] = {}
     for r in usable:
         models.setdefault(r["model"] or "(unknown)", []).append(r)
     by_model = {m: calibration_summary(rs) for m, rs in sorted(models.items())}
@@ -550,9 +559,9 @@ def calibrate(
 
 
 def _render_calibrate(
-    rows: list[dict[str, Any]],
-    summary: dict[str, Any],
-    by_model: dict[str, dict[str, Any]],
+    rows: list[CalibrationRow],
+    summary: CalibrationSummary,
+    by_model: dict[str, CalibrationSummary],
     console: Console,
 ) -> None:
     from rich.table import Table
@@ -578,7 +587,7 @@ def _render_calibrate(
     for col in ("model", "calls", "under at seed", "ratio range", "needed", "safe factor", "waste"):
         table.add_column(col, justify="left" if col == "model" else "right")
 
-    def add(name: str, s: dict[str, Any]) -> None:
+    def add(name: str, s: CalibrationSummary) -> None:
         table.add_row(
             Text(name),
             f"{s['calls']:,}",
@@ -595,7 +604,7 @@ def _render_calibrate(
     console.print(table)
 
 
-def _render_overheads(fits: list[dict[str, Any]], console: Console) -> None:
+def _render_overheads(fits: list[RunOverhead], console: Console) -> None:
     """The ``reported ≈ overhead + factor × raw`` line fitted per run and model."""
     from rich.table import Table
     from rich.text import Text

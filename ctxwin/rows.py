@@ -1,0 +1,205 @@
+"""The shapes of what ``replay``, ``check`` and ``calibrate`` report, as typed dicts.
+
+:mod:`ctxwin.simulate`, :mod:`ctxwin.checking` and :mod:`ctxwin.calibration` build
+these; the command line prints them as JSON (``replay --json``, ``check --json`` and
+``--jsonl``, ``calibrate --json``) and renders them as tables. Keys that only some
+rows have (an invalid row has an ``error`` and no estimate) are not required.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Required, TypedDict
+
+Status = Literal["fits", "needs_pruning", "truncated", "invalid"]
+"""A verdict on a call, a transcript or a session's next request."""
+
+Reason = Literal["unsupported_format", "bad_input"]
+"""Why a transcript is invalid: no adapter reads it, or one does and finds it broken."""
+
+
+class Fitted(TypedDict, total=False):
+    """What a replayed call and a checked run both report of a fit."""
+
+    status: Status
+    model: str | None
+    context_length: int
+    budget: int
+    messages: int
+    estimated_tokens: int
+    dropped_turns: int
+    kept_turns: int
+    estimated_tokens_after: int
+    cleared_results: int
+    cleared_tokens: int
+    truncated_results: int
+    error: str
+
+
+class ReplayRow(Fitted, total=False):
+    """One provider call of a replayed run (``replay --json``: ``runs[].rows[]``)."""
+
+    run: Required[str]
+    call: Required[int]
+    """1-based, in the order the run made its calls."""
+    where: Required[str]
+    """Where the call is in the file (the model message's JSON path)."""
+    reported_tokens: int | None
+    """The prompt tokens the call's recorded usage reports, if any."""
+    raw_tokens: int
+    calibration: float
+    under_estimate: bool
+    overhead: int
+
+
+class NextRequest(TypedDict, total=False):
+    """A session's next request (its whole transcript) at what the replay learned."""
+
+    status: Required[Status]
+    error: str
+    messages: int
+    raw_tokens: int
+    estimated_tokens: int
+    overhead: int
+    calibration: float
+    budget: int
+    context_length: int
+    dropped_turns: int
+    estimated_tokens_after: int
+
+
+class ReplayReport(TypedDict):
+    """One replayed run (``replay --json``: ``runs[]``)."""
+
+    run: str
+    shape: str
+    calls: int
+    calls_with_usage: int
+    model: str | None
+    context_length: int | None
+    first_pruned: int | None
+    first_truncated: int | None
+    invalid_calls: int
+    under_estimates: int
+    under_estimates_after_first: int
+    final_calibration: float
+    learn_overhead: bool
+    final_overhead: int
+    peak_context_use: float | None
+    peak_call: int | None
+    next_request: NextRequest | None
+    rows: list[ReplayRow]
+
+
+class RunCheck(Fitted, total=False):
+    """The verdict on one run (:func:`ctxwin.simulate.check_run`): its worst request."""
+
+    run: Required[str]
+    shape: str
+    reason: Reason
+    format: str
+    over_by: int
+    where: str
+    enforced: bool
+    requests: int
+    first_pruned: int | None
+    first_truncated: int | None
+    peak_context_use: float | None
+    peak_call: int | None
+    calls: int
+    overhead: int
+    under_estimates_after_first: int
+    warnings: list[str]
+
+
+class CheckRow(RunCheck, total=False):
+    """One transcript of ``check`` (``--jsonl`` lines, ``--json``: ``rows[]``)."""
+
+    path: Required[str]
+
+
+class Offender(TypedDict):
+    """One of the worst offenders a check summary lists."""
+
+    path: str
+    run: str
+    status: Status
+    estimated_tokens: int | None
+    budget: int | None
+    over_by: int | None
+
+
+class InvalidEntry(TypedDict):
+    """One invalid transcript a check summary lists."""
+
+    path: str
+    run: str
+    error: str | None
+
+
+class CheckSummary(TypedDict):
+    """``check --json``: ``summary``."""
+
+    files: int
+    skipped_files: int
+    missing: list[str]
+    transcripts: int
+    counts: dict[str, int]
+    """How many transcripts have each :data:`Status` (every status, zero when none)."""
+    not_enforced: int
+    worst: list[Offender]
+    invalid: list[InvalidEntry]
+
+
+class CalibrationRow(TypedDict, total=False):
+    """One recorded call with usage (``calibrate --json``: ``rows[]``); a call or file
+    that could not be read has an ``error`` instead of the estimate."""
+
+    path: str
+    run: str
+    call: int
+    where: str
+    format: str
+    model: str | None
+    raw_tokens: int
+    calibration: float
+    estimated_tokens: int
+    reported_tokens: int
+    ratio: float | None
+    needed: float | None
+    error: str
+
+
+class CalibrationSummary(TypedDict, total=False):
+    """The safe calibration over calibration rows (``calibrate --json``: ``summary``
+    and ``by_model``)."""
+
+    calls: Required[int]
+    skipped: Required[int]
+    seed_calibration: Required[float | list[float] | None]
+    needed_max: float
+    under_estimates_at_seed: int
+    ratio_min: float | None
+    ratio_max: float | None
+    safe_calibration: float | None
+    waste_tokens: int
+    waste_percent: float | None
+    waste_percent_max: float | None
+
+
+class OverheadFit(TypedDict, total=False):
+    """The safe line ``overhead + factor × raw`` (:func:`ctxwin.calibration.fit_overhead`)."""
+
+    calls: Required[int]
+    factor: Required[float | None]
+    overhead: Required[int | None]
+    waste_tokens: int
+    waste_percent: float
+    median_ratio: float
+
+
+class RunOverhead(OverheadFit, total=False):
+    """The safe line of one run and model (``calibrate --json``: ``by_run[]``)."""
+
+    path: Required[str]
+    run: Required[str]
+    model: Required[str | None]
