@@ -58,6 +58,18 @@ def _int(value: Any) -> int | None:
     return int(value)
 
 
+def usage_in(body: Any) -> Mapping[str, Any] | None:
+    """The usage object at the top of a provider response body, if any: OpenAI's and
+    Anthropic's ``usage``, Gemini's ``usageMetadata``."""
+    if not isinstance(body, Mapping):
+        return None
+    for key in ("usage", "usageMetadata"):
+        usage = body.get(key)
+        if isinstance(usage, Mapping):
+            return usage
+    return None
+
+
 def prompt_tokens_from_usage(usage: Mapping[str, Any]) -> int | None:
     """All prompt tokens in a provider's usage object, or ``None`` when it has none.
 

@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from ctxwin import sessions
+from ctxwin.calibration import usage_in
 from ctxwin.codec import looks_like_jsonl
 from ctxwin.errors import InputError
 from ctxwin.recorded import Call, Run, calls_from_transcript, prepared_calls
@@ -223,15 +224,10 @@ def runs_from_value(value: Any, label: str = "") -> list[Run]:
 
 def usage_of(response: Any) -> Mapping[str, Any] | None:
     """The usage object of a provider response body, if it has one."""
-    if not isinstance(response, Mapping):
-        return None
-    for key in ("usage", "usageMetadata"):
-        usage = response.get(key)
-        if isinstance(usage, Mapping):
-            return usage  # OpenAI and Anthropic `usage`, Gemini `usageMetadata`
-    if "input_tokens" in response:  # Anthropic count_tokens answers {"input_tokens": N}
-        return {"input_tokens": response["input_tokens"]}
-    return None
+    usage = usage_in(response)  # OpenAI and Anthropic `usage`, Gemini `usageMetadata`
+    if usage is None and isinstance(response, Mapping) and "input_tokens" in response:
+        return {"input_tokens": response["input_tokens"]}  # Anthropic count_tokens answers
+    return usage
 
 
 def _pair(value: dict[str, Any], label: str) -> Run:

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from ctxwin.calibration import prompt_tokens_from_usage
+from ctxwin.calibration import prompt_tokens_from_usage, usage_in
 
 _MARKERS = (b'"usage', b'"usageMetadata"')
 _NESTED = ("message", "response")
@@ -32,12 +32,9 @@ MAX_LINE = 1 << 20
 
 
 def _usage_in(obj: Any) -> Mapping[str, Any] | None:
-    if not isinstance(obj, dict):
-        return None
-    for key in ("usage", "usageMetadata"):
-        usage = obj.get(key)
-        if isinstance(usage, dict):
-            return usage
+    usage = usage_in(obj)
+    if usage is not None or not isinstance(obj, dict):
+        return usage
     for key in _NESTED:
         inner = obj.get(key)
         if isinstance(inner, dict):
