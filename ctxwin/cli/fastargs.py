@@ -14,7 +14,7 @@ starting with ``-``, a directory or unreadable file given as a path) gives
 error messages. So this module never has to produce an error of its own.
 
 ``OPTIONS``, ``ARGUMENTS`` and ``DEFAULTS`` come from the declarations in
-:mod:`ctxwin.cli.flags`, as the Typer options do; ``tests/test_fastargs.py``
+:mod:`ctxwin.cli.flags`, as the Typer options do; ``tests/test_cli_fastargs.py``
 checks that they match, and that every command line accepted here gives the
 Typer command the same arguments.
 """

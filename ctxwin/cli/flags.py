@@ -2,7 +2,7 @@
 
 Both parsers read these declarations: :mod:`ctxwin.cli.options` builds the
 Typer options from them, and :mod:`ctxwin.cli.fastargs` its tables. Adding a
-flag to a command here adds it to both; ``tests/test_fastargs.py`` checks that
+flag to a command here adds it to both; ``tests/test_cli_fastargs.py`` checks that
 the two agree on every command line.
 """
 
