@@ -75,6 +75,9 @@ def test_root_options_other_than_debug_are_left_to_typer() -> None:
         ["estimate", "-", "--json", "-m", "gpt-4o"],
         ["--debug", "prune", "--context-length=128000", "in.json", "-q"],
         ["estimate"],
+        ["replay", "run.jsonl", "--json", "-c", "32000"],
+        ["replay", "a.json", "b.json", "folder", "--run", "abc", "-q"],
+        ["--debug", "replay", "-", "--strategy=clear-results"],
     ],
 )
 def test_plain_command_lines_are_read(argv: list[str]) -> None:
@@ -102,6 +105,11 @@ def test_plain_command_lines_are_read(argv: list[str]) -> None:
         ["prune", "--", "in.json"],
         ["estimate", "--report", "r.json"],
         ["prune", "--model-spec", "."],
+        ["replay"],
+        ["replay", "--json"],
+        ["replay", "run.json", "--report", "r.json"],
+        ["replay", "run.json", "--run"],
+        ["check", "run.json"],
     ],
 )
 def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
@@ -118,7 +126,7 @@ _OPTION_NAMES = sorted({name for spec in _fastargs.OPTIONS.values() for name in 
 @st.composite
 def command_lines(draw: st.DrawFn) -> list[str]:
     argv = ["--debug"] * draw(st.integers(0, 2))
-    argv.append(draw(st.sampled_from(["estimate", "prune"])))
+    argv.append(draw(st.sampled_from(["estimate", "prune", "replay"])))
     for _ in range(draw(st.integers(0, 6))):
         shape = draw(st.integers(0, 4))
         if shape == 0:
@@ -145,7 +153,7 @@ _GOOD = {
 @st.composite
 def plain_command_lines(draw: st.DrawFn) -> list[str]:
     """Mostly well-formed lines, so that many are read by the plain path."""
-    command = draw(st.sampled_from(["estimate", "prune"]))
+    command = draw(st.sampled_from(["estimate", "prune", "replay"]))
     argv = ["--debug"] * draw(st.integers(0, 1)) + [command]
     options = _fastargs.OPTIONS[command]
     for name in draw(st.lists(st.sampled_from(sorted(options)), max_size=6, unique=True)):
@@ -216,6 +224,10 @@ def test_a_plain_call_never_imports_the_framework(tmp_path: Path, cli: Cli) -> N
     proc = cli.process("estimate", str(EXAMPLE), "--json", env=IMPORTTIME)
     assert proc.returncode == 0 and proc.stdout.startswith(b"{")
     assert "typer" not in {m.split(".")[0] for m in imported(proc)}
+    proc = cli.process("replay", str(EXAMPLE), "--json", "-c", "12000", env=IMPORTTIME)
+    assert proc.returncode == 0 and proc.stdout.startswith(b"{")
+    assert "ctxwin.simulate" in imported(proc)
+    assert not {"typer", "click", "rich"} & {m.split(".")[0] for m in imported(proc)}
 
 
 def test_errors_on_the_plain_path_match_the_typer_path(tmp_path: Path, cli: Cli) -> None:
@@ -226,3 +238,24 @@ def test_errors_on_the_plain_path_match_the_typer_path(tmp_path: Path, cli: Cli)
     assert plain.returncode == typer_run.exit_code == 1
     assert plain.stderr.decode() == typer_run.stderr
     assert len(plain.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["-c", "3000"], 3),  # truncated: exit 3, and its line on stderr
+        (["-c", "200000"], 0),
+        (["-c", "200000", "--run", "no-such-run"], 1),
+        (["-c", "3000", "--strategy", "nope"], 2),
+    ],
+)
+def test_replay_on_the_plain_path_matches_the_typer_path(
+    args: list[str], code: int, cli: Cli
+) -> None:
+    argv = ["replay", str(EXAMPLE), "--json", *args]
+    assert _fastargs.parse(argv) is not None
+    plain = cli.process(*argv)
+    typer_run = cli(*argv)
+    assert plain.returncode == typer_run.exit_code == code
+    assert plain.stdout.decode() == typer_run.stdout
+    assert plain.stderr.decode() == typer_run.stderr

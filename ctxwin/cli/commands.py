@@ -34,14 +34,19 @@ keep the bodies alive until the process ends; by default it does nothing."""
 
 
 def run(command: str, debug: bool, kwargs: dict[str, Any]) -> int:
-    """Run ``estimate`` or ``prune`` with the keyword arguments the Typer command
-    would pass (:func:`ctxwin.cli.fastargs.parse`); the exit code.
+    """Run ``estimate``, ``prune`` or ``replay`` with the keyword arguments the Typer
+    command would pass (:func:`ctxwin.cli.fastargs.parse`); the exit code.
 
     Errors go through the same funnel as the Typer app's
     (:func:`ctxwin.cli.funnel.exit_code_for`): one line and its code; with
     ``debug``, the exception propagates (a traceback).
     """
-    fn = estimate_command if command == "estimate" else prune_command
+    commands: dict[str, Callable[..., int]] = {
+        "estimate": estimate_command,
+        "prune": prune_command,
+        "replay": replay_command,
+    }
+    fn = commands[command]
     try:
         return fn(**kwargs)
     except KeyboardInterrupt as exc:
@@ -380,3 +385,11 @@ def _plural(n: int, word: str) -> str:
 def _looks_indented(data: bytes) -> bool:
     head = data[:259].removeprefix(b"\xef\xbb\xbf").lstrip()
     return head[:1] in (b"{", b"[") and head[1:2] == b"\n"
+
+
+def replay_command(**kwargs: Any) -> int:
+    """``ctxwin replay``: replay the recorded runs (:func:`ctxwin.cli.replay.replay`);
+    the exit code."""
+    from ctxwin.cli.replay import replay
+
+    return replay(**kwargs)

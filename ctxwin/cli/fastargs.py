@@ -1,10 +1,11 @@
-"""Read a plain ``ctxwin estimate`` or ``ctxwin prune`` command line without Typer.
+"""Read a plain ``ctxwin estimate``, ``prune`` or ``replay`` command line without Typer.
 
 Importing Typer and Click costs more than estimating or pruning a small
-transcript, and an agent loop or a CI job may run ctxwin thousands of times.
-:func:`parse` reads the common shape of those two commands — root ``--debug``,
-the command, its positional arguments and its options, each at most once,
-as ``--name value``, ``--name=value`` or ``-x value`` — into the keyword
+transcript (or replaying a run of a few thousand calls), and an agent loop or a
+CI job may run ctxwin thousands of times. :func:`parse` reads the common shape
+of those commands — root ``--debug``, the command, its positional arguments
+(``replay``: one or more) and its options, each at most once, as
+``--name value``, ``--name=value`` or ``-x value`` — into the keyword
 arguments the Typer command would pass to :mod:`ctxwin.cli.commands`.
 
 Anything else (``--help``, ``--version``, another command, an unknown or
@@ -26,7 +27,7 @@ import os
 from typing import Any
 
 from ctxwin.cli.flags import ARGUMENTS as FLAG_ARGUMENTS
-from ctxwin.cli.flags import COMMAND_FLAGS, FLAGS
+from ctxwin.cli.flags import COMMAND_FLAGS, FLAGS, VARIADIC
 
 Spec = tuple[str, str, float | None]
 """``(keyword, kind, minimum)``; kind is ``str``, ``int``, ``float``, ``path`` or ``flag``."""
@@ -47,7 +48,7 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
 """Each command's positional arguments, in order."""
 
 DEFAULTS: dict[str, dict[str, Any]] = {
-    command: {**FLAG_ARGUMENTS[command], **{key: FLAGS[key].default for key in keys}}
+    command: {**FLAG_ARGUMENTS[command], **{FLAGS[key].key: FLAGS[key].default for key in keys}}
     for command, keys in COMMAND_FLAGS.items()
 }
 """Each command's keyword arguments when the command line does not set them."""
@@ -98,6 +99,12 @@ def parse(argv: list[str]) -> tuple[str, bool, dict[str, Any]] | None:
             return None
         kwargs[key] = converted
     names = ARGUMENTS[command]
+    variadic = VARIADIC.get(command)
+    if variadic is not None:
+        if not positional:  # a missing argument: Typer says so
+            return None
+        kwargs[variadic] = positional
+        return command, debug, kwargs
     if len(positional) > len(names):
         return None
     kwargs.update(zip(names, positional, strict=False))

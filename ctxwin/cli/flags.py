@@ -1,4 +1,4 @@
-"""The flags of ``estimate`` and ``prune``, declared once, without the CLI framework.
+"""The flags of ``estimate``, ``prune`` and ``replay``, declared once, without the CLI framework.
 
 Both parsers read these declarations: :mod:`ctxwin.cli.options` builds the
 Typer options from them, and :mod:`ctxwin.cli.fastargs` its tables. Adding a
@@ -211,8 +211,20 @@ FLAGS: dict[str, Flag] = {
             "Also write the JSON report to this file.",
         ),
     )
+} | {
+    "select": Flag(
+        "select",
+        ("--run",),
+        "str",
+        None,
+        "Replay only the runs whose name contains this text (e.g. an id).",
+    ),
+    "json_tables": Flag(
+        "json_", ("--json",), "flag", False, "Print JSON for machines instead of tables."
+    ),
 }
-"""Every flag ``estimate`` or ``prune`` takes, by keyword."""
+"""Every flag ``estimate``, ``prune`` or ``replay`` takes, by its name here: the keyword
+it sets, but for ``json_tables`` (``replay``'s ``--json``, whose help differs)."""
 
 ESTIMATION = (
     "model",
@@ -241,6 +253,15 @@ _READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "estimate": (*_READ, "json_", "explain", "max_input_bytes", "quiet", *STRATEGY),
     "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY),
+    "replay": (
+        "select",
+        *ESTIMATION,
+        *STRATEGY,
+        "run_format",
+        "json_tables",
+        "max_input_bytes",
+        "quiet",
+    ),
 }
 """Each transcript command's flags, in the order ``--help`` lists them (each within its
 panel) and the Typer command declares them (:func:`ctxwin.cli.options.with_flags`)."""
@@ -248,5 +269,9 @@ panel) and the Typer command declares them (:func:`ctxwin.cli.options.with_flags
 ARGUMENTS: dict[str, dict[str, Any]] = {
     "estimate": {"input_": STDIO},
     "prune": {"input_": STDIO, "output": STDIO},
+    "replay": {"run_files": None},
 }
-"""Each transcript command's positional arguments, in order, with their defaults."""
+"""Each command's positional arguments, in order, with their defaults."""
+
+VARIADIC: dict[str, str] = {"replay": "run_files"}
+"""The commands whose one positional argument takes one or more values (a list)."""

@@ -2,17 +2,18 @@
 
 Only this module decides how the process runs and ends:
 
-- a plain ``estimate`` or ``prune`` command line (:mod:`ctxwin.cli.fastargs`)
-  runs without the command-line framework at all;
+- a plain ``estimate``, ``prune`` or ``replay`` command line
+  (:mod:`ctxwin.cli.fastargs`) runs without the command-line framework at all;
 - otherwise the Typer application is built with only the requested lean
   command (``estimate``, ``prune``, ``models``) when there is one — typer reads
   every registered command's signature, which costs start-up time — and with
   all of them for ``--help``, no command or an unknown name, so help and
   "no such command" messages list every command;
-- ``estimate`` and ``prune`` run with the cyclic garbage collector off and keep
-  what they parsed alive until the end: a parsed body is millions of acyclic
-  objects, which the collector would re-scan for nothing and which would
-  otherwise be freed one by one on return;
+- ``estimate``, ``prune`` and ``replay`` run with the cyclic garbage collector
+  off and keep what they parsed alive until the end: a parsed body is millions
+  of acyclic objects, which the collector would re-scan for nothing and which
+  would otherwise be freed one by one on return (a replay's fits make no
+  reference cycles either: what they leave is freed as it goes);
 - the process ends with :func:`finish`: streams flushed, then ``os._exit``,
   without the interpreter's teardown.
 """
@@ -25,18 +26,19 @@ import sys
 from typing import Any
 
 LEAN_COMMANDS = frozenset({"estimate", "prune", "models"})
-TRANSCRIPT_COMMANDS = frozenset({"estimate", "prune"})
+TRANSCRIPT_COMMANDS = frozenset({"estimate", "prune", "replay"})
+"""The commands that run with the cyclic garbage collector off."""
 ROOT_FLAGS = frozenset({"--debug"})
 
 _KEEP_UNTIL_EXIT: list[Any] = []
 
 
-def command_in(argv: list[str]) -> str | None:
-    """The command named in ``argv`` (after root flags), if it is a lean one."""
+def command_in(argv: list[str], among: frozenset[str] = LEAN_COMMANDS) -> str | None:
+    """The command named in ``argv`` (after root flags), if it is one of ``among``."""
     for arg in argv:
         if arg in ROOT_FLAGS:
             continue
-        return arg if arg in LEAN_COMMANDS else None
+        return arg if arg in among else None
     return None
 
 
@@ -61,7 +63,7 @@ def run() -> None:
     requested = command_in(argv)
     from ctxwin.cli import commands
 
-    if requested in TRANSCRIPT_COMMANDS:
+    if command_in(argv, TRANSCRIPT_COMMANDS) is not None:
         gc.disable()
         commands.retain = _KEEP_UNTIL_EXIT.append
     from ctxwin.cli.fastargs import parse

@@ -85,16 +85,18 @@ def _declaring(fn: Callable[..., Any], name: str, keys: tuple[str, ...]) -> Any:
         if kind is inspect.Parameter.VAR_KEYWORD:
             kind = inspect.Parameter.KEYWORD_ONLY
         params.extend(
-            inspect.Parameter(key, kind, default=FLAGS[key].default, annotation=flag_type(key))
+            inspect.Parameter(
+                FLAGS[key].key, kind, default=FLAGS[key].default, annotation=flag_type(key)
+            )
             for key in keys
         )
     return signature.replace(parameters=params)
 
 
 def with_flags(command: str) -> Callable[[F], F]:
-    """Give the Typer command ``estimate`` or ``prune`` its flags, as the fast path reads
-    them (:data:`ctxwin.cli.flags.COMMAND_FLAGS`): Typer sees them where the command
-    declares ``**flags``, and the command receives them as keyword arguments."""
+    """Give the Typer command ``estimate``, ``prune`` or ``replay`` its flags, as the fast
+    path reads them (:data:`ctxwin.cli.flags.COMMAND_FLAGS`): Typer sees them where the
+    command declares ``**flags``, and the command receives them as keyword arguments."""
     import functools
 
     def decorate(fn: F) -> F:

@@ -1,8 +1,10 @@
 """The recorded-run commands: ``replay``, ``check`` and ``calibrate``.
 
-Registered on the ``ctxwin`` app by :func:`ctxwin.cli.app.make_app`. Each takes the
-shared model, budget and estimation flags as one ``Settings``
-(:func:`ctxwin.cli.options.with_settings`). The work happens in :mod:`ctxwin.simulate` and
+Registered on the ``ctxwin`` app by :func:`ctxwin.cli.app.make_app`. ``check`` and
+``calibrate`` take the shared model, budget and estimation flags as one ``Settings``
+(:func:`ctxwin.cli.options.with_settings`); ``replay`` passes them on as given to
+:func:`ctxwin.cli.replay.replay`, which a plain command line reaches without Typer
+(:mod:`ctxwin.cli.fastargs`). The work happens in :mod:`ctxwin.simulate` and
 :mod:`ctxwin.checking`; this module parses flags, renders and picks the exit code.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,9 +24,16 @@ from ctxwin.checking import check_exit_code
 from ctxwin.cli.commands import check_run_format
 from ctxwin.cli.flags import ESTIMATION, STRATEGY
 from ctxwin.cli.funnel import say as _say
-from ctxwin.cli.options import MaxInputOpt, QuietOpt, RunFormatOpt, with_settings
+from ctxwin.cli.options import (
+    MaxInputOpt,
+    QuietOpt,
+    RunFormatOpt,
+    with_flags,
+    with_settings,
+)
+from ctxwin.cli.replay import STYLE, num, render_chart, render_replay
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
-from ctxwin.errors import CtxwinError, ExitCode, InputError, UsageError
+from ctxwin.errors import InputError, UsageError
 from ctxwin.settings import DEFAULT, Settings
 
 if TYPE_CHECKING:
@@ -35,7 +44,6 @@ if TYPE_CHECKING:
         CalibrationSummary,
         CheckRow,
         CheckSummary,
-        ReplayReport,
         RunOverhead,
     )
 
@@ -43,25 +51,14 @@ if TYPE_CHECKING:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
 
 
-def _stdout_is_tty() -> bool:
-    return sys.stdout.isatty()
-
-
-def _num(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return f"{value:,}"
-
-
-_STYLE = {"fits": "green", "needs_pruning": "yellow", "truncated": "red", "invalid": "magenta"}
+_num = num
+_STYLE = STYLE
 
 
 # --- replay ------------------------------------------------------------------
 
 
-@with_settings(*ESTIMATION, *STRATEGY)
+@with_flags("replay")
 def replay(
     run_files: Annotated[
         list[str],
@@ -72,17 +69,7 @@ def replay(
             "and folders given are replayed as one run, in order.",
         ),
     ],
-    select: Annotated[
-        str | None,
-        typer.Option(
-            "--run", help="Replay only the runs whose name contains this text (e.g. an id)."
-        ),
-    ] = None,
-    settings: Settings = DEFAULT,
-    run_format: RunFormatOpt = "auto",
-    json_: JsonOpt = False,
-    max_input_bytes: MaxInputOpt = DEFAULT_MAX_INPUT_BYTES,
-    quiet: QuietOpt = False,
+    **flags: Any,
 ) -> None:
     """Simulate the agent loop over a recorded run, call by call.
 
@@ -94,172 +81,15 @@ def replay(
     truncated. Exit 0 when every run survives (fits or is pruned), 3 when
     some call would be truncated, 1 when the run cannot be read.
     """
-    from ctxwin.runs import read_runs
-    from ctxwin.simulate import replay_run
+    from ctxwin.cli import commands
 
-    settings = settings.portable()
-    check_run_format(run_format)
-    from ctxwin.checking import find_files
-    from ctxwin.runs import Run, join_recorded
-
-    runs: list[Run] = []
-    files = [p for p in run_files if p == STDIO]
-    found = find_files([p for p in run_files if p != STDIO])
-    if found.missing:
-        raise InputError(f"{found.missing[0]}: no such file, folder or match")
-    if found.unreadable:
-        raise InputError(": ".join(found.unreadable[0]))
-    files += found.files
-    for path in files:
-        file_runs = read_runs(read_input(path, max_input_bytes), run_format)
-        if not quiet:
-            for warning in dict.fromkeys(w for r in file_runs for w in r.warnings):
-                _say(f"warning: {path}: {warning}")
-        if len(files) > 1:
-            for r in file_runs:
-                r.name = f"{path} {r.name}".strip()
-        runs.extend(file_runs)
-    if not files:
-        raise InputError("no recorded runs: the folders hold no .json, .jsonl or .traj files")
-    run_file = files[0]
-    if len(files) > 1:
-        try:
-            run_file = os.path.commonpath(files)
-        except ValueError:  # stdin among files
-            run_file = "(inputs)"
-    runs = join_recorded(runs, "" if len(files) == 1 else run_file)
-    if select is not None:
-        runs = [r for r in runs if select in r.name]
-        if not runs:
-            raise InputError(f"--run: no run in {run_file} is named like {select!r}")
-    reports = []
-    errors: list[str] = []
-    for run in runs:
-        try:
-            reports.append(replay_run(run, settings))
-        except CtxwinError as exc:
-            errors.append(f"{run.name}: {exc}" if run.name else str(exc))
-    if errors and not reports:
-        raise InputError(errors[0])
-    if not quiet:
-        for error in errors:
-            _say(f"warning: skipped {error}")
-    if not any(rep["calls"] for rep in reports):
-        raise InputError(f"{run_file}: no provider calls (no model messages) to replay")
-    if json_:
-        payload = {"runs": reports}
-        write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-    else:
-        from rich.console import Console
-
-        console = Console()
-        chart = _stdout_is_tty()
-        for rep in reports:
-            _render_replay(rep, console, chart=chart)
-    truncated = [rep for rep in reports if rep["first_truncated"] is not None]
-    invalid = [rep for rep in reports if rep["invalid_calls"]]
-    if not quiet:
-        for rep in invalid:
-            first = next(r for r in rep["rows"] if r["status"] == "invalid")
-            _say(f"warning: {rep['run'] or run_file} call {first['call']}: {first['error']}")
-    if truncated:
-        if not quiet:
-            for rep in truncated:
-                _say(
-                    f"context truncated: {rep['run'] or run_file} would stop at call "
-                    f"{rep['first_truncated']} of {rep['calls']}"
-                )
-        raise typer.Exit(int(ExitCode.CONTEXT_TRUNCATED))
-    if invalid and len(invalid) == len(reports):
-        raise typer.Exit(int(ExitCode.BAD_INPUT))
+    code = commands.replay_command(run_files=run_files, **flags)
+    if code:
+        raise typer.Exit(code)
 
 
-def _render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    title = rep["run"] or "run"
-    rows = rep["rows"]
-    table = Table(title=Text(f"{title} ({rep['shape']})"), title_justify="left")
-    for col in ("call", "msgs", "reported", "estimate", "budget", "calib", "dropped", "status"):
-        table.add_column(col, justify="left" if col == "status" else "right")
-    for r in rows:
-        status = r["status"]
-        table.add_row(
-            str(r["call"]),
-            _num(r.get("messages")),
-            _num(r.get("reported_tokens")),
-            _num(r.get("estimated_tokens")),
-            _num(r.get("budget")),
-            _num(r.get("calibration")),
-            _num(r.get("dropped_turns")),
-            Text(status.replace("_", " "), style=_STYLE[status]),
-        )
-    console.print(table)
-    if chart:
-        _render_chart(rows, console)
-    model = rep["model"] or "(no model named)"
-    window = _num(rep["context_length"])
-    parts = [
-        f"{rep['calls']} calls ({rep['calls_with_usage']} with usage), {model}, window {window}"
-    ]
-    parts.append(
-        f"first pruned at call {rep['first_pruned']}" if rep["first_pruned"] else "never pruned"
-    )
-    if rep["first_truncated"]:
-        parts.append(f"truncated at call {rep['first_truncated']}: the run would stop there")
-    if rep["under_estimates"]:
-        parts.append(f"{rep['under_estimates']} estimates under the reported count")
-    if (peak_use := rep["peak_context_use"]) is not None:
-        peak = 100 * peak_use
-        parts.append(f"peak {peak:.1f}% of the window at call {rep['peak_call']}")
-    parts.append(f"calibration {rep['final_calibration']:.3f} at the end")
-    if rep.get("learn_overhead"):
-        parts.append(f"overhead {rep['final_overhead']:,} tokens learned from usage")
-    console.print(Text("; ".join(parts)))
-    console.print()
-
-
-def _render_chart(rows: Sequence[Mapping[str, Any]], console: Console) -> None:
-    """Horizontal bars: estimate per call (``·``: reported count) against the budget (``│``)."""
-    from rich.text import Text
-
-    data = [r for r in rows if "estimated_tokens" in r]
-    if not data:
-        return
-    width = max(20, min(console.width - 16, 100))
-    top = max(
-        max(r["estimated_tokens"], r.get("reported_tokens") or 0, r["budget"], 1) for r in data
-    )
-    scale = width / top
-    console.print(Text("tokens per call: █ estimate, · reported, │ budget", style="dim"))
-    for r in data:
-        est = round(r["estimated_tokens"] * scale)
-        budget_at = min(width - 1, round(r["budget"] * scale)) if r["budget"] > 0 else -1
-        reported = r.get("reported_tokens")
-        rep_at = min(width - 1, round(reported * scale)) if reported else -1
-        style = _STYLE[r["status"]]
-        cells: list[tuple[str, str]] = []
-        for x in range(width):
-            if x == budget_at:
-                cells.append(("│", "bold"))
-            elif x == rep_at:
-                cells.append(("·", "bold cyan"))
-            elif x < est:
-                cells.append(("█", style))
-            else:
-                cells.append((" ", ""))
-        line = Text(f"{r['call']:>4} ")
-        run_text, run_style = "", ""
-        for ch, st in cells:  # one span per run of equal style
-            if st != run_style and run_text:
-                line.append(run_text, style=run_style)
-                run_text = ""
-            run_text += ch
-            run_style = st
-        line.append(run_text, style=run_style)
-        line.append(f" {r['estimated_tokens']:,}")
-        console.print(line, overflow="crop", no_wrap=True)
+_render_replay = render_replay
+_render_chart = render_chart
 
 
 # --- check -------------------------------------------------------------------

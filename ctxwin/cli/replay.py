@@ -1,0 +1,226 @@
+"""``ctxwin replay``, without the command-line framework.
+
+:func:`replay` takes the keyword arguments the Typer command
+(:func:`ctxwin.cli.runs.replay`) and the Typer-free command line
+(:mod:`ctxwin.cli.fastargs`) both pass, and returns the exit code, so a plain
+``ctxwin replay RUN --json`` never imports Typer or Click. The work happens in
+:mod:`ctxwin.simulate`; rich is imported only when tables are shown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxwin.cli.funnel import say
+from ctxwin.cli.streams import STDIO, read_input, write_stdout
+from ctxwin.errors import ExitCode, InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ctxwin.rows import ReplayReport
+
+STYLE = {"fits": "green", "needs_pruning": "yellow", "truncated": "red", "invalid": "magenta"}
+"""The colour of each verdict."""
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def num(value: Any) -> str:
+    """A table cell: ``—`` for nothing, three decimals for a float, else with separators."""
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return f"{value:,}"
+
+
+def replay(
+    *,
+    run_files: list[str],
+    select: str | None = None,
+    run_format: str = "auto",
+    json_: bool = False,
+    max_input_bytes: int,
+    quiet: bool = False,
+    **flags: Any,
+) -> int:
+    """Replay the runs in ``run_files`` (``flags``: the model, budget, estimation and
+    strategy flags, :func:`ctxwin.cli.commands.build_settings`); the exit code."""
+    from ctxwin.checking import find_files
+    from ctxwin.cli.commands import build_settings, check_run_format, retain
+    from ctxwin.errors import CtxwinError
+    from ctxwin.runs import Run, join_recorded, read_runs
+    from ctxwin.simulate import replay_run
+
+    settings = build_settings(**flags).portable()
+    check_run_format(run_format)
+    runs: list[Run] = []
+    files = [p for p in run_files if p == STDIO]
+    found = find_files([p for p in run_files if p != STDIO])
+    if found.missing:
+        raise InputError(f"{found.missing[0]}: no such file, folder or match")
+    if found.unreadable:
+        raise InputError(": ".join(found.unreadable[0]))
+    files += found.files
+    for path in files:
+        file_runs = read_runs(read_input(path, max_input_bytes), run_format)
+        retain(file_runs)
+        if not quiet:
+            for warning in dict.fromkeys(w for r in file_runs for w in r.warnings):
+                say(f"warning: {path}: {warning}")
+        if len(files) > 1:
+            for r in file_runs:
+                r.name = f"{path} {r.name}".strip()
+        runs.extend(file_runs)
+    if not files:
+        raise InputError("no recorded runs: the folders hold no .json, .jsonl or .traj files")
+    run_file = files[0]
+    if len(files) > 1:
+        try:
+            run_file = os.path.commonpath(files)
+        except ValueError:  # stdin among files
+            run_file = "(inputs)"
+    runs = join_recorded(runs, "" if len(files) == 1 else run_file)
+    if select is not None:
+        runs = [r for r in runs if select in r.name]
+        if not runs:
+            raise InputError(f"--run: no run in {run_file} is named like {select!r}")
+    reports = []
+    errors: list[str] = []
+    for run in runs:
+        try:
+            reports.append(replay_run(run, settings))
+        except CtxwinError as exc:
+            errors.append(f"{run.name}: {exc}" if run.name else str(exc))
+    retain(reports)
+    if errors and not reports:
+        raise InputError(errors[0])
+    if not quiet:
+        for error in errors:
+            say(f"warning: skipped {error}")
+    if not any(rep["calls"] for rep in reports):
+        raise InputError(f"{run_file}: no provider calls (no model messages) to replay")
+    if json_:
+        import orjson
+
+        payload = {"runs": reports}
+        write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    else:
+        from rich.console import Console
+
+        console = Console()
+        chart = stdout_is_tty()
+        for rep in reports:
+            render_replay(rep, console, chart=chart)
+    truncated = [rep for rep in reports if rep["first_truncated"] is not None]
+    invalid = [rep for rep in reports if rep["invalid_calls"]]
+    if not quiet:
+        for rep in invalid:
+            first = next(r for r in rep["rows"] if r["status"] == "invalid")
+            say(f"warning: {rep['run'] or run_file} call {first['call']}: {first['error']}")
+    if truncated:
+        if not quiet:
+            for rep in truncated:
+                say(
+                    f"context truncated: {rep['run'] or run_file} would stop at call "
+                    f"{rep['first_truncated']} of {rep['calls']}"
+                )
+        return int(ExitCode.CONTEXT_TRUNCATED)
+    if invalid and len(invalid) == len(reports):
+        return int(ExitCode.BAD_INPUT)
+    return 0
+
+
+def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
+    """One run's calls as a table (and, when ``chart``, as bars), then its summary line."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title = rep["run"] or "run"
+    rows = rep["rows"]
+    table = Table(title=Text(f"{title} ({rep['shape']})"), title_justify="left")
+    for col in ("call", "msgs", "reported", "estimate", "budget", "calib", "dropped", "status"):
+        table.add_column(col, justify="left" if col == "status" else "right")
+    for r in rows:
+        status = r["status"]
+        table.add_row(
+            str(r["call"]),
+            num(r.get("messages")),
+            num(r.get("reported_tokens")),
+            num(r.get("estimated_tokens")),
+            num(r.get("budget")),
+            num(r.get("calibration")),
+            num(r.get("dropped_turns")),
+            Text(status.replace("_", " "), style=STYLE[status]),
+        )
+    console.print(table)
+    if chart:
+        render_chart(rows, console)
+    model = rep["model"] or "(no model named)"
+    window = num(rep["context_length"])
+    parts = [
+        f"{rep['calls']} calls ({rep['calls_with_usage']} with usage), {model}, window {window}"
+    ]
+    parts.append(
+        f"first pruned at call {rep['first_pruned']}" if rep["first_pruned"] else "never pruned"
+    )
+    if rep["first_truncated"]:
+        parts.append(f"truncated at call {rep['first_truncated']}: the run would stop there")
+    if rep["under_estimates"]:
+        parts.append(f"{rep['under_estimates']} estimates under the reported count")
+    if (peak_use := rep["peak_context_use"]) is not None:
+        peak = 100 * peak_use
+        parts.append(f"peak {peak:.1f}% of the window at call {rep['peak_call']}")
+    parts.append(f"calibration {rep['final_calibration']:.3f} at the end")
+    if rep.get("learn_overhead"):
+        parts.append(f"overhead {rep['final_overhead']:,} tokens learned from usage")
+    console.print(Text("; ".join(parts)))
+    console.print()
+
+
+def render_chart(rows: Sequence[Mapping[str, Any]], console: Console) -> None:
+    """Horizontal bars: estimate per call (``·``: reported count) against the budget (``│``)."""
+    from rich.text import Text
+
+    data = [r for r in rows if "estimated_tokens" in r]
+    if not data:
+        return
+    width = max(20, min(console.width - 16, 100))
+    top = max(
+        max(r["estimated_tokens"], r.get("reported_tokens") or 0, r["budget"], 1) for r in data
+    )
+    scale = width / top
+    console.print(Text("tokens per call: █ estimate, · reported, │ budget", style="dim"))
+    for r in data:
+        est = round(r["estimated_tokens"] * scale)
+        budget_at = min(width - 1, round(r["budget"] * scale)) if r["budget"] > 0 else -1
+        reported = r.get("reported_tokens")
+        rep_at = min(width - 1, round(reported * scale)) if reported else -1
+        style = STYLE[r["status"]]
+        cells: list[tuple[str, str]] = []
+        for x in range(width):
+            if x == budget_at:
+                cells.append(("│", "bold"))
+            elif x == rep_at:
+                cells.append(("·", "bold cyan"))
+            elif x < est:
+                cells.append(("█", style))
+            else:
+                cells.append((" ", ""))
+        line = Text(f"{r['call']:>4} ")
+        run_text, run_style = "", ""
+        for ch, st in cells:  # one span per run of equal style
+            if st != run_style and run_text:
+                line.append(run_text, style=run_style)
+                run_text = ""
+            run_text += ch
+            run_style = st
+        line.append(run_text, style=run_style)
+        line.append(f" {r['estimated_tokens']:,}")
+        console.print(line, overflow="crop", no_wrap=True)
