@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.estimate import calibrated
@@ -209,6 +208,8 @@ def fit_overhead(
         if best is None or waste < best[0]:
             best = (waste, factor, overhead)
     assert best is not None
+    import statistics  # here: importing it costs every replay's start-up
+
     waste, factor, overhead = best
     reported = sum(rep for _, rep in pts)
     ratios = [(overhead + calibrated(r, factor)) / rep for r, rep in pts]
@@ -218,5 +219,5 @@ def fit_overhead(
         "overhead": overhead,
         "waste_tokens": waste,
         "waste_percent": round(100 * waste / reported, 2),
-        "median_ratio": round(median(ratios), 4),
+        "median_ratio": round(statistics.median(ratios), 4),
     }

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import gc
 import glob
-import multiprocessing
-import multiprocessing.context
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwin.errors import ExitCode, UsageError
 from ctxwin.estimate import AUTO_TOKENIZER
@@ -26,6 +23,9 @@ from ctxwin.rows import CheckRow, CheckSummary
 from ctxwin.runs import read_runs
 from ctxwin.settings import Settings, settings_with
 from ctxwin.simulate import INVALID, STATUSES, check_run
+
+if TYPE_CHECKING:  # the pool's modules are imported when a pool starts (replay never does)
+    import multiprocessing.context
 
 ENGINES = ("local", "dask")
 """Where :func:`check_files` runs the per-file check: this machine's processes, or the
@@ -251,6 +251,8 @@ def _context() -> multiprocessing.context.BaseContext:
     elsewhere. Worker functions are top-level and their arguments picklable either way.
     Callers must not have threads running when the pool starts (the CLI's progress bar
     refreshes by hand for that reason)."""
+    import multiprocessing
+
     if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
@@ -297,6 +299,8 @@ def _pooled(
     on_file_done: Callable[[int], None] | None,
     run_format: str = "auto",
 ) -> Iterator[CheckRow]:
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
     with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=context) as pool:
         pending: dict[Future[list[CheckRow]], int] = {
             pool.submit(check_chunk, part, settings, max_bytes, run_format): len(part)
