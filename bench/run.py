@@ -654,6 +654,12 @@ def main(argv: list[str] | None = None) -> int:
         "--limit seconds, so its time is bounded from below (default 10k; '' for none)",
     )
     ap.add_argument("--litellm-model", default="gpt-4o", help="model litellm counts for")
+    ap.add_argument(
+        "--only",
+        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
+        help="run only these rows, comma-separated (e.g. 'ctxwin replay,floor'; "
+        "the peers are set up only when named)",
+    )
     ap.add_argument("--out", type=Path, default=BENCH / "results.md")
     args = ap.parse_args(argv)
     args.peer_reps = min(args.peer_reps, args.reps)
@@ -695,6 +701,14 @@ def main(argv: list[str] | None = None) -> int:
             writes_output=True,
         ),
     ]
+    names = [t.name for t in tools] + ["langchain", "litellm"]
+    if args.only is not None:
+        unknown = [t for t in args.only if t not in names]
+        if unknown:
+            ap.error(f"--only: no row named {unknown[0]!r}; rows: {', '.join(names)}")
+        tools = [t for t in tools if t.name in args.only]
+        if not {"langchain", "litellm"} & set(args.only):
+            args.skip_peers = True
     compile_package(python)
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -742,6 +756,8 @@ def main(argv: list[str] | None = None) -> int:
                 env=env,
             ),
         ]
+        if args.only is not None:
+            tools = [t for t in tools if t.name in args.only]
         meta["peers"] = (
             f"langchain-core {version_of(peer_python, 'langchain-core')}, "
             f"litellm {version_of(peer_python, 'litellm')} (model `{args.litellm_model}`), "
