@@ -452,9 +452,11 @@ class Reader:
     previous request's list, or of the list the previous fit kept, and whose
     other fields are equal, reuses their items: only the new messages are read.
     Anything else is read whole. The adapter must say a message reads the same
-    alone as in its list (``reads_alone``); a read that fails, adds notes or
-    changes the request's base cost is redone whole, so the result is always
-    what reading the whole request gives. Messages already sent must not be
+    alone as in its list (``reads_alone``), or put right what differs when it
+    appends the messages read alone to the whole history (``extend_view``: the
+    Responses format, whose model items join the ones before them); a read that
+    fails, adds notes or changes the request's base cost is redone whole, so the
+    result is always what reading the whole request gives. Messages already sent must not be
     changed in place (build new ones; every SDK's message objects are
     replaced, not edited).
     """
@@ -529,20 +531,31 @@ class Reader:
         reads_alone = adapter.reads_alone  # type: ignore[attr-defined]
         if not all(map(reads_alone, new)):
             return None
+        # an adapter whose items depend on the ones before them (the Responses format:
+        # ``joins``, reasoning indices) appends them itself, to the whole history only
+        extend_view = getattr(adapter, "extend_view", None)
+        if extend_view is not None and items is not None:
+            return None
+        part: View | None = None
         if new:
             sub = replace_key(body, adapter.items_key, new) if isinstance(body, dict) else new
             try:
                 part = adapter.read(sub, self.estimator)
             except CtxwinError:
                 return None
-            if part.notes or view.notes or part.base != view.base or type(part) is not View:
+            if part.notes or view.notes or part.base != view.base:
                 return None
-            added = part.items
-            self.messages_read += len(added)
-        else:
-            added = []
-        if items is None:
+            if type(part) is not View and (extend_view is None or type(part) is not type(view)):
+                return None
+        added = part.items if part is not None else []
+        if extend_view is not None:
+            if part is not None and not extend_view(view, part):
+                return None
+        elif items is None:
             view.items.extend(added)
+        if part is not None:
+            self.messages_read += len(added)
+        if items is None:
             return prefixes
         return Prefixes(
             replace(view, items=items + added, notes=[]), self.estimator, adapter.problems

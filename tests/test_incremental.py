@@ -290,6 +290,91 @@ def test_manager_loop_equals_reading_every_request_whole(
         usage = {"prompt_tokens": reported} if reported else None
 
 
+def to_responses(messages: list[Any]) -> list[Any]:
+    """Chat messages as Responses input items: an assistant message becomes a reasoning
+    item, its text and one ``function_call`` per call (model items that join), a tool
+    message a ``function_call_output``."""
+    out: list[Any] = []
+    for m in messages:
+        if m["role"] == "tool":
+            out.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m["tool_call_id"],
+                    "output": m["content"],
+                }
+            )
+        elif m["role"] == "assistant":
+            out.append({"type": "reasoning", "summary": [{"type": "summary_text", "text": "r"}]})
+            if m["content"]:
+                out.append({"role": "assistant", "content": m["content"]})
+            for call in m.get("tool_calls", ()):
+                out.append(
+                    {"type": "function_call", "call_id": call["id"], "name": "f", "arguments": "{}"}
+                )
+        else:
+            out.append({"role": m["role"], "content": m["content"] or "."})
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(transcripts(max_steps=40), st.integers(900, 6000), LOOP, st.booleans())
+def test_a_responses_loop_equals_reading_every_request_whole(
+    messages: list[Any], context_length: int, loop: list[tuple[int, str, int]], learn: bool
+) -> None:
+    """The same for Responses input items, whose model items join the ones before them
+    and whose reasoning items are known by index: the new items, read alone and
+    appended, give exactly the view and the decision of a whole read."""
+    items = to_responses(messages)
+    incremental = ContextWindowManager(
+        context_length=context_length, estimator=EST, learn_overhead=learn
+    )
+    scratch = ContextWindowManager(
+        context_length=context_length, estimator=EST, learn_overhead=learn, incremental=False
+    )
+    history: list[Any] = []
+    sent: list[Any] | None = None
+    pos = 0
+    usage: Any = None
+    for take, mode, reported in loop:
+        new = items[pos : pos + take]
+        pos += take
+        if mode == "sent" and sent is not None:
+            listed = [*sent, *new]
+        elif mode == "copy":
+            listed = [dict(m) for m in [*history, *new]]
+        else:
+            listed = [*history, *new]
+        history = [*history, *new]
+        body = {"model": "m", "instructions": "Be brief.", "input": listed}
+        got = attempt(incremental, body, usage)
+        want = attempt(scratch, body, usage)
+        assert got[:5] == want[:5]
+        if got[5] is not None:
+            sent = got[5].request["input"]
+        usage = {"input_tokens": reported} if reported else None
+
+
+def test_a_responses_loop_reads_each_item_once() -> None:
+    """Responses items are read once each too, when the loop sends its whole history."""
+    manager = ContextWindowManager(context_length=3000, estimator=EST)
+    history: list[Any] = [{"role": "user", "content": "u"}]
+    usage = None
+    pruned = 0
+    for k in range(200):
+        history = [
+            *history,
+            {"type": "reasoning", "summary": []},
+            {"type": "function_call", "call_id": f"c{k}", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{k}", "output": "x" * 200},
+        ]
+        fitted = manager.fit({"model": "m", "input": history}, last_usage=usage)
+        pruned += fitted.pruned
+        usage = {"input_tokens": fitted.estimated_tokens_after}
+    assert pruned > 100
+    assert manager.messages_read == len(history)
+
+
 @pytest.mark.parametrize("build_on", ["history", "sent"])
 def test_a_loop_reads_each_message_once(build_on: str) -> None:
     """200 calls over a growing history (pruned from call ~60 on), built on the whole

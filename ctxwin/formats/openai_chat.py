@@ -282,9 +282,11 @@ class OpenAIChat:
 
     def reads_alone(self, message: Any) -> bool:
         """Whether ``message`` reads the same alone as in its list (``ctxwin.incremental``):
-        all but the legacy ``function_call`` and ``function`` messages, paired by name."""
+        all but the legacy ``function_call`` and ``function`` messages, paired by name (a
+        ``function_call`` of ``null``, as LiteLLM writes on every assistant message, is
+        none)."""
         return type(message) is not dict or (
-            "function_call" not in message and message.get("role") != "function"
+            message.get("function_call") is None and message.get("role") != "function"
         )
 
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:

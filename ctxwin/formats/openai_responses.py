@@ -298,6 +298,29 @@ class OpenAIResponses:
             return body
         return replace_key(body, "input", [items[i] for i in keep])
 
+    def reads_alone(self, item: Any) -> bool:
+        """Every item reads the same alone as in its list (``ctxwin.incremental``), but
+        for what :meth:`extend_view` puts right: whether a model item continues the
+        model items before it, and which indices hold ``reasoning`` items."""
+        return True
+
+    def extend_view(self, view: View, part: View) -> bool:
+        """Append to ``view`` the items of ``part`` (the entries after ``view``'s, read
+        alone), as reading them in one list gives: the first joins a model item before
+        it, and ``part``'s reasoning items are numbered after ``view``'s items. False
+        (nothing done) when either is not a view of this format."""
+        if not (isinstance(view, ResponsesView) and isinstance(part, ResponsesView)):
+            return False
+        offset = len(view.items)
+        added = part.items
+        if added and view.items:
+            first = added[0]
+            first.joins = first.role == ASSISTANT and view.items[-1].role == ASSISTANT
+        view.items.extend(added)
+        if part.reasoning:  # a new set: views taken of the shorter history keep theirs
+            view.reasoning = view.reasoning | {offset + i for i in part.reasoning}
+        return True
+
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
         """The ``output`` of each ``function_call_output`` and ``custom_tool_call_output``
         item. ``reasoning`` items are not offered: an item produced with one must keep it."""
