@@ -10,6 +10,11 @@ holds everything and one that forces pruning.
 
     .venv/bin/python bench/frameworks.py --steps 250,1000
 
+``--callbacks`` measures the LiteLLM callback and the Agents SDK filter instead: one
+conversation grown to 2,000 messages, each call given a fresh deep copy of the history
+(as LiteLLM and the Agents SDK runner give it); printed: the fit of one call in the loop
+at 200 and at 2,000 messages, and a fresh callback's fit of the same call (a whole read).
+
 ``--loops`` runs the end-to-end tests' agent loops instead (30 tool steps, a 4,000-token
 window, the stand-in provider of ``tests/provider_standin.py`` on 127.0.0.1) unwrapped
 and wrapped, and prints what the provider saw.
@@ -184,13 +189,140 @@ def loops() -> None:
         )
 
 
+def callbacks(sizes: list[int], reps: int = 5) -> None:
+    """The LiteLLM callback and the Agents SDK filter over one conversation of
+    ``max(sizes)`` messages (a tool call and its result a step), each call given a
+    fresh deep copy of the history, as LiteLLM and the runner give them: the fit of
+    one call at each size in the loop (the median of the last few calls up to that
+    size), and a fresh callback's fit of that call (a whole read: what each call
+    cost when every call was read whole)."""
+    import copy
+    import os
+    import statistics
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch at import
+    os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    from agents import Agent, function_tool
+    from agents.run_config import CallModelData, ModelInputData
+
+    from ctxwin.integrations.agents import ContextWindowFilter
+    from ctxwin.integrations.litellm import ContextWindowCallback
+
+    @function_tool
+    def read_file(path: str) -> str:
+        """Read a source file."""
+        return RESULT
+
+    agent: Agent[Any] = Agent(name="coder", instructions="Read files.", tools=[read_file])
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "read_file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+        }
+    ]
+
+    def chat_step(i: int) -> list[Any]:
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": f'{{"path": "src/{i}.py"}}'},
+        }
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call], "function_call": None},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": RESULT},
+        ]
+
+    def responses_step(i: int) -> list[Any]:
+        return [
+            {
+                "type": "function_call",
+                "call_id": f"c{i}",
+                "name": "read_file",
+                "arguments": f'{{"path": "src/{i}.py"}}',
+            },
+            {"type": "function_call_output", "call_id": f"c{i}", "output": RESULT},
+        ]
+
+    def litellm_fit(fit: Any) -> Callable[[list[Any]], None]:
+        return lambda h: fit.fit({"model": "gpt-4o", "messages": h, "tools": tools})
+
+    def agents_fit(fit: Any) -> Callable[[list[Any]], None]:
+        def call(h: list[Any]) -> None:
+            fit(CallModelData(ModelInputData(h, "Read files."), agent, None))
+
+        return call
+
+    cases: list[tuple[str, list[Any], Callable[[int], list[Any]], Callable[..., Any], Any]] = [
+        (
+            "LiteLLM callback",
+            [{"role": "system", "content": "Read files."}, {"role": "user", "content": "Go."}],
+            chat_step,
+            ContextWindowCallback,
+            litellm_fit,
+        ),
+        (
+            "Agents SDK filter",
+            [{"role": "user", "content": "Go."}],
+            responses_step,
+            ContextWindowFilter,
+            agents_fit,
+        ),
+    ]
+    print("| integration | window | messages | fit per call, in the loop | fresh whole read |")
+    print("|---|---:|---:|---:|---:|")
+    for window in (10_000_000, 32_000):
+        for name, head, step, make_fit, adapt in cases:
+            fit = adapt(make_fit(context_length=window, max_tokens=1000))
+            history = list(head)
+            times: list[tuple[int, float]] = []
+            pending = sorted(sizes)
+            i = 0
+            while pending:
+                history += step(i)
+                i += 1
+                given = copy.deepcopy(history)  # the framework's copy: not timed
+                start = time.perf_counter()
+                fit(given)
+                times.append((len(history), time.perf_counter() - start))
+                if len(history) >= pending[0]:
+                    pending.pop(0)
+                    n = len(history)
+                    near = [t for m, t in times if n - 2 * reps < m <= n]
+                    whole = []
+                    for _ in range(reps):
+                        fresh = adapt(make_fit(context_length=window, max_tokens=1000))
+                        given = copy.deepcopy(history)
+                        start = time.perf_counter()
+                        fresh(given)
+                        whole.append(time.perf_counter() - start)
+                    print(
+                        f"| {name} | {window:,} | {n:,} | "
+                        f"{statistics.median(near) * 1e6:,.0f} µs | "
+                        f"{statistics.median(whole) * 1e6:,.0f} µs |"
+                    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="250,1000")
     parser.add_argument("--loops", action="store_true", help="run the agent loops instead")
+    parser.add_argument(
+        "--callbacks",
+        default=None,
+        const="200,2000",
+        nargs="?",
+        metavar="SIZES",
+        help="measure the LiteLLM callback and the Agents SDK filter at these message counts",
+    )
     args = parser.parse_args()
     if args.loops:
         loops()
+        return
+    if args.callbacks:
+        callbacks([int(s) for s in args.callbacks.split(",")])
         return
     print("| integration | steps | window | total fitting | last call | fresh whole read |")
     print("|---|---:|---:|---:|---:|---:|")

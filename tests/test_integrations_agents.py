@@ -23,6 +23,7 @@ from agents import (  # noqa: E402
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 
 import ctxwin  # noqa: E402
+from ctxwin.formats.openai_responses import OpenAIResponses  # noqa: E402
 from ctxwin.integrations.agents import ContextWindowFilter  # noqa: E402
 from ctxwin.strategy import PLACEHOLDER, Strategy  # noqa: E402
 from tests.provider_standin import FINAL, UNDER_COUNTING, Standin, assert_taught, serve  # noqa: E402
@@ -187,3 +188,56 @@ def test_handoffs_count_as_the_tools_the_model_is_shown(learn_overhead: bool) ->
     assert result.final_output == FINAL
     assert len(standin.bodies[0]["tools"]) == 7 and standin.refused == 0
     assert max(standin.prompts) + 200 <= WINDOW
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_a_run_reads_each_item_once(api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner rebuilds the input items for every call; the filter still reads each
+    item once: the run's 15 calls read as many items as the last call's input holds
+    (one read a call, of its new items), not the sum of the 15 inputs."""
+    reads: list[int] = []
+    real = OpenAIResponses.read
+
+    def counting(self: OpenAIResponses, body: Any, estimator: Any) -> Any:
+        view = real(self, body, estimator)
+        reads.append(len(view.items))
+        return view
+
+    monkeypatch.setattr(OpenAIResponses, "read", counting)
+    standin = Standin(window=WINDOW, final_after=STEPS)
+    fit = ContextWindowFilter(context_length=WINDOW)
+    with serve(standin) as url:
+        result = run(url, fit, api=api)
+    assert result.final_output == FINAL
+    assert fit.last is not None and fit.last.pruned
+    last = fit.last.result.items  # the items of the last call
+    (manager,) = fit.managers.values()
+    assert len(reads) == STEPS + 1
+    assert sum(reads) == manager.messages_read == fit.conversations.entries_read == last
+    assert sum(range(1, last + 1, 2)) > 3 * last  # what reading every call whole reads
+
+
+def test_every_call_fits_as_a_fresh_filter_fits_it() -> None:
+    """Reading only the new items changes nothing: each call's input is fitted exactly as
+    a fresh filter (which reads the call whole) fits it."""
+    standin = Standin(window=WINDOW, final_after=STEPS)
+    fit = ContextWindowFilter(context_length=WINDOW, learn_overhead=False)
+    compared: list[bool] = []
+
+    def checked(data: CallModelData[Any]) -> ModelInputData:
+        out = fit(data)
+        fresh = ContextWindowFilter(context_length=WINDOW, learn_overhead=False)
+        want = fresh(data)
+        assert fit.last is not None and fresh.last is not None
+        compared.append(fit.last.pruned)
+        assert list(out.input) == list(want.input)
+        assert fit.last.result == fresh.last.result
+        return out
+
+    config = RunConfig(tracing_disabled=True, call_model_input_filter=checked)
+    with serve(standin) as url:
+        result = asyncio.run(Runner.run(agent(url), TASK, run_config=config, max_turns=STEPS + 5))
+    assert result.final_output == FINAL
+    assert len(compared) == STEPS + 1 and any(compared)
+    (manager,) = fit.managers.values()
+    assert fit.last is not None and manager.messages_read == fit.last.result.items

@@ -4,6 +4,7 @@ on 127.0.0.1 (a real tokenizer, OpenAI's own 400 ``context_length_exceeded`` on 
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 litellm = pytest.importorskip("litellm")
 
 import ctxwin  # noqa: E402
+from ctxwin.formats.openai_chat import OpenAIChat  # noqa: E402
 from ctxwin.integrations.litellm import (  # noqa: E402
     CONVERSATION_KEY,
     ContextWindowCallback,
@@ -333,3 +335,73 @@ def test_a_strategy_clears_results_in_copies() -> None:
     assert all(m["content"] == RESULT for m in messages if m["role"] == "tool")  # untouched
     untouched = [m for m in sent if m not in cleared]
     assert all(any(m is o for o in messages) for m in untouched)
+
+
+def test_a_loop_reads_each_message_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LiteLLM deep-copies the messages of every call; the callback still reads each
+    message once: the 14 calls read as many messages as the last request holds (one
+    read a call, of its new messages), not the sum of the 14 requests."""
+    reads: list[int] = []
+    real = OpenAIChat.read
+
+    def counting(self: OpenAIChat, body: Any, estimator: Any) -> Any:
+        view = real(self, body, estimator)
+        reads.append(len(view.items))
+        return view
+
+    monkeypatch.setattr(OpenAIChat, "read", counting)
+    standin = Standin(window=WINDOW)
+    fit = ContextWindowCallback(context_length=WINDOW)
+    litellm.callbacks = [fit]
+    with serve(standin) as url:
+        messages = asyncio.run(async_loop(url))
+    assert_fitted(standin, messages)
+    assert fit.last is not None
+    last = fit.last.result.items  # the messages of the 14th request
+    (manager,) = fit.managers.values()
+    assert len(reads) == TURNS
+    assert sum(reads) == manager.messages_read == fit.conversations.entries_read == last
+    assert sum(range(2, last + 1, 2)) > 3 * last  # what reading every call whole reads
+
+
+def steps(n: int) -> list[Any]:
+    messages = history()
+    for k in range(n):
+        call = {
+            "id": f"c{k}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": "{}"},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": RESULT},
+        ]
+    return messages
+
+
+def test_a_copied_history_fits_as_a_fresh_callback_fits_it_and_an_edited_one_is_read_whole() -> (
+    None
+):
+    """Each call given a deep copy of the history (as LiteLLM gives it) fits exactly as a
+    fresh callback fits that call; a call whose earlier message was edited is read whole."""
+    fit = ContextWindowCallback(context_length=WINDOW)
+    read = 0
+    for n in (3, 4, 8, 9):
+        messages = steps(n)
+        got = fit.fit(call_args("http://unused", copy.deepcopy(messages)))
+        fresh = ContextWindowCallback(context_length=WINDOW)
+        want = fresh.fit(call_args("http://unused", copy.deepcopy(messages)))
+        assert got is not None and want is not None
+        assert got[0] == want[0] and got[1].result == want[1].result
+        assert got[1].raw_tokens_sent == want[1].raw_tokens_sent
+        read = len(messages)
+    (manager,) = fit.managers.values()
+    assert manager.messages_read == read  # each message read once
+    assert fit.last is not None and fit.last.pruned
+    edited = steps(10)
+    edited[3] = {**edited[3], "content": RESULT + "# edited\n"}
+    got = fit.fit(call_args("http://unused", copy.deepcopy(edited)))
+    want = ContextWindowCallback(context_length=WINDOW).fit(call_args("http://unused", edited))
+    assert got is not None and want is not None
+    assert got[0] == want[0] and got[1].result == want[1].result
+    assert manager.messages_read == read + len(edited)  # the edited call was read whole

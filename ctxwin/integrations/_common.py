@@ -205,6 +205,12 @@ class Conversations:
     sends, with ``extra`` such as the instructions). At most ``limit`` are kept, the
     least recently used forgotten.
 
+    :meth:`entries` hands the manager the entries of a call as plain data, reusing the
+    plain copies of the last call's for the entries it had: a framework that copies
+    its history for every call (LiteLLM deep-copies the messages, the Agents SDK
+    runner rebuilds its input items) gives equal entries, never the same objects, and
+    the manager then reads only the new ones (``ctxwin.incremental``).
+
     Each call fitted is remembered under a key until its usage is learned
     (:meth:`sent`, :meth:`learn`). With ``learn_overhead`` (the default) what usage
     reports beyond the estimate becomes an overhead of the conversation's later calls
@@ -220,20 +226,67 @@ class Conversations:
         self.managers: OrderedDict[tuple[str | None, str], ContextWindowManager] = OrderedDict()
         self.pending: OrderedDict[Any, tuple[ContextWindowManager, ManagedFit]] = OrderedDict()
         """The calls whose usage is not learned yet, by key."""
+        self.seen: OrderedDict[tuple[str | None, str], tuple[list[Any], list[Any]]] = OrderedDict()
+        """Each conversation's last entries, as given and as plain data (:meth:`entries`)."""
+        self.entries_read = 0
+        """How many entries :meth:`entries` converted to plain data (each new one once,
+        while a conversation's calls extend one another)."""
+
+    def key(
+        self, model: str | None, items: Sequence[Any], name: Any = None, extra: Any = None
+    ) -> tuple[str | None, str]:
+        """The conversation of ``model`` whose entries are ``items``: ``name``, else a
+        digest of ``extra`` and the head of ``items``."""
+        if name is None:
+            head = orjson.dumps([plain(extra), plain(_head(items))], option=orjson.OPT_SORT_KEYS)
+            name = hashlib.blake2b(head, digest_size=16).hexdigest()
+        return model, str(name)
 
     def manager(
         self, model: str | None, items: Sequence[Any], name: Any = None, extra: Any = None
     ) -> ContextWindowManager:
         """The manager of the conversation of ``model`` whose entries are ``items``."""
-        if name is None:
-            head = orjson.dumps([plain(extra), plain(_head(items))], option=orjson.OPT_SORT_KEYS)
-            name = hashlib.blake2b(head, digest_size=16).hexdigest()
-        key = (model, str(name))
+        return self._manager(self.key(model, items, name, extra))
+
+    def _manager(self, key: tuple[str | None, str]) -> ContextWindowManager:
         found = self.managers.get(key)
         if found is None:
             found = ContextWindowManager(fmt=self.fmt, **self.settings)
         remember(self.managers, key, found, self.limit)
         return found
+
+    def entries(
+        self, model: str | None, items: Sequence[Any], name: Any = None, extra: Any = None
+    ) -> tuple[ContextWindowManager, list[Any]]:
+        """The manager of the conversation (see :meth:`manager`) and ``items`` as plain
+        data for it to read.
+
+        When the conversation's last call had entries that ``items`` starts with (the
+        same objects or equal ones, compared at C speed), their plain copies are
+        reused, the very objects the manager read then, so it reads only the entries
+        that are new; anything else (an entry edited, removed or reordered) is
+        converted whole and the manager reads the call whole. An entry equal to the
+        one it replaces (``==``) is taken to read the same."""
+        key = self.key(model, items, name, extra)
+        manager = self._manager(key)
+        given = list(items)
+        before = self.seen.get(key)
+        start = 0
+        reused: list[Any] = []
+        if before is not None:
+            old, read = before
+            n = len(old)
+            try:
+                same = n <= len(given) and given[:n] == old
+            except Exception:  # an entry that cannot be compared: read the call whole
+                same = False
+            if same:
+                start, reused = n, read
+        added = [plain(m) for m in given[start:]]
+        self.entries_read += len(added)
+        converted = reused + added
+        remember(self.seen, key, (given, converted), self.limit)
+        return manager, converted
 
     def sent(self, key: Any, manager: ContextWindowManager, fitted: ManagedFit) -> None:
         """``manager`` fitted the call ``key`` as ``fitted``: its usage is to be learned."""
@@ -250,6 +303,7 @@ class Conversations:
     def clear(self) -> None:
         self.managers.clear()
         self.pending.clear()
+        self.seen.clear()
 
 
 Create = Callable[..., Any]

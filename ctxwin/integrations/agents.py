@@ -49,7 +49,7 @@ from agents import (
 from agents.run_config import CallModelData, ModelInputData
 
 from ctxwin.errors import ContextTruncated
-from ctxwin.integrations._common import Conversations, plain, sent_items, settings_for
+from ctxwin.integrations._common import Conversations, sent_items, settings_for
 from ctxwin.manager import ManagedFit
 
 
@@ -124,7 +124,10 @@ class ContextWindowFilter(RunHooks[Any]):
             return data.model_data
         agent = data.agent
         model = _model_name(agent)
-        body: dict[str, Any] = {"model": model, "input": plain(items)}
+        # the runner rebuilds the input items for every call: the items equal to the last
+        # call's are known already, and only the new ones are read
+        manager, entries = self.conversations.entries(model, items, extra=instructions)
+        body: dict[str, Any] = {"model": model, "input": entries}
         if instructions is not None:
             body["instructions"] = instructions
         tools = _tools(agent)
@@ -133,7 +136,6 @@ class ContextWindowFilter(RunHooks[Any]):
         max_tokens = agent.model_settings.max_tokens
         if max_tokens is not None:
             body["max_output_tokens"] = max_tokens
-        manager = self.conversations.manager(model, items, extra=instructions)
         fitted = manager.evaluate(body)
         if fitted.result.overflow_at_floor:
             raise ContextTruncated(fitted.result)

@@ -138,13 +138,15 @@ class ContextWindowCallback(CustomLogger):
         if not isinstance(messages, list) or not messages:
             return None
         model = _model_of(kwargs)
-        body: dict[str, Any] = {"model": model, "messages": plain(messages)}
+        metadata = kwargs.get("metadata")
+        named = metadata.get(CONVERSATION_KEY) if isinstance(metadata, Mapping) else None
+        # LiteLLM deep-copies the messages of every call: the entries equal to the last
+        # call's are known already, and only the new ones are read
+        manager, entries = self.conversations.entries(model, messages, named)
+        body: dict[str, Any] = {"model": model, "messages": entries}
         for k in BODY_FIELDS:
             if kwargs.get(k) is not None:
                 body[k] = plain(kwargs[k])
-        metadata = kwargs.get("metadata")
-        named = metadata.get(CONVERSATION_KEY) if isinstance(metadata, Mapping) else None
-        manager = self.conversations.manager(model, messages, named)
         fitted = manager.evaluate(body)
         if fitted.result.overflow_at_floor:
             raise ContextWindowExceeded(fitted.result, model)
