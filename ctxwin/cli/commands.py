@@ -13,6 +13,7 @@ turns an exception into one line on stderr and its code, for both paths.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -292,7 +293,14 @@ def truncated_message(report: Report) -> str:
 def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[PlanOptions]) -> int:
     """``ctxwin estimate``: print the report (``explain``: and where the tokens go);
     the exit code."""
-    from ctxwin.cli.report import build_report, render_explain, render_json, render_summary
+    from ctxwin.cli.report import (
+        build_report,
+        pipe_width,
+        plain_summary,
+        render_explain,
+        render_json,
+        render_summary,
+    )
 
     plan, _, session = _plan(**options)
     report = build_report(plan)
@@ -304,6 +312,8 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
         report["explain"] = explain_plan(plan)
     if json_:
         write_stdout(render_json(report))
+    elif not explain and (width := pipe_width()) and (text := plain_summary(report, width)):
+        sys.stdout.write(text)  # what rich would print to this pipe, without importing it
     else:
         from rich.console import Console
 

@@ -176,6 +176,31 @@ def verdict(report: Report) -> str:
     return f"needs pruning: {', '.join(edits)} → {report['estimated_tokens_after']:,} tokens"
 
 
+def summary_rows(report: Report) -> list[tuple[str, str]]:
+    """The summary for people: ``(label, text)`` lines."""
+    model = report["model"] or "(no model named)"
+    return [
+        ("format", report["format"]),
+        (
+            "model",
+            f"{model}  window {report['context_length']:,} ({report['context_length_source']})",
+        ),
+        (
+            "estimate",
+            f"{report['estimated_tokens']:,} tokens  "
+            f"({report['estimator']}: raw {report['raw_tokens']:,} × {report['calibration']:g})",
+        ),
+        (
+            "budget",
+            f"{report['budget']:,} tokens  = {report['context_length']:,} window "
+            f"− {report['reserve']:,} reserve ({report['reserve_source']}) "
+            f"− {report['safety']:,} safety",
+        ),
+        ("messages", f"{report['messages_in']:,}"),
+        ("verdict", verdict(report)),
+    ]
+
+
 def render_summary(report: Report, console: Console) -> None:
     """A short table for people."""
     from rich.table import Table
@@ -184,31 +209,96 @@ def render_summary(report: Report, console: Console) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    model = report["model"] or "(no model named)"
-    table.add_row("format", Text(report["format"]))
-    table.add_row(
-        "model",
-        Text(f"{model}  window {report['context_length']:,} ({report['context_length_source']})"),
-    )
-    table.add_row(
-        "estimate",
-        Text(
-            f"{report['estimated_tokens']:,} tokens  "
-            f"({report['estimator']}: raw {report['raw_tokens']:,} × {report['calibration']:g})"
-        ),
-    )
-    table.add_row(
-        "budget",
-        Text(
-            f"{report['budget']:,} tokens  = {report['context_length']:,} window "
-            f"− {report['reserve']:,} reserve ({report['reserve_source']}) "
-            f"− {report['safety']:,} safety"
-        ),
-    )
-    table.add_row("messages", Text(f"{report['messages_in']:,}"))
     style = "red" if report["overflow_at_floor"] else "green" if report["fits"] else "yellow"
-    table.add_row("verdict", Text(verdict(report), style=style))
+    for label, text in summary_rows(report):
+        table.add_row(label, Text(text, style=style if label == "verdict" else ""))
     console.print(table)
+
+
+_NARROW = frozenset("".join(map(chr, range(0x20, 0x7F))) + "×−→")
+"""Characters one cell wide with no markup meaning to a rich ``Text``: a summary of only
+these lays out the same without rich."""
+
+
+def plain_summary(report: Report, width: int) -> str | None:
+    """:func:`render_summary` as rich prints it to a pipe ``width`` columns wide (no
+    styles; a text too long for the width wrapped at spaces, as rich wraps it; each
+    line padded to the table's width), without importing rich. ``None`` when only
+    rich can say: a character that is not plain ASCII (or ×, −, →), a width under 18
+    columns (rich then narrows the labels too), or a word longer than the room left."""
+    rows = summary_rows(report)
+    if any(not _NARROW.issuperset(text) for _, text in rows):
+        return None
+    label_width = max(len(label) for label, _ in rows)
+    room = max(len(text) for _, text in rows)
+    if label_width + 2 + room > width:
+        if width < 2 * label_width + 2:
+            return None
+        room = width - label_width - 2  # rich narrows the widest column, the texts
+    out = []
+    for label, text in rows:
+        lines = _wrapped(text, room)
+        if lines is None:
+            return None
+        for k, line in enumerate(lines):
+            out.append(f"{label if k == 0 else '':<{label_width}}  {line:<{room}}\n")
+    return "".join(out)
+
+
+def _wrapped(text: str, width: int) -> list[str] | None:
+    """``text`` in lines of at most ``width`` characters, broken before a word that does
+    not fit (``rich._wrap.divide_line``: a word keeps the spaces after it); ``None``
+    when a word is longer than ``width`` (rich then folds it)."""
+    import re
+    from itertools import pairwise
+
+    breaks = [0]
+    used = 0
+    for word in re.finditer(r"\s*\S+\s*", text):
+        start = word.start()
+        length = len(word.group().rstrip())
+        if width - used >= length:
+            used += len(word.group())
+        elif length > width:
+            return None
+        elif used and start:
+            breaks.append(start)
+            used = len(word.group())
+    breaks.append(len(text))
+    return [text[a:b].rstrip() for a, b in pairwise(breaks)]
+
+
+def pipe_width() -> int | None:
+    """The width rich's ``Console()`` would lay out in when it would print no styles
+    (stdout is no terminal and no colour is forced); ``None`` otherwise."""
+    import os
+    import sys
+
+    environ = os.environ
+    tty_compatible = environ.get("TTY_COMPATIBLE", "")
+    if tty_compatible == "1":
+        return None
+    if tty_compatible != "0":
+        force_color = environ.get("FORCE_COLOR")
+        if force_color is not None:
+            if force_color != "":
+                return None
+        else:
+            isatty = getattr(sys.stdout, "isatty", None)
+            try:
+                if isatty is None or isatty():
+                    return None
+            except ValueError:
+                pass
+    columns = environ.get("COLUMNS")
+    if columns is not None and columns.isdigit():
+        return int(columns) or None
+    for fd in (0, 1, 2):
+        try:
+            return os.get_terminal_size(fd).columns or 80
+        except (AttributeError, ValueError, OSError):
+            pass
+    return 80
 
 
 def render_explain(details: dict[str, Any], console: Console) -> None:
