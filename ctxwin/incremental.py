@@ -54,9 +54,10 @@ from ctxwin.pruning import (
     passed,
     pruned,
     refuse,
+    scan_turns,
 )
 from ctxwin.rules import PairingScan, check
-from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
+from ctxwin.view import SYSTEM, USER, Item, Problem, View
 
 
 class Segmenter:
@@ -121,30 +122,8 @@ class Segmenter:
         if self.head_end != old_head:
             self._restart()
             turns_from = self.head_end
-        self._turns(max(turns_from, self.head_end), n)
-
-    def _turns(self, start: int, n: int) -> None:
-        items = self.items
-        turn_starts = self.turn_starts
-        unit_starts = self.unit_starts
-        owner = self._owner
-        reach = self._reach
-        turn = len(turn_starts) - 1
-        for i in range(start, n):
-            item = items[i]
-            if turn < 0 or (item.role == ASSISTANT and not item.joins):
-                turn += 1
-                turn_starts.append(i)
-                reach.append(turn)
-                unit_starts.append(turn)
-            for call_id in item.calls:
-                owner[call_id] = turn
-            for call_id in item.answers:
-                made_in = owner.get(call_id)
-                if made_in is not None and made_in < turn and reach[made_in] < turn:
-                    reach[made_in] = turn
-                    while unit_starts[-1] > made_in:  # the units in between merge
-                        unit_starts.pop()
+        start = max(turns_from, self.head_end)
+        scan_turns(items, start, n, self.turn_starts, self.unit_starts, self._owner, self._reach)
 
     def segments(self) -> Segments:
         """The segmentation of the items read so far (a snapshot)."""

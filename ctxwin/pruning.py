@@ -82,35 +82,46 @@ def head_end(items: Sequence[Item], pinned: int = 0) -> int:
 def segment(items: Sequence[Item], pinned: int = 0) -> Segments:
     """Split ``items`` into head, turns and drop units (the first ``pinned`` in the head)."""
     h = head_end(items, pinned)
-    n = len(items)
     turn_starts: list[int] = []
-    owner: dict[str, int] = {}
-    reach: list[int] = []
-    turn = -1
-    for i in range(h, n):
+    unit_starts: list[int] = []
+    scan_turns(items, h, len(items), turn_starts, unit_starts, {}, [])
+    return Segments(h, turn_starts, unit_starts)
+
+
+def scan_turns(
+    items: Sequence[Item],
+    start: int,
+    n: int,
+    turn_starts: list[int],
+    unit_starts: list[int],
+    owner: dict[str, int],
+    reach: list[int],
+) -> None:
+    """Extend a segmentation of the items after the head with ``items[start:n]``.
+
+    A turn starts at an assistant message that does not join the one before it;
+    ``turn_starts`` and ``unit_starts`` are :class:`Segments`' lists, ``owner`` maps
+    each call id to the turn that made it and ``reach[t]`` is the last turn holding
+    a result of a call turn ``t`` made. A result answering an earlier turn merges
+    the drop units from that turn's on into one. Empty lists start a segmentation;
+    :class:`ctxwin.incremental.Segmenter` keeps them to extend it as items come.
+    """
+    turn = len(turn_starts) - 1
+    for i in range(start, n):
         item = items[i]
         if turn < 0 or (item.role == ASSISTANT and not item.joins):
             turn += 1
             turn_starts.append(i)
             reach.append(turn)
+            unit_starts.append(turn)
         for call_id in item.calls:
             owner[call_id] = turn
         for call_id in item.answers:
             made_in = owner.get(call_id)
             if made_in is not None and made_in < turn and reach[made_in] < turn:
                 reach[made_in] = turn
-    unit_starts: list[int] = []
-    t = 0
-    count = len(turn_starts)
-    while t < count:
-        unit_starts.append(t)
-        end = reach[t]
-        t += 1
-        while t <= end:
-            if reach[t] > end:
-                end = reach[t]
-            t += 1
-    return Segments(h, turn_starts, unit_starts)
+                while unit_starts[-1] > made_in:  # the units in between merge
+                    unit_starts.pop()
 
 
 Rules = Callable[[View, Sequence[int]], list[Problem]]
@@ -326,15 +337,20 @@ def superseded_turns(view: View) -> int:
     return sum(1 for t in segment(view.items[:b]).turn_starts if t >= a)
 
 
-@dataclass(frozen=True, slots=True)
 class Scale:
-    """How a raw estimate becomes the estimate a budget is checked against."""
+    """How a raw estimate becomes the estimate a budget is checked against.
 
-    calibration: float
-    overhead: int = 0
-    """Added to every estimate."""
-    floor: int | None = None
-    """When set, no estimate is below ``floor + raw``."""
+    ``overhead`` is added to every estimate; when ``floor`` is set, no estimate is
+    below ``floor + raw``. (A plain class, read-only by convention: a dataclass
+    would cost its generated code at every start.)
+    """
+
+    __slots__ = ("calibration", "floor", "overhead")
+
+    def __init__(self, calibration: float, overhead: int = 0, floor: int | None = None) -> None:
+        self.calibration = calibration
+        self.overhead = overhead
+        self.floor = floor
 
     def estimate(self, raw: int) -> int:
         scaled = self.overhead + calibrated(raw, self.calibration)

@@ -128,6 +128,33 @@ def test_segmenter_matches_segment(found: list[Item], steps: list[int]) -> None:
         assert seg.segments() == segment(found[:i]), i
 
 
+def reference_units(items: list[Item], head: int) -> tuple[list[int], list[int]]:
+    """Turns and drop units by their definition: a turn starts at an assistant message
+    that does not join the one before; turn ``t`` begins a unit unless some earlier
+    turn made a call answered in turn ``t`` or later."""
+    turns: list[int] = []
+    made_in: dict[str, int] = {}
+    last_answer: dict[int, int] = {}  # turn -> the last turn answering one of its calls
+    for i in range(head, len(items)):
+        if not turns or (items[i].role == ASSISTANT and not items[i].joins):
+            turns.append(i)
+        t = len(turns) - 1
+        made_in.update(dict.fromkeys(items[i].calls, t))
+        for call_id in items[i].answers:
+            if call_id in made_in:
+                s = made_in[call_id]
+                last_answer[s] = max(last_answer.get(s, s), t)
+    units = [t for t in range(len(turns)) if all(last_answer.get(s, s) < t for s in range(t))]
+    return turns, units
+
+
+@settings(max_examples=200, deadline=None)
+@given(items())
+def test_segment_matches_its_definition(found: list[Item]) -> None:
+    seg = segment(found)
+    assert (seg.turn_starts, seg.unit_starts) == reference_units(found, seg.head_end)
+
+
 @settings(max_examples=100, deadline=None)
 @given(transcripts(), st.integers(1, 4000), st.sampled_from([1.0, 1.15, 2.0]))
 def test_valid_agent_runs(messages: list[Any], budget: int, calibration: float) -> None:
