@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats.base import Edits, Path
@@ -99,16 +100,12 @@ def adjacency_problems(view: View, keep: Sequence[int]) -> list[Problem]:
     """
     items = view.items
     problems: list[Problem] = []
+
+    def flag(i: int, rule: str, message: str) -> None:
+        problems.append(Problem(i, view.where(i), rule, message))
+
     if keep and items[keep[0]].role != USER:
-        first = keep[0]
-        problems.append(
-            Problem(
-                first,
-                view.where(first),
-                "first-is-user",
-                "the first message must be a user message",
-            )
-        )
+        flag(keep[0], "first-is-user", "the first message must be a user message")
     prev: Item | None = None
     last = len(keep) - 1
     for pos, i in enumerate(keep):
@@ -117,38 +114,33 @@ def adjacency_problems(view: View, keep: Sequence[int]) -> list[Problem]:
             made = prev.calls if prev is not None else ()
             for call_id in item.answers:
                 if call_id not in made:
-                    problems.append(
-                        Problem(
-                            i,
-                            view.where(i),
-                            "result-follows-call",
-                            f"the result for call {call_id!r} is not in the message right "
-                            "after the one that made the call",
-                        )
+                    flag(
+                        i,
+                        "result-follows-call",
+                        f"the result for call {call_id!r} is not in the message right "
+                        "after the one that made the call",
                     )
         if item.calls and pos < last:
             answered = items[keep[pos + 1]].answers
             for call_id in item.calls:
                 if call_id not in answered:
-                    problems.append(
-                        Problem(
-                            i,
-                            view.where(i),
-                            "call-answered-next",
-                            f"call {call_id!r} has no result in the next message",
-                        )
-                    )
+                    message = f"call {call_id!r} has no result in the next message"
+                    flag(i, "call-answered-next", message)
         prev = item
     return problems
 
 
-def unknown_documents_note(paths: list[str], each: int) -> str:
-    """A warning for documents known only by URL or file id (their size is a guess)."""
+def unknown_documents_note(paths: list[str], cost: Callable[[media.Media], int]) -> list[str]:
+    """The warning for documents known only by URL or file id (their size is a guess,
+    priced by ``cost`` as an unknown PDF); none when ``paths`` is empty."""
+    if not paths:
+        return []
+    each = cost(media.unknown("pdf"))
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3:,} more" if len(paths) > 3 else "")
-    return (
+    return [
         f"{len(paths):,} document(s) known only by URL or file id ({shown}): size unknown, "
         f"counted as {each:,} tokens each"
-    )
+    ]
 
 
 _REMOVE: Any = object()

@@ -60,6 +60,17 @@ def _get(obj: dict[str, Any], camel: str, snake: str) -> tuple[str, Any]:
     return snake, obj.get(snake)
 
 
+def _function_part(
+    value: Any, where: str, placed: bool, what: str, role: str
+) -> tuple[dict[str, Any], str]:
+    """A ``functionCall`` or ``functionResponse`` object and its ``name``; ``placed``:
+    whether it is in a content of the ``role`` it belongs in."""
+    if not placed:
+        raise InputError(f"{what} belongs in a {role} content", where)
+    obj = expect_dict(value, where)
+    return obj, required_str(obj, "name", where)
+
+
 class Gemini:
     name = "gemini"
     items_key = "contents"
@@ -140,9 +151,7 @@ class Gemini:
                     refs,
                 )
             view.items.append(Item(role, cost, tuple(calls), tuple(answers)))
-        if refs:
-            each = media.gemini_cost(media.unknown("pdf"))
-            view.notes.append(unknown_documents_note(refs, each))
+        view.notes.extend(unknown_documents_note(refs, media.gemini_cost))
         return view
 
     def _part(
@@ -165,10 +174,7 @@ class Gemini:
         key, call = _get(part, "functionCall", "function_call")
         if call is not None:
             where = f"{at}.{key}"
-            if role != ASSISTANT:
-                raise InputError("a function call belongs in a model content", where)
-            call = expect_dict(call, where)
-            name = required_str(call, "name", where)
+            call, name = _function_part(call, where, role == ASSISTANT, "a function call", "model")
             call_id = call.get("id")
             if call_id is None:
                 call_id = f"{name}{synthetic}"
@@ -184,10 +190,9 @@ class Gemini:
         key, response = _get(part, "functionResponse", "function_response")
         if response is not None:
             where = f"{at}.{key}"
-            if role != USER:
-                raise InputError("a function response belongs in a user content", where)
-            response = expect_dict(response, where)
-            name = required_str(response, "name", where)
+            response, name = _function_part(
+                response, where, role == USER, "a function response", "user"
+            )
             queue = pending.get(name, [])
             response_id = response.get("id")
             if response_id is not None:

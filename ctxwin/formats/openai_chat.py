@@ -154,9 +154,7 @@ class OpenAIChat:
                         append(Item(_PLAIN_ROLES[role_name], cost))
                         continue
             append(self._read_message(m, i, view, estimator, pending, refs))
-        if refs:
-            each = media.openai_cost(media.unknown("pdf"))
-            view.notes.append(unknown_documents_note(refs, each))
+        view.notes.extend(unknown_documents_note(refs, media.openai_cost))
         return view
 
     def _read_message(

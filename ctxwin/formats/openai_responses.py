@@ -164,9 +164,7 @@ class OpenAIResponses:
             view.items.append(item)
         if view.compaction is not None:
             _compacted(view, view.compaction)
-        if view.refs:
-            each = media.openai_cost(media.unknown("pdf"))
-            view.notes.append(unknown_documents_note(view.refs, each))
+        view.notes.extend(unknown_documents_note(view.refs, media.openai_cost))
         return view
 
     def _item(self, it: Any, where: str, est: Estimator, view: ResponsesView, i: int) -> Item:
