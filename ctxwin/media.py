@@ -241,9 +241,10 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
-_OBJSTM = re.compile(rb"/ObjStm")
-_STREAM = re.compile(rb"stream\r?\n")
+_PAGE = rb"/Type\s*/Page(?![A-Za-z])"
+_OBJSTM = rb"/ObjStm"
+_STREAM = rb"stream\r?\n"
+# patterns, compiled (and cached by re) on first use: compiling costs every start
 
 
 def pdf_pages(data: bytes) -> int:
@@ -251,16 +252,18 @@ def pdf_pages(data: bytes) -> int:
 
     Falls back to one page per :data:`PDF_BYTES_PER_PAGE` bytes when none is found.
     """
-    pages = len(_PAGE.findall(data))
-    for m in _OBJSTM.finditer(data):
-        s = _STREAM.search(data, m.end(), m.end() + 2048)
+    page = re.compile(_PAGE)
+    stream = re.compile(_STREAM)
+    pages = len(page.findall(data))
+    for m in re.finditer(_OBJSTM, data):
+        s = stream.search(data, m.end(), m.end() + 2048)
         if s is None:
             continue
         try:
             inflated = zlib.decompressobj().decompress(data[s.end() :], 1 << 26)
         except zlib.error:
             continue
-        pages += len(_PAGE.findall(inflated))
+        pages += len(page.findall(inflated))
     if pages:
         return pages
     return max(1, math.ceil(len(data) / PDF_BYTES_PER_PAGE))

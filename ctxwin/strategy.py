@@ -28,7 +28,6 @@ whose estimate and rule checks are the ones reported.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,12 +118,15 @@ def _add(a: Sequence[int], b: Sequence[int]) -> list[int]:
     return [x + y for x, y in zip(a, b, strict=True)]
 
 
-@dataclass(slots=True)
 class _Edit:
-    part: Part
-    text: str | None
-    saving: list[int]
-    tokens: int
+    # A plain class: a dataclass here would cost its generated code at every start.
+    __slots__ = ("part", "saving", "text", "tokens")
+
+    def __init__(self, part: Part, text: str | None, saving: list[int], tokens: int) -> None:
+        self.part = part
+        self.text = text
+        self.saving = saving
+        self.tokens = tokens
 
 
 class _Planner:
@@ -264,6 +266,8 @@ def plan_edits(
 
     k = 0
     if DROP_TURNS in steps:
+        from bisect import bisect_left
+
         before = steps[: steps.index(DROP_TURNS)]
         ahead = sorted(
             (e for s in before for e in candidates.get(s, [])), key=lambda e: e.part.index

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any
 
 from ctxwin.cli.funnel import exit_code_for, say
 from ctxwin.cli.streams import read_input, write_output, write_stdout
@@ -23,11 +23,35 @@ from ctxwin.errors import ExitCode, InputError, SpecError, UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import TypedDict, Unpack
 
     from ctxwin.cli.report import Report
     from ctxwin.estimate import Estimator
     from ctxwin.settings import Settings
     from ctxwin.strategy import Strategy
+
+    # Declared for the checker only: a TypedDict class costs start-up time.
+    class PlanOptions(TypedDict):
+        """What ``estimate`` and ``prune`` share: where to read and how to estimate and budget."""
+
+        input_: str
+        model: str | None
+        model_spec: Path | None
+        context_length: int | None
+        max_output_tokens: int | None
+        max_tokens: int | None
+        calibration: float | None
+        format_: str
+        run_format: str
+        estimator: str
+        tokenizer: str | None
+        max_input_bytes: int
+        quiet: bool
+        strategy: str
+        keep_results: int
+        exclude_tools: str
+        clear_at_least: int
+
 
 retain: Callable[[Any], object] = id
 """Called with each parsed body. The entry point (:mod:`ctxwin.cli.main`) makes it
@@ -74,28 +98,6 @@ def load_spec(path: Path | None) -> Any:
         return parse(read_input(str(path), 0))
     except InputError as exc:
         raise SpecError(f"--model-spec {exc}") from None
-
-
-class PlanOptions(TypedDict):
-    """What ``estimate`` and ``prune`` share: where to read and how to estimate and budget."""
-
-    input_: str
-    model: str | None
-    model_spec: Path | None
-    context_length: int | None
-    max_output_tokens: int | None
-    max_tokens: int | None
-    calibration: float | None
-    format_: str
-    run_format: str
-    estimator: str
-    tokenizer: str | None
-    max_input_bytes: int
-    quiet: bool
-    strategy: str
-    keep_results: int
-    exclude_tools: str
-    clear_at_least: int
 
 
 def make_strategy(

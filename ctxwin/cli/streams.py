@@ -93,14 +93,15 @@ def write_stdout(data: bytes) -> None:
         raise OutputError("output closed before all data was written (broken pipe)") from None
 
 
-_FD_PATH = re.compile(r"/dev/(stdout|stderr|fd/(\d+))|/proc/(?:self|thread-self|\d+)/fd/(\d+)")
+_FD_PATH = r"/dev/(stdout|stderr|fd/(\d+))|/proc/(?:self|thread-self|\d+)/fd/(\d+)"
+# a pattern, compiled (and cached by re) on first use: compiling costs every start
 _NO_NEW_FILES = ("/dev", "/proc", "/sys")
 """Folders where a new OUT is never created (only existing devices are written)."""
 
 
 def _fd_of(path: str) -> int | None:
     """The descriptor ``path`` names (``/dev/stdout``, ``/dev/fd/3``...), or ``None``."""
-    match = _FD_PATH.fullmatch(os.path.normpath(os.path.abspath(path)))
+    match = re.fullmatch(_FD_PATH, os.path.normpath(os.path.abspath(path)))
     if match is None:
         return None
     name, fd, proc_fd = match.groups()

@@ -111,7 +111,8 @@ _CHAT_MESSAGE_KEYS = ("name", "tool_call_id", "refusal", "audio")
 _CHAT_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
 """Content part types that only Chat Completions defines."""
 
-_CLAUDE = re.compile(r"(?:[a-z0-9-]+\.)*claude", re.IGNORECASE)
+_CLAUDE = r"(?:[a-z0-9-]+\.)*claude"
+# a pattern, compiled (and cached by re) on first use: compiling costs every start
 """A model id as the Anthropic API (``claude-…``), Bedrock (``anthropic.claude-…``) or
 Vertex AI names it; not a router's ``anthropic/claude-…``, which takes Chat bodies."""
 
@@ -125,7 +126,7 @@ def _messages_request(body: dict[str, Any]) -> bool:
     Anthropic-only blocks were all in dropped turns."""
     model = body.get("model")
     max_tokens = body.get("max_tokens")
-    if not isinstance(model, str) or not _CLAUDE.match(model):
+    if not isinstance(model, str) or not re.match(_CLAUDE, model, re.IGNORECASE):
         return False
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
         return False
@@ -274,14 +275,8 @@ class Anthropic:
             _compacted(view, compaction)
         if ctx.tool_search:
             base[0] += TOOL_SEARCH_TOKENS
-        view.notes.extend(self._notes(refs))
+        view.notes.extend(unknown_documents_note(refs, media.anthropic_cost))
         return view
-
-    @staticmethod
-    def _notes(refs: list[str]) -> list[str]:
-        if not refs:
-            return []
-        return [unknown_documents_note(refs, media.anthropic_cost(media.unknown("pdf")))]
 
     def _block(
         self,
