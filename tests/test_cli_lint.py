@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,9 @@ from ctxwin import core
 from tests.conftest import Cli
 from tests.hostile_util import dump, transcript
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-if not CORPUS.is_dir():
-    CORPUS = Path("/work/shared/corpus")
+CORPUS = Path(
+    os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
+)
 
 
 def broken() -> dict[str, Any]:
