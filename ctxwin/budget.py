@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -39,9 +38,11 @@ ReserveSource = Literal["flag", "body", "model", "default"]
 """Where the response reserve came from."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelRow:
-    """One row of the built-in model table."""
+class ModelRow(NamedTuple):
+    """One row of the built-in model table.
+
+    A NamedTuple: a dataclass would compile its methods at every start.
+    """
 
     name: str
     provider: str
@@ -59,9 +60,11 @@ class ModelRow:
     :data:`ctxwin.estimate.CLAUDE_TOKENIZER_GROWTH`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """What is known about the target model, and where each figure came from."""
+class ModelSpec(NamedTuple):
+    """What is known about the target model, and where each figure came from.
+
+    A NamedTuple: a dataclass would compile its methods at every start.
+    """
 
     name: str | None
     context_length: int
@@ -73,9 +76,11 @@ class ModelSpec:
     """Name of the model-table row that matched, if any."""
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """The token budget for the prompt, and how it was derived."""
+class Budget(NamedTuple):
+    """The token budget for the prompt, and how it was derived.
+
+    A NamedTuple: a dataclass would compile its methods at every start.
+    """
 
     spec: ModelSpec
     reserve: int

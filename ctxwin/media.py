@@ -43,7 +43,7 @@ import binascii
 import math
 import re
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # --- provider figures -------------------------------------------------------
 
@@ -86,9 +86,11 @@ IMAGE_PREFIX_CHARS = 4096
 """Base64 characters decoded to read an image's size (more for JPEG, on demand)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Media:
-    """What a payload is, as far as its first bytes tell."""
+class Media(NamedTuple):
+    """What a payload is, as far as its first bytes tell.
+
+    A NamedTuple: a dataclass would compile its methods at every start.
+    """
 
     kind: str
     """``image``, ``audio``, ``video``, ``pdf`` or ``other``."""

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
 from operator import attrgetter
+from typing import NamedTuple
 
 from ctxwin.errors import PairingError
 from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated, exact_decimal
@@ -39,9 +40,11 @@ from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (mo
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
 
 
-@dataclass(frozen=True, slots=True)
-class Segments:
-    """The head, turns and drop units of a list of items."""
+class Segments(NamedTuple):
+    """The head, turns and drop units of a list of items.
+
+    A NamedTuple: a dataclass would compile its methods at every start.
+    """
 
     head_end: int
     """Items ``[0, head_end)`` are the head."""
