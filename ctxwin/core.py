@@ -8,8 +8,8 @@ view) → :func:`plan` (budget → fit) → :meth:`Transcript.write` →
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from ctxwin.budget import Budget, compute_budget, resolve_spec
 from ctxwin.errors import ContextTruncated
@@ -23,9 +23,11 @@ from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.view import Problem, View
 
 
-@dataclass(slots=True)
-class Transcript:
-    """A parsed request body, its adapter, and its neutral view."""
+class Transcript(NamedTuple):
+    """A parsed request body, its adapter, and its neutral view.
+
+    A NamedTuple: a dataclass would compile its methods at every start.
+    """
 
     body: Any
     adapter: Adapter
@@ -67,15 +69,17 @@ def load(body: Any, fmt: str = AUTO, estimator: Estimator | None = None) -> Tran
     return Transcript(body, adapter, adapter.read(body, est), est)
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """A budget and what fitting the transcript to it does."""
+class Plan(NamedTuple):
+    """A budget and what fitting the transcript to it does.
+
+    A NamedTuple: a dataclass would compile its methods at every start.
+    """
 
     transcript: Transcript
     """The transcript fitted: the input, or the input with the strategy's edits."""
     budget: Budget
     result: FitResult
-    applied: Applied = field(default_factory=Applied)
+    applied: Applied = Applied()
     """What the strategy's editing steps did (nothing under the default strategy)."""
     original: Transcript | None = None
     """The input, when the strategy edited it (:attr:`transcript` is then the edited one)."""

@@ -28,9 +28,9 @@ whose estimate and rule checks are the ones reported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from ctxwin.errors import UsageError
 from ctxwin.estimate import Estimator, Kind, calibrated
@@ -67,10 +67,7 @@ def parse_steps(text: str) -> tuple[str, ...]:
     return steps
 
 
-@dataclass(frozen=True, slots=True)
-class Strategy:
-    """Which steps to take, in order, and the options of the clearing steps."""
-
+class _StrategyFields(NamedTuple):
     steps: tuple[str, ...] = DEFAULT_STEPS
     keep_results: int = DEFAULT_KEEP_RESULTS
     """The newest results ``clear-results`` never touches."""
@@ -79,10 +76,27 @@ class Strategy:
     clear_at_least: int = 0
     """Once ``clear-results`` clears anything, it clears at least this many tokens."""
 
-    def __post_init__(self) -> None:
-        parse_steps(",".join(self.steps))
-        if self.keep_results < 0 or self.clear_at_least < 0:
+
+class Strategy(_StrategyFields):
+    """Which steps to take, in order, and the options of the clearing steps.
+
+    Immutable (a NamedTuple: a dataclass would compile its methods at every start);
+    making one checks the steps and options (:class:`~ctxwin.errors.UsageError`).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        steps: tuple[str, ...] = DEFAULT_STEPS,
+        keep_results: int = DEFAULT_KEEP_RESULTS,
+        exclude_tools: frozenset[str] = frozenset(),
+        clear_at_least: int = 0,
+    ) -> Strategy:
+        parse_steps(",".join(steps))
+        if keep_results < 0 or clear_at_least < 0:
             raise UsageError("keep_results and clear_at_least must not be negative")
+        return super().__new__(cls, steps, keep_results, exclude_tools, clear_at_least)
 
     @property
     def edits(self) -> bool:
@@ -94,11 +108,13 @@ class Strategy:
         return ",".join(self.steps)
 
 
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """What the editing steps did to the kept items."""
+class Applied(NamedTuple):
+    """What the editing steps did to the kept items.
 
-    strategy: Strategy = field(default_factory=Strategy)
+    A NamedTuple: a dataclass would compile its methods at every start.
+    """
+
+    strategy: Strategy = Strategy()
     cleared_results: int = 0
     cleared_tokens: int = 0
     """The size of the cleared results (the sum their placeholders state)."""
@@ -106,7 +122,7 @@ class Applied:
     truncated_results: int = 0
     truncated_tokens: int = 0
     """The size of the cut middles (the sum their markers state)."""
-    edits: dict[tuple[int, Path], str | None] = field(default_factory=dict)
+    edits: Mapping[tuple[int, Path], str | None] = MappingProxyType({})
     """New content per ``(entry, path)``; ``None`` removes a thinking part."""
 
 
