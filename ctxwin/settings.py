@@ -15,9 +15,7 @@ object), so worker processes get a copy.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxwin.estimate import (
     AUTO_TOKENIZER,
@@ -33,9 +31,12 @@ if TYPE_CHECKING:
     from ctxwin.strategy import Strategy
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """The model, the budget and the estimation settings of a fit."""
+class Settings(NamedTuple):
+    """The model, the budget and the estimation settings of a fit.
+
+    Immutable; give the fields by name (their order is not part of the API). A
+    NamedTuple: a dataclass would compile its methods at every start.
+    """
 
     model: str | None = None
     """Model to budget for, looked up in the built-in table; ``None``: the body's ``model``."""
@@ -84,7 +85,7 @@ class Settings:
         """These settings with the estimator named rather than held (for worker processes)."""
         if self.estimator is None or isinstance(self.estimator, str):
             return self
-        return dataclasses.replace(self, estimator=self.estimator.name)
+        return self._replace(estimator=self.estimator.name)
 
 
 DEFAULT = Settings()
@@ -108,8 +109,8 @@ def settings_with(settings: Settings | None, changes: dict[str, Any]) -> Setting
     unknown = sorted(set(changes) - _FIELDS)
     if unknown:
         raise TypeError(f"unknown setting(s): {', '.join(unknown)} (known: {', '.join(_ORDER)})")
-    return dataclasses.replace(base, **changes)
+    return base._replace(**changes)
 
 
-_ORDER = tuple(f.name for f in dataclasses.fields(Settings))
+_ORDER = Settings._fields
 _FIELDS = frozenset(_ORDER)

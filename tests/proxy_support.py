@@ -12,7 +12,6 @@ bytes it sent, so tests can compare them with what came through the proxy.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 import socket
 import threading
@@ -273,7 +272,7 @@ def serve_proxy(proxy: Proxy) -> Served:
 
 def config_for(upstream: str, **options: Any) -> ProxyConfig:
     """A proxy config: the options that are :class:`Settings` fields go into its settings."""
-    fields = {f.name for f in dataclasses.fields(Settings)}
+    fields = set(Settings._fields)
     settings = Settings(**{k: v for k, v in options.items() if k in fields})
     rest = {k: v for k, v in options.items() if k not in fields}
     return ProxyConfig(upstream=upstream, settings=settings, **rest)
