@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("roots", nargs="+", type=Path, help="directories holding a ctxwin package")
     ap.add_argument("--python", default=sys.executable, help="interpreter (default: this one)")
+    ap.add_argument(
+        "--sizes",
+        default="",
+        help="also estimate and prune transcripts of these sizes (e.g. 10k,100k; slow)",
+    )
     args = ap.parse_args(argv)
     roots = [r.resolve() for r in args.roots]
     for r in roots:
@@ -74,7 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         names = [str(r) for r in roots]
         print("| command | " + " | ".join(names) + " | last ÷ first |")
         print("|---|" + "---:|" * len(names) + "---:|")
-        for name, template in COMMANDS.items():
+        commands = dict(COMMANDS)
+        for size in [gen.parse_count(p) for p in args.sizes.split(",") if p.strip()]:
+            big = Path(tmp) / f"t{size}.json"
+            gen.write(big, size, 1)
+            commands[f"estimate --json, {size:,} messages"] = ["-m", "ctxwin", "estimate"]
+            commands[f"estimate --json, {size:,} messages"] += [str(big), "--json"]
+            commands[f"prune, {size:,} messages"] = ["-m", "ctxwin", "prune", str(big), "{out}"]
+        for name, template in commands.items():
             cmd = [a.format(small=small, out=Path(tmp) / "out.json") for a in template]
             counts = [instructions(args.python, r, cmd, tmp) for r in roots]
             cells = " | ".join(f"{c / 1e6:,.1f} M" for c in counts)
