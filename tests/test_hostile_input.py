@@ -679,3 +679,48 @@ def test_output_without_e_plus_holds_no_big_number(value: Any) -> None:
         walk(parsed)
         # Every integer beyond 64 bits was read as a float of at least 2**63.
         assert all(n < 1e16 for n in numbers), out
+
+
+# A list or an object where a reader looks a name up in a set (a type, a role, an
+# operation name): ``[] in {"a"}`` raises TypeError, which must never escape as an
+# internal error. Found by the fuzzer (a Gemini CLI history) and by looking for the same
+# lookup in every reader.
+UNHASHABLE_NAMES = {
+    "gemini-cli role": b'[{"role":[],"content":"","parts":null}]',
+    "anthropic block type": (
+        b'{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":[{"type":[]}]}]}'
+    ),
+    "codex line type": b'{"type":[],"payload":{}}\n{"type":"session_meta","payload":{}}\n',
+    "codex item type": (
+        b'{"type":"session_meta","payload":{"id":"x"}}\n'
+        b'{"type":"response_item","payload":{"type":[]}}\n'
+    ),
+    "claude-code line type": (
+        b'{"type":[],"uuid":"u","message":{},"sessionId":"s"}\n'
+        b'{"type":"user","uuid":"v","message":{"role":"user","content":"hi"},"sessionId":"s"}\n'
+    ),
+    "openhands action": b'[{"id":1,"action":[],"observation":{},"tool_call_metadata":{}}]',
+    "otel operation (OTLP)": (
+        b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"x","attributes":'
+        b'[{"key":"gen_ai.operation.name","value":{"arrayValue":{"values":[]}}}]}]}]}]}'
+    ),
+    "otel operation (SDK dump)": b'[{"attributes":{"gen_ai.operation.name":["chat"]},"name":"x"}]',
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNHASHABLE_NAMES))
+@pytest.mark.parametrize("command", ["estimate", "prune", "replay", "lint", "check"])
+def test_unhashable_names_are_bad_input_not_a_crash(
+    name: str, command: str, tmp_path: Path, cli: Cli
+) -> None:
+    src = tmp_path / ("in.jsonl" if b"\n{" in UNHASHABLE_NAMES[name] else "in.json")
+    src.write_bytes(UNHASHABLE_NAMES[name])
+    args = [command, str(src)]
+    if command == "prune":
+        args.append(str(tmp_path / "out.json"))
+    if command != "lint":
+        args += ["-c", "1000"]
+    run = cli(*args)
+    assert "internal error" not in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.exit_code in (0, 1, 3, 4), run.stderr

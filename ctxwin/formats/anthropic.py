@@ -137,7 +137,8 @@ def _messages_request(body: dict[str, Any]) -> bool:
             return False
         content = m.get("content")
         if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") in _CHAT_PARTS for b in content
+            isinstance(b, dict) and isinstance(t := b.get("type"), str) and t in _CHAT_PARTS
+            for b in content
         ):
             return False
     return True

@@ -61,7 +61,7 @@ def detect(entries: Sequence[Any], jsonl: bool) -> bool:
     for value in entries[:50]:
         if not isinstance(value, dict):
             continue
-        t = value.get("type")
+        t = as_str(value.get("type"))
         if t in _MESSAGE_TYPES and isinstance(value.get("message"), dict) and "uuid" in value:
             return True
         if t in _KNOWN_TYPES and ("sessionId" in value or "leafUuid" in value):
@@ -76,7 +76,7 @@ def slim(value: dict[str, Any]) -> dict[str, Any]:
     """A line without what the reader never uses (see :func:`ctxwin.sessions.slim`)."""
     if "toolUseResult" in value and "message" in value:
         del value["toolUseResult"]
-    t = value.get("type")
+    t = as_str(value.get("type"))
     if t in _BULKY:
         return {k: value[k] for k in ("type", "uuid", "parentUuid", "sessionId") if k in value}
     return value

@@ -48,7 +48,7 @@ def detect(entries: Sequence[Any], jsonl: bool) -> bool:
         return False
     head = [v for v in entries[:20] if isinstance(v, dict)]
     return bool(head) and all(
-        v.get("type") in _TYPES and isinstance(v.get("payload"), dict) for v in head
+        as_str(v.get("type")) in _TYPES and isinstance(v.get("payload"), dict) for v in head
     )
 
 
@@ -56,7 +56,7 @@ def _is_model(item: Mapping[str, Any]) -> bool:
     t = item.get("type")
     if t == "message" or t is None:
         return item.get("role") == "assistant"
-    return t in _MODEL_ITEMS
+    return isinstance(t, str) and t in _MODEL_ITEMS
 
 
 class _Segment:

@@ -33,7 +33,7 @@ _ROLES = frozenset(("user", "model"))
 def _is_content(value: Any) -> bool:
     return (
         isinstance(value, dict)
-        and value.get("role") in _ROLES
+        and as_str(value.get("role")) in _ROLES
         and isinstance(value.get("parts"), list)
     )
 

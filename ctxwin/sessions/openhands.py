@@ -28,6 +28,11 @@ NAME = "openhands-events"
 _NOT_SENT = frozenset(("agent_state_changed", "change_agent_state", "null"))
 
 
+def _named(value: Any) -> bool:
+    """Whether an event's action or observation is one the model is never sent."""
+    return isinstance(value, str) and value in _NOT_SENT
+
+
 def _is_event(value: Any) -> bool:
     return isinstance(value, dict) and ("action" in value or "observation" in value)
 
@@ -83,7 +88,7 @@ def openhands_events(events: list[Any], label: str, shape: str = "openhands") ->
     for event in events:
         if not isinstance(event, dict):
             continue
-        if event.get("observation") in _NOT_SENT or event.get("action") in _NOT_SENT:
+        if _named(event.get("observation")) or _named(event.get("action")):
             continue
         action = event.get("action")
         observation = event.get("observation")

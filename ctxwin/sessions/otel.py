@@ -103,7 +103,7 @@ def _spans(value: Any) -> list[dict[str, Any]] | None:
 def _is_llm(attrs: Mapping[str, Any]) -> bool:
     if any(k in attrs for k in _PROMPT_KEYS):
         return True
-    if attrs.get("gen_ai.operation.name") in _LLM_OPS:
+    if as_str(attrs.get("gen_ai.operation.name")) in _LLM_OPS:
         return True
     return attrs.get("openinference.span.kind") == "LLM"
 
