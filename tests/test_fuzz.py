@@ -1,9 +1,11 @@
 """Fuzzing the CLI with mutated transcripts.
 
 Valid transcripts are generated (Chat Completions) or taken from the format
-fixtures (Anthropic, Gemini, Responses, legacy Chat), then mutated: messages dropped, duplicated,
-moved; fields given values of the wrong type; huge strings injected; the
-serialized bytes truncated, corrupted or wrapped. Each case runs ``estimate``,
+fixtures (Anthropic, Gemini, Responses, legacy Chat), perhaps given provider compaction
+(an Anthropic ``compaction`` block in a model message, OpenAI Responses ``compaction``
+items: where the provider puts them, or anywhere, once or several times), then mutated:
+messages dropped, duplicated, moved; fields given values of the wrong type; huge strings
+injected; the serialized bytes truncated, corrupted or wrapped. Each case runs ``estimate``,
 ``prune``, ``lint`` or ``repair`` in-process and asserts:
 
 * the exit code is one ctxwin documents, and nothing escapes as a traceback
@@ -120,11 +122,70 @@ CALL_FIELDS = ["id", "type", "function"]
 FUNCTION_FIELDS = ["name", "arguments"]
 
 
+def _compaction(draw: st.DrawFn, responses: bool) -> dict[str, Any]:
+    """A compaction element as the provider writes it (an Anthropic block, a Responses
+    item), sometimes with a field of the wrong type or missing."""
+    if responses:
+        element: dict[str, Any] = {"type": "compaction", "id": f"cmp_{draw(st.integers(0, 9))}"}
+        element["encrypted_content"] = "gAAAA" + "Qx9-" * draw(st.integers(0, 2000))
+        field_name = "encrypted_content"
+    else:
+        element = {
+            "type": "compaction",
+            "content": "Summary: " + "done. " * draw(st.integers(0, 80)),
+        }
+        field_name = "content"
+    damage = draw(st.integers(0, 9))
+    if damage == 0:
+        element[field_name] = draw(JSON_VALUES)
+    elif damage == 1:
+        del element[field_name]
+    return element
+
+
+def _is_reasoning(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "reasoning"
+
+
+@st.composite
+def add_compaction(draw: st.DrawFn, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with one or more compaction elements: Responses items anywhere in
+    ``input``; Anthropic blocks in a model message's content (a string content becomes a
+    text block before it). Other bodies are left as they are."""
+    key = items_key(body)
+    msgs: list[Any] = body[key]
+    if key == "input":
+        for _ in range(draw(st.integers(1, 2))):
+            # mostly where OpenAI puts one (not right after a reasoning item), else anywhere
+            after_reasoning = {k + 1 for k, x in enumerate(msgs) if _is_reasoning(x)}
+            spots = [k for k in range(len(msgs) + 1) if k not in after_reasoning]
+            if draw(st.integers(0, 3)) == 0:
+                spots = list(range(len(msgs) + 1))
+            msgs.insert(draw(st.sampled_from(spots)), _compaction(draw, True))
+        TALLY.compacted["openai-responses"] += 1
+        return body
+    model = [m for m in msgs if isinstance(m, dict) and m.get("role") == "assistant"]
+    text = str(msgs)
+    if key != "messages" or not model or "tool_calls" in text or "function_call" in text:
+        return body  # Chat bodies with calls stay Chat
+    for _ in range(draw(st.integers(1, 2))):
+        m = draw(st.sampled_from(model))
+        content = m.get("content")
+        if not isinstance(content, list):
+            content = [{"type": "text", "text": content}] if isinstance(content, str) else []
+            m["content"] = content
+        content.insert(draw(st.integers(0, len(content))), _compaction(draw, False))
+    TALLY.compacted["anthropic"] += 1
+    return body
+
+
 @st.composite
 def mutate_body(draw: st.DrawFn, body: dict[str, Any]) -> dict[str, Any] | list[Any]:
-    """Structural mutations of the parsed body."""
+    """Structural mutations of the parsed body (after compaction, one time in two)."""
     body = copy.deepcopy(body)
     key = items_key(body)
+    if draw(st.booleans()):
+        body = draw(add_compaction(body))
     msgs: list[Any] = body[key]
     for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2, 4]))):
         if not msgs:
@@ -249,6 +310,12 @@ class Tally:
     repaired: int = 0
     """repair outputs that differ from the input, checked to lint clean."""
     codes: dict[int, int] = field(default_factory=dict)
+    compacted: dict[str, int] = field(
+        default_factory=lambda: {"anthropic": 0, "openai-responses": 0}
+    )
+    """Cases given provider compaction, by format (mutations may have hit them too)."""
+    compaction_checked: int = 0
+    """prune outputs checked (pruned or unchanged) whose input holds a compaction element."""
 
 
 TALLY = Tally()
@@ -265,7 +332,10 @@ def workdir() -> Iterator[Path]:
             f"\nfuzz: {TALLY.cases:,} cases, {TALLY.crashes} crashes, "
             f"{TALLY.invalid} invalid outputs; exit codes {dict(sorted(TALLY.codes.items()))}; "
             f"prune outputs checked: {TALLY.pruned_checked:,} pruned, "
-            f"{TALLY.unchanged:,} unchanged; repair outputs checked: {TALLY.repaired:,}"
+            f"{TALLY.unchanged:,} unchanged; repair outputs checked: {TALLY.repaired:,}; "
+            f"given compaction: {TALLY.compacted['anthropic']:,} Anthropic, "
+            f"{TALLY.compacted['openai-responses']:,} Responses, "
+            f"{TALLY.compaction_checked:,} of them with a prune output checked"
         )
 
 
@@ -296,6 +366,7 @@ def _outline(entry: object) -> object:
 def check_output(data: bytes, out: bytes, flags: list[str], edits: bool = False) -> None:
     """A prune output is the input unchanged (it fit), or valid and within the budget;
     under a strategy that ``edits``, entries may differ in their content only."""
+    TALLY.compaction_checked += b'"compaction"' in data
     if out == data:
         assert _fits(data, flags), "input returned unchanged although it needed pruning"
         TALLY.unchanged += 1
