@@ -34,8 +34,8 @@ demo: venv ## Run ctxwin on the example agent run
 test: venv ## Run the test suite
 	$(BIN)/python -m pytest
 
-fuzz: venv ## Fuzz the CLI with 10,000 mutated transcripts (not part of `make test`)
-	CTXWIN_FUZZ_EXAMPLES=$${CTXWIN_FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest tests/test_fuzz.py -s -q
+fuzz: venv ## Fuzz the CLI with 10,000 mutated transcripts and the session readers with damaged samples
+	CTXWIN_FUZZ_EXAMPLES=$${CTXWIN_FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest tests/test_fuzz.py tests/test_fuzz_sessions.py -s -q
 
 slow: venv ## Slow tests: SIGKILL in the middle of a 200 MB prune (not part of `make test`)
 	CTXWIN_SLOW=1 $(BIN)/python -m pytest tests/test_kill.py -q
