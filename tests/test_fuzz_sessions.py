@@ -26,6 +26,7 @@ from ctxwin.errors import CtxwinError
 from ctxwin.runs import read_runs
 from ctxwin.settings import Settings
 from ctxwin.simulate import check_run, replay_run
+from tests.test_format_robustness import paths
 
 CORPUS = Path(
     os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -41,22 +42,10 @@ VALUES: list[Any] = [[], {}, 0, -1, 1.5, None, True, "", "x", [1], {"a": []}, 2*
 SETTINGS = Settings(context_length=200_000)
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path into ``value`` (the first 50 elements of a list)."""
-    out = [prefix]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value[:50]):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 def _damaged(docs: list[Any], rng: random.Random) -> list[Any]:
     """A copy of ``docs`` with one to three values replaced."""
     out: list[Any] = orjson.loads(orjson.dumps(docs))
-    spots = [(d, p) for d in range(len(out)) for p in _paths(out[d]) if p]
+    spots = [(d, p) for d in range(len(out)) for p in paths(out[d]) if p]
     for _ in range(rng.randint(1, 3)):
         d, path = rng.choice(spots)
         target = out[d]
