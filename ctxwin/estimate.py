@@ -626,14 +626,15 @@ class BoundEstimator(ContentEstimator):
     It is a bound on what was tried, not a proof: BPE is not guaranteed
     sub-additive (a long run of mixed ``\\r`` and ``\\n`` tokenizes worse than
     its vocabulary pieces, so such runs keep their pair price), and a letter
-    string outside the vocabulary is priced by its letter pairs alone, so w
-    holds on the words it was derived on and on those like them: of random
-    words drawn apart from them, 0 of 20,000 of 1-20 lower-case letters are
-    under (lowest 1.077; 21 were, lowest 0.75, before the short words were
-    among the constraints), nor any of 100,000 more, 50,000 of 21-40 letters
-    or 50,000 with English letter frequencies. The held-out half of the
-    adversarial classes and a hypothesis test over arbitrary mixtures of class
-    runs check it (fidelity/results.md).
+    string outside the vocabulary is priced by its letter pairs alone, so w is
+    only as good as the random words it was derived on. Of random words drawn
+    apart from them (``python -m fidelity.bound --words``), 0 of 20,000 of 1-20
+    lower-case letters are under (lowest 1.077; 21 were, lowest 0.75, before
+    the short words were among the constraints), nor any of 100,000 more,
+    50,000 of 21-40 letters, 50,000 after a space or 100,000 at English letter
+    frequencies. The held-out half of the adversarial classes and a hypothesis
+    test over arbitrary mixtures of class runs check the rest
+    (fidelity/results.md).
 
     Monotonic or sub-additive it is not (``th`` costs more than ``the``): costs
     of whole strings are added, never of pieces of one string.

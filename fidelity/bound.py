@@ -1,6 +1,6 @@
 """Derive the prices of :class:`ctxwin.estimate.BoundEstimator` from the four tokenizers.
 
-    python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--vocab] [--oracle]
+    python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--words] [--vocab] [--oracle]
 
 The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`),
 counts a piece of its vocabulary as one token, and prices every byte of the
@@ -42,7 +42,8 @@ data formats, scripts, logs; :data:`NATURAL_SEED`), with the constraint texts
 as a tie-break — the recorded corpus is never used. ``--check`` compares the
 solution with the tables in ``ctxwin/estimate.py``; ``--oracle`` prints the
 corpus median the estimator would reach with every piece at its exact count
-(the least any price table for these pieces can give); ``--walks`` prints why a
+(the least any price table for these pieces can give); ``--words`` checks the bound
+on random words the program never saw (:data:`HELD_OUT_WORDS`); ``--walks`` prints why a
 bigram or trigram price cannot be much cheaper on English (random walks over
 the commonest letter pairs and triples of the vocabularies).
 """
@@ -406,6 +407,76 @@ def oracle() -> list[str]:
     return lines
 
 
+ENGLISH_FREQUENCIES = {
+    "e": 127,
+    "t": 91,
+    "a": 82,
+    "o": 75,
+    "i": 70,
+    "n": 67,
+    "s": 63,
+    "h": 61,
+    "r": 60,
+    "d": 43,
+    "l": 40,
+    "c": 28,
+    "u": 28,
+    "m": 24,
+    "w": 24,
+    "f": 22,
+    "g": 20,
+    "y": 20,
+    "p": 19,
+    "b": 15,
+    "v": 10,
+    "k": 8,
+    "j": 2,
+    "x": 2,
+    "q": 1,
+    "z": 1,
+}
+"""Letter frequencies of English text, per mille (rounded), for :func:`held_out_words`."""
+
+HELD_OUT_WORDS = (
+    # label, first seed, how many, lengths, space before
+    ("1-20 lower-case letters (the test's seeds)", 0, 20_000, (1, 20), ""),
+    ("1-20 lower-case letters", 100_000, 100_000, (1, 20), ""),
+    ("21-40 lower-case letters", 200_000, 50_000, (21, 40), ""),
+    ("a space and 1-40 lower-case letters", 300_000, 50_000, (1, 40), " "),
+    ("1-40 letters at English frequencies", 400_000, 50_000, (1, 40), ""),
+    ("a space and 1-40 letters at English frequencies", 500_000, 50_000, (1, 40), " "),
+)
+"""Random words :func:`word_texts` does not draw (integer seeds, one word per seed, as
+the test does), for ``--words``."""
+
+
+def held_out_words() -> list[str]:
+    """Per set of :data:`HELD_OUT_WORDS`: how many words the bound under-counts and the
+    lowest ratio to the largest of the four counts."""
+    encs = adversarial.encoders()
+    letters, weights = list(ENGLISH_FREQUENCIES), list(ENGLISH_FREQUENCIES.values())
+    lines = []
+    for label, first, count, lengths, lead in HELD_OUT_WORDS:
+        under, low, worst = 0, float("inf"), ""
+        for seed in range(first, first + count):
+            rng = random.Random(seed)
+            n = rng.randint(*lengths)
+            if "English" in label:
+                word = "".join(rng.choices(letters, weights, k=n))
+            else:
+                word = "".join(rng.choice(string.ascii_lowercase) for _ in range(n))
+            text = lead + word
+            ratio = adversarial.estimate_tokens(text, "bound") / adversarial.worst_real(text, encs)
+            under += ratio < 1
+            if ratio < low:
+                low, worst = ratio, text
+        lines.append(
+            f"- {label}, seeds {first:,}-{first + count - 1:,}: {under:,} of {count:,} under, "
+            f"lowest {low:.3f} ({worst!r})"
+        )
+    return lines
+
+
 def walks(seed: int = 1, size: int = 3000) -> list[str]:
     """Worst tokens per letter of random walks over the commonest letter pairs / triples."""
     encs = adversarial.encoders()
@@ -455,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--margin", type=float, default=1.1)
     p.add_argument("--check", action="store_true", help="compare with ctxwin/estimate.py")
     p.add_argument("--walks", action="store_true", help="print the letter-walk rates")
+    p.add_argument("--words", action="store_true", help="the bound on held-out random words")
     p.add_argument("--vocab", action="store_true", help=f"write {VOCAB_PATH.name}")
     p.add_argument("--oracle", action="store_true", help="the corpus median at exact piece prices")
     a = p.parse_args(argv)
@@ -464,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.vocab:
         out.write(f"{write_vocabulary():,} pieces written to {VOCAB_PATH}\n")
+        return 0
+    if a.words:
+        out.write("\n".join(held_out_words()) + "\n")
         return 0
     if a.walks:
         out.write("\n".join(walks()) + "\n")
