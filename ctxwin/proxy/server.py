@@ -24,10 +24,8 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
-from yarl import URL
 
 from ctxwin.errors import InputError
 from ctxwin.proxy.fitting import (
@@ -40,6 +38,7 @@ from ctxwin.proxy.fitting import (
 )
 from ctxwin.proxy.metrics import Metrics
 from ctxwin.proxy.routes import error_body, flavor_for, route_for
+from ctxwin.proxy.upstream import Response, Upstream, UpstreamError
 from ctxwin.proxy.usage import MAX_BUFFER, UsageReader
 
 log = logging.getLogger("ctxwin.proxy")
@@ -77,8 +76,7 @@ class Proxy:
         self.config = config
         self.fitter = Fitter(config)
         self.metrics = Metrics(lambda: len(self.fitter.calibrations))
-        self.upstream = config.upstream.rstrip("/")
-        self._session: aiohttp.ClientSession | None = None
+        self.upstream = Upstream(config.upstream, config.connect_timeout, config.read_timeout)
 
     def server(self) -> web.Server:
         """The low-level aiohttp server for :meth:`handle` (no application, router or
@@ -98,22 +96,11 @@ class Proxy:
         )
 
     async def open(self) -> None:
-        """Open the upstream connection pool (before serving)."""
-        cfg = self.config
-        self._session = aiohttp.ClientSession(
-            auto_decompress=False,
-            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=cfg.connect_timeout, sock_read=cfg.read_timeout
-            ),
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
+        """Before serving (the upstream pool opens connections as requests need them)."""
 
     async def close(self) -> None:
         """Close the upstream connection pool (after serving)."""
-        if self._session is not None:
-            await self._session.close()
+        await self.upstream.close()
 
     def _error(
         self, flavor: str, status: int, message: str, code: str, fitted: Fitted | None = None
@@ -187,27 +174,19 @@ class Proxy:
     async def _forward(
         self, request: web.BaseRequest, body: bytes, flavor: str, fitted: Fitted | None
     ) -> web.StreamResponse:
-        assert self._session is not None
-        headers = CIMultiDict(
-            (k, v) for k, v in request.headers.items() if k.lower() not in _REQUEST_DROP
-        )
-        url = URL(self.upstream + request.raw_path, encoded=True)
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _REQUEST_DROP]
         has_body = bool(body) or request.body_exists
         try:
-            upstream = await self._session.request(
-                request.method,
-                url,
-                headers=headers,
-                data=body if has_body else None,
-                allow_redirects=False,
+            upstream = await self.upstream.request(
+                request.method, request.raw_path, headers, body if has_body else None
             )
         except TimeoutError:
             self.metrics.upstream_errors["timeout"] += 1
             message = "ctxwin proxy: the upstream did not answer in time"
             return self._error(flavor, 504, message, "upstream_timeout", fitted)
-        except aiohttp.ClientError as exc:
+        except UpstreamError as exc:
             self.metrics.upstream_errors["unreachable"] += 1
-            message = f"ctxwin proxy: cannot reach the upstream ({type(exc).__name__})"
+            message = f"ctxwin proxy: cannot reach the upstream ({exc})"
             return self._error(flavor, 502, message, "upstream_unreachable", fitted)
         try:
             return await self._relay(request, upstream, fitted)
@@ -215,7 +194,7 @@ class Proxy:
             upstream.close()
 
     async def _relay(
-        self, request: web.BaseRequest, upstream: aiohttp.ClientResponse, fitted: Fitted | None
+        self, request: web.BaseRequest, upstream: Response, fitted: Fitted | None
     ) -> web.StreamResponse:
         headers = CIMultiDict(
             (k, v) for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP
@@ -241,14 +220,14 @@ class Proxy:
         )
         await response.prepare(request)
         try:
-            async for chunk in upstream.content.iter_any():
+            async for chunk in upstream.iter_chunks():
                 if reader is not None:
                     reader.feed(decoder.decompress(chunk) if decoder is not None else chunk)
                 await response.write(chunk)
         except ConnectionResetError:  # the client went away: drop the upstream request
             self.metrics.upstream_errors["disconnect"] += 1
             raise
-        except (TimeoutError, aiohttp.ClientError):  # upstream stalled or broke mid-stream
+        except (TimeoutError, UpstreamError):  # upstream stalled or broke mid-stream
             self.metrics.upstream_errors["broken_stream"] += 1
             if request.transport is not None:
                 request.transport.close()  # the client sees the response cut short
