@@ -30,6 +30,8 @@ from ctxwin.proxy.server import Proxy, bind, start
 from ctxwin.pruning import total_cost
 from ctxwin.settings import Settings
 
+_JSON = "application/json"
+
 
 @dataclass
 class Received:
@@ -54,6 +56,8 @@ class FakeUpstream:
     """Seconds between SSE events (a slow stream)."""
     endless: bool = False
     """Stream events until the client goes away (at most 20 s)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra headers on every non-streamed answer."""
 
     def tokens(self, fmt: str, body: Any) -> int:
         t = load(body, fmt)
@@ -71,7 +75,7 @@ class FakeUpstream:
         if route is None:
             data = orjson.dumps({"object": "list", "data": [{"id": "fake-model"}]})
             self.sent.append(data)
-            return web.Response(body=data, content_type="application/json")
+            return web.Response(body=data, content_type=_JSON, headers=self.headers)
         if self.delay:
             await asyncio.sleep(self.delay)
         body = orjson.loads(raw)
@@ -191,7 +195,7 @@ class FakeUpstream:
         if not streaming:
             data = orjson.dumps(reply)
             self.sent.append(data)
-            return web.Response(body=data, content_type="application/json")
+            return web.Response(body=data, content_type=_JSON, headers=self.headers)
         return await self._stream(request, events, route.flavor)
 
     async def _stream(

@@ -42,6 +42,17 @@ def test_a_request_that_fits_goes_through_unchanged_and_so_does_the_response() -
     assert r.headers["x-ctxwin-dropped-turns"] == "0"
 
 
+def test_response_headers_pass_through_and_ours_replace_any_the_upstream_sent() -> None:
+    fake = FakeUpstream(headers={"X-Request-Id": "r1", "x-ctxwin-action": "spoofed"})
+    fake.headers["Set-Cookie"] = "a=1"
+    with proxied(fake, context_length=100_000, max_tokens=1000) as (served, _, _):
+        r = post(served.url + "/v1/chat/completions", agent_body(3))
+        plain = httpx.get(served.url + "/v1/models")
+    assert r.headers["x-request-id"] == "r1" and r.headers["set-cookie"] == "a=1"
+    assert r.headers.get_list("x-ctxwin-action") == ["fit"]
+    assert plain.headers.get_list("x-ctxwin-action") == ["spoofed"]  # passed through
+
+
 def test_an_overflowing_request_is_pruned_before_forwarding() -> None:
     body = agent_body(30)
     with proxied(context_length=8000, max_tokens=500) as (served, _, fake):

@@ -25,7 +25,6 @@ from time import perf_counter
 from typing import Any
 
 from aiohttp import web
-from multidict import CIMultiDict
 
 from ctxwin.errors import InputError
 from ctxwin.proxy.fitting import (
@@ -196,13 +195,18 @@ class Proxy:
     async def _relay(
         self, request: web.BaseRequest, upstream: Response, fitted: Fitted | None
     ) -> web.StreamResponse:
-        headers = CIMultiDict(
-            (k, v) for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP
-        )
         reader: UsageReader | None = None
         decoder: Any = None
-        if fitted is not None:
-            headers.update(fitted.headers())
+        if fitted is None:
+            headers = [(k, v) for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP]
+        else:  # the upstream's headers, but ours replace any x-ctxwin-* ones it sent
+            ours = fitted.headers()
+            headers = [
+                (k, v)
+                for k, v in upstream.headers.items()
+                if (low := k.lower()) not in _HOP_BY_HOP and low not in ours
+            ]
+            headers += ours.items()
             if fitted.plan is not None and upstream.status < 300:
                 sse = upstream.content_type == "text/event-stream"
                 reader = UsageReader(sse)
