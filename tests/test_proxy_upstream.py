@@ -317,12 +317,14 @@ def test_a_broken_or_foreign_answer_is_an_upstream_error(wire: bytes) -> None:
         return script
 
     async def main() -> None:
-        async with scripted(make) as url:
+        server = scripted(make)
+        async with server as url:
             up = Upstream(url, 5, 5)
             with pytest.raises(UpstreamError):
                 r = await up.request("GET", "/", [], None)
                 await r.read()
             await up.close()
+        assert server.connections == 1  # a new connection's failure is not retried
 
     run(main())
 
@@ -430,6 +432,45 @@ def test_idle_connections_closed_by_the_upstream_or_too_old_are_not_reused(
                 r.close()
             await up.close()
         assert old.connections == 2
+
+    run(main())
+
+
+@pytest.mark.parametrize(("method", "retried"), [("GET", True), ("POST", False)])
+def test_a_kept_alive_connection_closed_unanswered_is_retried_only_when_repeatable(
+    method: str, retried: bool
+) -> None:
+    def make(server: Scripted) -> Script:
+        async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            first = server.connections == 1
+            await server.read_request(reader)
+            writer.write(OK)
+            await writer.drain()
+            await server.read_request(reader)
+            if first:  # as an upstream that timed the idle connection out just then
+                writer.close()
+                return
+            writer.write(OK)
+            await writer.drain()
+
+        return script
+
+    async def main() -> None:
+        server = scripted(make)
+        async with server as url:
+            up = Upstream(url, 5, 5)
+            r = await up.request(method, "/", [], b"x")
+            await r.read()
+            r.close()
+            if retried:
+                r = await up.request(method, "/", [], b"x")
+                assert await r.read() == b"{}"
+                r.close()
+            else:
+                with pytest.raises(UpstreamError):
+                    await up.request(method, "/", [], b"x")
+            await up.close()
+        assert server.connections == (2 if retried else 1)
 
     run(main())
 

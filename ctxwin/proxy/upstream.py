@@ -16,8 +16,11 @@ what forwarding needs:
 * ``read_timeout``: the longest wait for any byte of the response.
 
 Errors: :class:`TimeoutError` for a connect or read timeout, :class:`UpstreamError`
-for anything else (refused, reset, closed early, not HTTP). A response not read to
-its end, or closed on error, closes its connection, which ends the request upstream.
+for anything else (refused, reset, closed early, not HTTP); a kept-alive connection the
+upstream closes before answering is retried once on a new one, for the methods that
+may be repeated (:data:`IDEMPOTENT`; never ``POST``), as aiohttp's client does. A
+response not read to its end, or closed on error, closes its connection, which ends the
+request upstream.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ MAX_HEAD = 1 << 16
 
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # CR, LF: counted
 _NO_BODY_STATUS = frozenset({204, 304})
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 
 class UpstreamError(Exception):
@@ -63,6 +67,7 @@ class _Connection(asyncio.Protocol):
 
     def _reset(self, head_only: bool) -> None:
         self.head_only = head_only
+        self.received = False  # any byte of the response yet
         self.buf = bytearray()
         self.response: Response | None = None
         self.chunks: deque[bytes] = deque()
@@ -100,6 +105,7 @@ class _Connection(asyncio.Protocol):
             return
         if self.error is not None:
             return
+        self.received = True
         try:
             if self.response is None:
                 self.buf += data
@@ -422,7 +428,21 @@ class Upstream:
         ):
             raise ValueError("control character in a request header")
         head = text.encode("utf-8", "surrogateescape")
-        conn = await self._connection()
+        retry = method in IDEMPOTENT
+        while True:
+            conn, reused = await self._connection()
+            try:
+                return await self._exchange(conn, method, head, body)
+            except UpstreamError:
+                # a kept-alive connection the upstream closed before answering: once,
+                # for a method that may be repeated, try a new connection (as aiohttp does)
+                if not (retry and reused and not conn.received):
+                    raise
+                retry = False
+
+    async def _exchange(
+        self, conn: _Connection, method: str, head: bytes, body: bytes | None
+    ) -> Response:
         conn._reset(head_only=method == "HEAD")
         try:
             assert conn.transport is not None
@@ -440,7 +460,8 @@ class Upstream:
             raise
         return conn.response
 
-    async def _connection(self) -> _Connection:
+    async def _connection(self) -> tuple[_Connection, bool]:
+        """A connection to the upstream, and whether it was an idle one, kept alive."""
         loop = self.loop
         now = loop.time()
         while self._idle:
@@ -453,7 +474,7 @@ class Upstream:
                 and conn.error is None
                 and now - conn.idle_since < IDLE_SECONDS
             ):
-                return conn
+                return conn, True
             if transport is not None:
                 transport.close()
         try:
@@ -467,7 +488,7 @@ class Upstream:
                 )
         except (OSError, ssl.SSLError) as exc:
             raise UpstreamError(f"cannot connect ({type(exc).__name__})") from exc
-        return conn
+        return conn, False
 
     def _release(self, conn: _Connection) -> None:
         if len(self._idle) >= MAX_IDLE:
