@@ -24,7 +24,9 @@ time the proxy waits for a core. ``--against DIR`` also runs the proxy of anothe
 source tree (``DIR/bench/proxy.py --proxy``), alternating rounds with this tree's, to
 compare two versions on the same machine at the same time. ``--profile FILE`` runs
 this tree's proxy under cProfile and writes its stats to FILE
-(``python -m pstats FILE``); the CPU figures are then the profiler's, not the proxy's.
+(``python -m pstats FILE``); the CPU figures are then the profiler's, not the proxy's,
+and its clock is the wall clock: time spent waiting for a core after a socket write
+wakes another process is charged to the write.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def run_profiled(upstream: str, out: str) -> None:
     from ctxwin.proxy import ProxyConfig
     from ctxwin.proxy.server import serve
 
-    profiler = cProfile.Profile(time.thread_time)  # CPU time, not time spent waiting
+    profiler = cProfile.Profile()  # wall clock (a CPU clock costs more than it measures)
 
     async def main() -> None:
         task = asyncio.current_task()
