@@ -175,6 +175,7 @@ class _Connection(asyncio.Protocol):
                 keep_alive = False
             else:
                 self.mode = "chunked"
+                headers.popall("Content-Length", None)  # chunked framing overrides it
         elif "Content-Length" in headers:
             values = {v.strip() for v in headers.getall("Content-Length")}
             raw = values.pop()
