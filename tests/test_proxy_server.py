@@ -164,6 +164,8 @@ def test_upstream_down_is_502() -> None:
         plain = httpx.get(served.url + "/v1/models")
     assert r.status_code == 502
     assert r.json()["error"]["type"] == "api_error"
+    message = r.json()["error"]["message"]
+    assert message.startswith("ctxwin proxy: cannot reach the upstream: cannot connect")
     assert plain.status_code == 502
     assert proxy.metrics.upstream_errors["unreachable"] == 2
 

@@ -185,7 +185,7 @@ class Proxy:
             return self._error(flavor, 504, message, "upstream_timeout", fitted)
         except UpstreamError as exc:
             self.metrics.upstream_errors["unreachable"] += 1
-            message = f"ctxwin proxy: cannot reach the upstream ({exc})"
+            message = f"ctxwin proxy: cannot reach the upstream: {exc}"
             return self._error(flavor, 502, message, "upstream_unreachable", fitted)
         try:
             return await self._relay(request, upstream, fitted)
