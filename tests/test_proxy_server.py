@@ -264,3 +264,29 @@ def test_concurrent_conversations() -> None:
             time.sleep(0.01)
         assert len(proxy.fitter.calibrations) == 8
     assert results == [200] * 8
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_request_is_forwarded_decoded_and_labelled_so(encoding: str) -> None:
+    import zlib
+
+    raw = orjson.dumps(agent_body(30))
+    packer = zlib.compressobj(wbits=31 if encoding == "gzip" else 15)
+    packed = packer.compress(raw) + packer.flush()
+    headers = {"Content-Encoding": encoding.upper(), "X-Custom": "kept"}
+    with proxied(context_length=8000, max_tokens=500) as (served, _, fake):
+        r = post(served.url + "/v1/chat/completions", packed, headers=headers)
+    assert r.status_code == 200, r.text
+    assert int(r.headers["x-ctxwin-dropped-turns"]) > 0  # the decoded body was fitted
+    got = fake.received[-1]
+    assert "content-encoding" not in {k.lower() for k in got.headers}
+    assert got.headers["X-Custom"] == "kept"
+    assert orjson.loads(got.body)["messages"][:2] == orjson.loads(raw)["messages"][:2]
+
+
+def test_a_request_in_an_encoding_the_proxy_cannot_read_keeps_its_label() -> None:
+    with proxied() as (served, _, fake):
+        r = post(served.url + "/v1/other", b"\x00opaque", headers={"Content-Encoding": "x-custom"})
+    assert r.status_code == 200
+    assert fake.received[-1].headers["Content-Encoding"] == "x-custom"
+    assert fake.received[-1].body == b"\x00opaque"

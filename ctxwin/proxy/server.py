@@ -2,7 +2,8 @@
 
 Per request: read the body (up to ``max_body_bytes``), fit it when the route
 is a generation endpoint (:mod:`ctxwin.proxy.fitting`), forward it with the
-client's headers (hop-by-hop ones aside) to ``upstream`` + the request's path
+client's headers (hop-by-hop ones aside; a compressed body arrives unpacked and
+goes on so, without its ``Content-Encoding``) to ``upstream`` + the request's path
 and query, and relay the response, streamed or not, byte for byte, adding
 ``x-ctxwin-*`` headers. A copy of the response bytes is read for the usage
 that teaches the conversation's calibration.
@@ -59,6 +60,17 @@ _HOP_BY_HOP = frozenset(
 )
 _REQUEST_DROP = _HOP_BY_HOP | {"host", "content-length"}
 _JSON = "application/json"
+
+
+_UNPACKED = frozenset({"gzip", "deflate", "br", "zstd"})
+"""Request ``Content-Encoding`` values aiohttp's server decodes before the body is read
+(its parser's own list): such a body is forwarded decoded, so its label is dropped."""
+
+
+def _decoded(encoding: str | None) -> bool:
+    """Whether a request body labelled ``encoding`` reaches the proxy decoded (the
+    server decodes one encoding named alone, matched as aiohttp's parser does)."""
+    return encoding is not None and encoding.isascii() and encoding.lower() in _UNPACKED
 
 
 def _decoder(encoding: str | None) -> Any:
@@ -174,6 +186,10 @@ class Proxy:
         self, request: web.BaseRequest, body: bytes, flavor: str, fitted: Fitted | None
     ) -> web.StreamResponse:
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _REQUEST_DROP]
+        if _decoded(request.headers.get("Content-Encoding")):
+            # the server read the body unpacked: it goes on without that label
+            at = next(i for i, (k, _) in enumerate(headers) if k.lower() == "content-encoding")
+            del headers[at]
         has_body = bool(body) or request.body_exists
         try:
             upstream = await self.upstream.request(
