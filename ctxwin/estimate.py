@@ -319,11 +319,11 @@ BOUND_CLASSES = (
 class that lists it (``other ascii`` is the rest of ASCII: other punctuation and
 control characters; ``combining lead`` is the lead byte of U+0300-U+037F)."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 110, 0, 51, 0, 61, 106, 100, 0, 0, 0)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 57, 0, 79, 107, 100, 0, 0, 0)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (9, 93, 97, 83, 98, 108, 2, 0, 119, 10, 67, 0, 112, 0, 0, 22)
+BOUND_RUN_CENTS = (109, 109, 108, 108, 109, 111, 0, 102, 117, 10, 30, 2, 112, 0, 0, 22)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -332,13 +332,13 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (39, 110, 85, 51, 107, 0, 0),
-    (20, 61, 11, 0, 83, 0, 0),
-    (5, 83, 59, 57, 87, 0, 0),
-    (32, 91, 65, 66, 120, 0, 0),
-    (0, 28, 42, 4, 85, 0, 0),
-    (104, 104, 108, 109, 109, 76, 0),
-    (100, 90, 54, 0, 81, 0, 63),
+    (38, 107, 97, 89, 107, 0, 0),
+    (24, 60, 0, 0, 80, 0, 0),
+    (0, 98, 55, 172, 118, 0, 0),
+    (0, 91, 0, 61, 92, 0, 0),
+    (0, 31, 6, 32, 86, 0, 0),
+    (102, 101, 106, 106, 106, 73, 0),
+    (27, 17, 0, 0, 20, 0, 0),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -423,16 +423,26 @@ def _pair_cents(data: bytes) -> int:
     return total + sum(_sum_prices(view[i : i + _BCHUNK]) for i in range(0, n, _BCHUNK))
 
 
-_PUNCT = rb"!-/:-@\[-`{-~"
+_PREFIX = rb"[\x00-\t\x0b\x0c\x0e-/:-@\[-`{-\x7f]"
+"""One ASCII byte that is neither a letter, a digit nor a line break: it may open a
+letter run (the ``[^\\r\\n\\p{L}\\p{N}]?`` of the tokenizers' patterns)."""
+
+_MARK = rb"[\x00-\x08\x0e-\x1f!-/:-@\[-`{-~\x7f]"
+"""An ASCII byte that is neither whitespace, a letter nor a digit."""
+
 _SEGMENT = (
-    rb"[ ]?[A-Z]*[a-z]+|[ ]?[A-Z]+|[ ]?[" + _PUNCT + rb"]+"
-    rb"|[\t\n\r ]+(?=[\t\n\r ][^\t\n\r ])|[\t\n\r ]+|[^\t\n\r A-Za-z" + _PUNCT + rb"]+"
+    rb"'(?:[sdmtSDMT]|[lL][lL]|[vV][eE]|[rR][eE])"
+    rb"|" + _PREFIX + rb"?[A-Z]*[a-z]+|" + _PREFIX + rb"?[A-Z]+"
+    rb"|[0-9]+| ?" + _MARK + rb"+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+|[\x80-\xff]+"
 )
-"""The pieces :class:`BoundEstimator` prices one by one: a run of letters (upper-case
-ones, then lower-case ones) or of ASCII punctuation, with the space before it; a run
-of whitespace, its last character apart when something else follows (the tokenizers
-split it off so, and a space then joins the next run); any other run (digits,
-control characters, non-ASCII)."""
+"""The pieces :class:`BoundEstimator` prices one by one, cut as o200k_base,
+cl100k_base, Llama 3 and Qwen 3 cut ASCII text before they tokenize it: a
+contraction (``'s``, ``'ll``); a run of letters (upper-case ones, then lower-case
+ones) with the one space, tab or punctuation byte before it (`` the``, ``_id``,
+``.get``); a run of digits; a run of punctuation with the space before it and the
+line breaks after it (``.\n\n``); whitespace up to its last line break; a run of
+whitespace, its last character apart when something else follows it (it joins that
+instead); a run of non-ASCII bytes."""
 
 
 @lru_cache(maxsize=1)
@@ -441,8 +451,9 @@ def bound_vocabulary() -> dict[bytes, int]:
     Llama 3 and Qwen 3 give it, for the pieces that count 1 or 2
     (``ctxwin/data/bound-vocab.bin.gz``: each record is the count byte, the piece and
     NUL; written by ``python -m fidelity.bound --vocab`` from the four vocabularies:
-    113,951 ASCII letter, punctuation and whitespace runs that are a token of one of
-    them, with and without a leading space)."""
+    131,456 tokens of one of them that are ASCII without digits and one whole piece
+    of :func:`bound_pieces`: `` the``, ``_id``, ``.get``, ``'s``, ``.\n\n``, eight
+    spaces)."""
     import gzip
     from pathlib import Path
 
@@ -476,8 +487,11 @@ def _regex(pattern: bytes) -> re.Pattern[bytes]:
 
 def bound_pieces(data: bytes) -> Iterator[bytes]:
     """The pieces :class:`BoundEstimator` prices, in no particular order: the text
-    between single spaces, each with the space before it (:data:`_SEGMENT` splits
-    those further), and the loose spaces (:data:`_LOOSE`)."""
+    between single spaces, each with the space before it, cut by :data:`_SEGMENT`,
+    and the loose spaces (:data:`_LOOSE`). A space followed by anything but
+    whitespace opens a piece under :data:`_SEGMENT` too, so this is its cut of the
+    whole text, except that a whitespace run mixing spaces with tabs or line breaks
+    is cut finer (``\t \t`` is two pieces, ``  \n`` is `` `` and `` \n``)."""
     chunks = data.split(b" ")
     if chunks[0]:
         yield from _regex(_SEGMENT).findall(chunks[0])
@@ -584,17 +598,22 @@ def _bound_units(data: bytes) -> int:
 class BoundEstimator(ContentEstimator):
     """Upper bound on BPE tokens for text of any mix of byte classes (``--estimator bound``).
 
-    The text is cut into pieces (:func:`bound_pieces`): runs of ASCII letters
-    (upper-case ones, then lower-case ones — ``getValue`` is two) and runs of
-    ASCII punctuation, each with the space before it; whitespace runs; any other
-    run (digits, control characters, non-ASCII). A piece costs
+    The text is cut into pieces (:func:`bound_pieces`, :data:`_SEGMENT`) where
+    o200k_base, cl100k_base, Llama 3 and Qwen 3 cut ASCII text before they
+    tokenize it: a run of ASCII letters (upper-case ones, then lower-case ones —
+    ``getValue`` is two, as o200k cuts it) with the one space, tab or punctuation
+    byte before it (`` the``, ``_id``, ``.get``); a contraction (``'s``); a run of
+    digits; a run of punctuation with the space before it and the line breaks
+    after it (``):\\n``); whitespace up to its last line break; other whitespace,
+    its last character apart when something else follows; a run of non-ASCII
+    bytes. A piece costs
 
     - its exact count if that is known (:func:`exact_cents`): the pieces of the
-      *vocabulary* (:func:`bound_vocabulary`), 113,951 letter, punctuation and
-      whitespace runs taken from the vocabularies of o200k_base, cl100k_base,
-      Llama 3 and Qwen 3, each with the largest of their four counts (1 or 2:
-      `` the``, ``self``, ``":"``, eight spaces); a run of digits, one token a
-      digit (Qwen 3 splits every digit);
+      *vocabulary* (:func:`bound_vocabulary`), 131,456 tokens of the
+      vocabularies of o200k_base, cl100k_base, Llama 3 and Qwen 3 that are one
+      whole ASCII piece, each with the largest of their four counts (1 or 2:
+      `` the``, ``_id``, ``":"``, ``.\\n\\n``, eight spaces); a run of digits, one
+      token a digit (Qwen 3 splits every digit; the others group up to three);
     - a run of spaces or tabs the vocabulary lacks: its longest vocabulary pieces;
     - any other piece: its *pair price*, each byte priced by its class and the
       class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
@@ -606,35 +625,48 @@ class BoundEstimator(ContentEstimator):
 
     plus K (:data:`BOUND_STRING_CENTS`, 2 tokens) per non-empty string.
 
-    Why that bounds any mixture: the four tokenizers first cut text into
-    pre-token pieces where the class changes (letters, groups of digits,
-    punctuation runs, whitespace) and never make a token across a cut; the
-    pieces here follow the same cuts (o200k's, for letter case), and a
-    vocabulary piece counts the same whatever surrounds it. Cutting finer only
-    adds tokens, so a text costs at most the sum over its pieces. Every pair
-    price is the worst case of the text it dominates, solved for by a linear
-    program (``python -m fidelity.bound``): random runs of every character
-    class, alternations of every pair of classes at run lengths 1-8, random
-    strings over unions of classes, 68,000 random words of 1-40 letters (over
-    every union of the lower-case groups, upper-case and mixed case, with and
+    Why that bounds any mixture: each of the four tokenizers first cuts text
+    into pre-tokens by a regular expression and never makes a token across a
+    cut, so it counts a text as the sum over its pre-tokens. On ASCII the pieces
+    follow the grammar those expressions share. Where they are finer than one
+    tokenizer's pre-tokens (for example at a change of case, which only o200k cuts; a
+    contraction, which o200k keeps with its word; an ASCII letter run next to a
+    non-ASCII letter; a whitespace run mixing spaces with tabs or line breaks),
+    the pre-token is several pieces, and cutting finer only adds tokens — in
+    practice: BPE is not guaranteed sub-additive (a long run of mixed ``\\r``
+    and ``\\n`` tokenizes worse than its vocabulary pieces, so such runs keep
+    their pair price). Where a piece is coarser, its price covers the cut it
+    skips: a digit run costs a token per digit, the worst any of the four
+    gives it, and a vocabulary count is what each tokenizer gives the piece
+    when it cuts it itself. Every pair price is the worst case of the text it
+    dominates, solved for by a linear program (``python -m fidelity.bound``)
+    over texts cut the same way: random runs of every character class,
+    alternations of every pair of classes at run lengths 1-8, random strings
+    over unions of classes, 68,000 random words of 1-40 letters (over every
+    union of the lower-case groups, upper-case and mixed case, with and
     without a space before them), and the *fit* half of the generated
     adversarial classes (:func:`fidelity.adversarial.split`) must each be
     priced at 1.1 × the largest of the four counts or more — the margin on the
-    tokens not priced exactly — cheapest on the fit half's
-    natural-text classes; the recorded corpus is never used.
+    tokens not priced exactly — cheapest on the fit half's natural-text
+    classes; the recorded corpus is never used.
 
-    It is a bound on what was tried, not a proof: BPE is not guaranteed
-    sub-additive (a long run of mixed ``\\r`` and ``\\n`` tokenizes worse than
-    its vocabulary pieces, so such runs keep their pair price), and a letter
-    string outside the vocabulary is priced by its letter pairs alone, so w is
-    only as good as the random words it was derived on. Of random words drawn
-    apart from them (``python -m fidelity.bound --words``), 0 of 20,000 of 1-20
-    lower-case letters are under (lowest 1.077; 21 were, lowest 0.75, before
-    the short words were among the constraints), nor any of 100,000 more,
-    50,000 of 21-40 letters, 50,000 after a space or 100,000 at English letter
-    frequencies. The held-out half of the adversarial classes and a hypothesis
-    test over arbitrary mixtures of class runs check the rest
-    (fidelity/results.md).
+    K pays for what pieces cannot see, once per string: the tokens a
+    tokenizer spends on a string beyond the sum of its pieces (BPE across a
+    cut made finer here) and the rounding of the pair prices up to whole
+    tokens; the linear program takes it as given. It stays 2 tokens for
+    strings whose pieces are all priced exactly too: nothing ties such a
+    string's count to the sum of its exact pieces (``python -m
+    fidelity.oracle`` finds recorded strings one token over it).
+
+    It is a bound on what was tried, not a proof: besides sub-additivity, a
+    letter string outside the vocabulary is priced by its letter pairs alone,
+    so w is only as good as the random words it was derived on. Of random
+    words drawn apart from them (``python -m fidelity.bound --words``), 0 of
+    20,000 of 1-20 lower-case letters are under (lowest 1.000), nor any of
+    100,000 more, 50,000 of 21-40 letters, 50,000 after a space or 100,000 at
+    English letter frequencies. The held-out half of the adversarial classes
+    and a hypothesis test over arbitrary mixtures of class runs check the
+    rest (fidelity/results.md).
 
     Monotonic or sub-additive it is not (``th`` costs more than ``the``): costs
     of whole strings are added, never of pieces of one string.

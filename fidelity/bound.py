@@ -2,13 +2,14 @@
 
     python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--words] [--vocab] [--oracle]
 
-The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`),
-counts a piece of its vocabulary as one token, and prices every byte of the
-other pieces by its class and the class of the byte before it (three tables:
-per byte, per run start, per pair of word classes) plus a fixed price per
-string. ``--vocab`` writes the vocabulary: every ASCII letter, punctuation or
-whitespace run (:data:`VOCAB_SHAPE`) that is a token of one of the four
-vocabularies and that each of the four tokenizers encodes as one token. This
+The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`, as the
+four tokenizers' pre-tokenizers cut ASCII), counts a piece of its vocabulary at its
+exact count, and prices every byte of the other pieces by its class and the class
+of the byte before it (three tables: per byte, per run start, per pair of word
+classes) plus a fixed price per string. ``--vocab`` writes the vocabulary: every
+token of the four vocabularies that is one whole ASCII piece without digits
+(:func:`vocab_shaped`) and that each of the four tokenizers encodes in one or two
+tokens, with the largest of the four counts. This
 module builds the texts each price is derived from and solves for the prices
 with a linear program (``scipy``, in the ``fidelity`` dependency group):
 
@@ -55,7 +56,6 @@ import collections
 import gzip
 import itertools
 import random
-import re
 import statistics
 import string
 import sys
@@ -312,9 +312,15 @@ def _cents(x: np.ndarray) -> list[int]:
     return [int(c) for c in np.ceil(np.round(x * 100, 6))]
 
 
-VOCAB_SHAPE = re.compile(rb" ?[A-Za-z]+| ?[!-/:-@\\[-`{-~]+|[\t\n\r ]+")
-"""The pieces the vocabulary may hold: a letter run, a punctuation run (either with
-one space before it) or a whitespace run, in ASCII."""
+def vocab_shaped(token: bytes) -> bool:
+    """Whether the vocabulary may hold ``token``: ASCII without digits (a digit run is
+    priced exactly anyway) or NUL (it ends a record of the file), and one whole piece of
+    :func:`ctxwin.estimate.bound_pieces` (`` the``, ``_id``, ``.\\n\\n``, ``'s``,
+    eight spaces)."""
+    if not token.isascii() or any(c in b"0123456789\0" for c in token):
+        return False
+    return list(bound_pieces(token)) == [token]
+
 
 VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.bin.gz"
 
@@ -324,8 +330,8 @@ VOCAB_MAX = 2
 
 
 def vocabulary() -> list[tuple[bytes, int]]:
-    """(piece, count): every string of :data:`VOCAB_SHAPE` that is a token of one of the
-    four vocabularies, with the largest count of the four tokenizers, if at most
+    """(piece, count): every token of the four vocabularies that :func:`vocab_shaped`
+    admits, with the largest count of the four tokenizers, if at most
     :data:`VOCAB_MAX`."""
     encs = adversarial.encoders()
     shaped: set[bytes] = set()
@@ -335,7 +341,7 @@ def vocabulary() -> list[tuple[bytes, int]]:
                 token = enc.decode_single_token_bytes(i)  # type: ignore[attr-defined]
             except Exception:  # ids with no token
                 continue
-            if VOCAB_SHAPE.fullmatch(token):
+            if vocab_shaped(token):
                 shaped.add(token)
     out = []
     for token in sorted(shaped):

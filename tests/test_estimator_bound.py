@@ -108,6 +108,14 @@ def test_pieces_cover_the_text() -> None:
     assert b" getValue" not in pieces and b" get" in pieces and b"Value" in pieces
 
 
+def test_pieces_follow_the_tokenizers_cut() -> None:
+    """One byte before a letter run joins it, line breaks join the punctuation before
+    them, a contraction is a piece, a run of line breaks stays whole."""
+    pieces = list(bound_pieces(b"user_id.\n\nI'm  here\n\n    x"))
+    expected = [b"user", b"_id", b".\n\n", b"I", b"'m", b" ", b" here", b"\n\n", b"   ", b" x"]
+    assert sorted(pieces) == sorted(expected)
+
+
 @needs_bpe
 def test_every_vocabulary_count_is_the_largest_of_the_four() -> None:
     """The premise of the exact prices (``python -m fidelity.bound --vocab``)."""
