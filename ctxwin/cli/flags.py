@@ -124,7 +124,7 @@ FLAGS: dict[str, Flag] = {
             "Qwen 3 on recorded transcripts; 'bound' prices the words, punctuation, "
             "whitespace and digit runs whose count in all four it knows at that count, other "
             "bytes by class and the class before, and bounds them on every generated text "
-            "class too, at about 1.2× the real count; "
+            "class too, at about 1.16× the real count; "
             "'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
             panel=EST_PANEL,
         ),
