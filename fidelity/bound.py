@@ -1,6 +1,6 @@
 """Derive the prices of :class:`ctxwin.estimate.BoundEstimator` from the four tokenizers.
 
-    python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--words] [--vocab] [--oracle]
+    python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--words] [--vocab]
 
 The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`, as the
 four tokenizers' pre-tokenizers cut ASCII), counts a piece of its vocabulary at its
@@ -41,9 +41,9 @@ is rounded up). Among the prices that satisfy them all, the program takes those 
 lowest estimate on the natural-text classes of the fit half (code, prose,
 data formats, scripts, logs; :data:`NATURAL_SEED`), with the constraint texts
 as a tie-break — the recorded corpus is never used. ``--check`` compares the
-solution with the tables in ``ctxwin/estimate.py``; ``--oracle`` prints the
-corpus median the estimator would reach with every piece at its exact count
-(the least any price table for these pieces can give); ``--words`` checks the bound
+solution with the tables in ``ctxwin/estimate.py`` (``python -m fidelity.oracle``
+gives the corpus median the estimator would reach with every piece at its exact
+count, the least any price table for these pieces can give); ``--words`` checks the bound
 on random words the program never saw (:data:`HELD_OUT_WORDS`); ``--walks`` prints why a
 bigram or trigram price cannot be much cheaper on English (random walks over
 the commonest letter pairs and triples of the vocabularies).
@@ -56,7 +56,6 @@ import collections
 import gzip
 import itertools
 import random
-import statistics
 import string
 import sys
 from collections.abc import Iterator
@@ -71,8 +70,6 @@ from ctxwin.estimate import (
     BOUND_STRING_CENTS,
     BOUND_WORD,
     BOUND_WORD_CENTS,
-    BoundEstimator,
-    Kind,
     bound_parts,
     bound_pieces,
     bound_vocabulary,
@@ -360,59 +357,6 @@ def write_vocabulary() -> int:
     return len(pieces)
 
 
-class _ExactPieces(BoundEstimator):
-    """The bound with every piece at its exact count (the largest of the four)."""
-
-    def __init__(self, encs: list[object], string_cents: int) -> None:
-        super().__init__()
-        self._encs = encs
-        self._string_cents = string_cents
-        self._memo: dict[bytes, int] = {}
-
-    def _cents(self, data: bytes) -> int:
-        if not data:
-            return 0
-        total = self._string_cents
-        for piece in bound_pieces(data):
-            known = self._memo.get(piece)
-            if known is None:
-                text = piece.decode("utf-8", "replace")
-                known = 100 * max(e.count(text) for e in self._encs)  # type: ignore[attr-defined]
-                self._memo[piece] = known
-            total += known
-        return total
-
-    def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
-        cost[1] += 100 * self._cents(text.encode("utf-8", "surrogatepass"))
-
-    def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
-        cost[1] += 100 * self._cents(data)
-
-
-def oracle() -> list[str]:
-    """Median estimate ÷ o200k_base over the recorded transcripts if every piece were
-    priced at its exact count: the least any price table for these pieces can reach."""
-    from fidelity import corpus
-    from fidelity.run import RealCount, count
-
-    root = corpus.corpus_dir()
-    if root is None:
-        return ["no corpus (../shared/corpus or $CTXWIN_CORPUS)"]
-    encs = adversarial.encoders()
-    o200k = RealCount("o200k_base")
-    bodies = [t.body for t in corpus.transcripts(root)]
-    real = [count(b, o200k) for b in bodies]
-    lines = []
-    for cents in (BOUND_STRING_CENTS, 0):
-        est = _ExactPieces(encs, cents)
-        ratios = [count(b, est) / r for b, r in zip(bodies, real, strict=True)]
-        lines.append(
-            f"- every piece at its exact count, {cents / 100:g} tokens per string: median "
-            f"{statistics.median(ratios):.3f} × o200k_base over {len(ratios)} transcripts"
-        )
-    return lines
-
-
 ENGLISH_FREQUENCIES = {
     "e": 127,
     "t": 91,
@@ -534,12 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--walks", action="store_true", help="print the letter-walk rates")
     p.add_argument("--words", action="store_true", help="the bound on held-out random words")
     p.add_argument("--vocab", action="store_true", help=f"write {VOCAB_PATH.name}")
-    p.add_argument("--oracle", action="store_true", help="the corpus median at exact piece prices")
     a = p.parse_args(argv)
     out = sys.stdout
-    if a.oracle:
-        out.write("\n".join(oracle()) + "\n")
-        return 0
     if a.vocab:
         out.write(f"{write_vocabulary():,} pieces written to {VOCAB_PATH}\n")
         return 0

@@ -20,10 +20,11 @@ Cuts:
   (:data:`PRETOKENIZE`) cuts — the finest cut none of them crosses;
 * ``shared``: only where all four cut (each piece is whole pre-tokens of all
   four, so each tokenizer's sum is its exact count);
-* ``ascii``: :data:`ASCII_CUT`, a ``re`` pattern over bytes that follows the
-  pre-tokenizers on ASCII (a punctuation or space byte joins the letters after
-  it, a punctuation run takes the line breaks after it, a run of line breaks
-  stays whole, ``'s`` and the like are a piece) — what a C-speed cut could do.
+* ``ascii``: :data:`ASCII_CUT`, the estimator's ``re`` pattern over bytes that
+  follows the pre-tokenizers on ASCII (a punctuation or space byte joins the
+  letters after it, a punctuation run takes the line breaks after it, a run of
+  line breaks stays whole, ``'s`` and the like are a piece), applied to the
+  whole text.
 
 Figures, per cut: *largest per piece* (every piece at the largest of its four
 exact counts, summed: the least any price table of per-piece maxima can give)
@@ -94,6 +95,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwin.estimate import (
+    _SEGMENT,
     BOUND_STRING_CENTS,
     TOKENIZERS,
     BoundEstimator,
@@ -127,20 +129,12 @@ the ``tokenizer.json`` split pattern for Llama 3 and Qwen 3; needs ``regex``): a
 tokenizer never makes a token across the cuts between its matches. The report checks
 that each tokenizer's count of a string is the sum over these matches."""
 
-_PREFIX = rb"[\x00-\t\x0b\x0c\x0e-/:-@\[-`{-\x7f]"
-"""One ASCII byte that is not a letter, digit or line break (the ``[^\\r\\n\\p{L}\\p{N}]``
-that may start a word)."""
-_MARK = rb"[\x00-\x08\x0e-\x1f!-/:-@\[-`{-~\x7f]"
-"""An ASCII byte that is neither whitespace, letter nor digit."""
-ASCII_CUT = re.compile(
-    rb"'(?:[sdmtSDMT]|[lL][lL]|[vV][eE]|[rR][eE])"
-    rb"|" + _PREFIX + rb"?[A-Z]*[a-z]+|" + _PREFIX + rb"?[A-Z]+"
-    rb"|[0-9]+| ?" + _MARK + rb"+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+|[\x80-\xff]+"
-)
-"""The ``ascii`` cut: the pre-tokenizers' shared grammar on ASCII (o200k_base's cut
-for letter case, a contraction apart as the other three have it, a digit run whole —
-every tokenizer cuts digits from what surrounds them); a run of non-ASCII bytes is
-one piece."""
+ASCII_CUT = re.compile(_SEGMENT)
+"""The ``ascii`` cut: the estimator's own pattern (:data:`ctxwin.estimate._SEGMENT`, the
+pre-tokenizers' shared grammar on ASCII: o200k_base's cut for letter case, a contraction
+apart as the other three have it, a digit run whole — every tokenizer cuts digits from
+what surrounds them; a run of non-ASCII bytes is one piece) over the whole text, where
+:func:`ctxwin.estimate.bound_pieces` first splits at single spaces."""
 
 
 class Cut:
