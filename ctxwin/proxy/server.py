@@ -106,9 +106,6 @@ class Proxy:
             self.handle, request_factory=request, handler_cancellation=True, access_log=None
         )
 
-    async def open(self) -> None:
-        """Before serving (the upstream pool opens connections as requests need them)."""
-
     async def close(self) -> None:
         """Close the upstream connection pool (after serving)."""
         await self.upstream.close()
@@ -213,20 +210,17 @@ class Proxy:
     ) -> web.StreamResponse:
         reader: UsageReader | None = None
         decoder: Any = None
-        if fitted is None:
-            headers = [(k, v) for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP]
-        else:  # the upstream's headers, but ours replace any x-ctxwin-* ones it sent
-            ours = fitted.headers()
-            headers = [
-                (k, v)
-                for k, v in upstream.headers.items()
-                if (low := k.lower()) not in _HOP_BY_HOP and low not in ours
-            ]
-            headers += ours.items()
-            if fitted.plan is not None and upstream.status < 300:
-                sse = upstream.content_type == "text/event-stream"
-                reader = UsageReader(sse)
-                decoder = _decoder(upstream.headers.get("Content-Encoding"))
+        # the upstream's headers, but a fitted request's x-ctxwin-* replace any it sent
+        ours = fitted.headers() if fitted is not None else {}
+        headers = [
+            (k, v)
+            for k, v in upstream.headers.items()
+            if (low := k.lower()) not in _HOP_BY_HOP and low not in ours
+        ]
+        headers += ours.items()
+        if fitted is not None and fitted.plan is not None and upstream.status < 300:
+            reader = UsageReader(upstream.content_type == "text/event-stream")
+            decoder = _decoder(upstream.headers.get("Content-Encoding"))
         length = upstream.content_length
         if length is not None and length <= MAX_BUFFER:
             data = await upstream.read()
@@ -293,7 +287,6 @@ class Running:
 
 async def start(proxy: Proxy, sock: socket.socket) -> Running:
     """Serve ``proxy`` on ``sock`` (a listening socket, see :func:`bind`)."""
-    await proxy.open()
     runner = web.ServerRunner(proxy.server())
     await runner.setup()
     await web.SockSite(runner, sock).start()
