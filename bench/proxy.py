@@ -121,24 +121,29 @@ def run_proxy(upstream: str) -> None:
 
 
 @contextlib.contextmanager
-def spawn(*args: str) -> Iterator[str]:
-    """Start ``bench/proxy.py ARGS`` in a child process; yield the URL it prints."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
+def child(argv: list[str]) -> Iterator[tuple[str, int]]:
+    """Start ``python ARGV`` in a child process; yield the URL it prints first and its pid."""
+    proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         if not url.startswith("http://"):
-            raise SystemExit(f"bench/proxy.py: child {args} did not start")
-        yield url
+            raise SystemExit(f"bench: child {argv} did not start")
+        yield url, proc.pid
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def spawn(*args: str) -> Iterator[str]:
+    """Start ``bench/proxy.py ARGS`` in a child process; yield the URL it prints."""
+    with child([__file__, *args]) as (url, _):
+        yield url
 
 
 # --- measurements -------------------------------------------------------------------------

@@ -37,10 +37,8 @@ import contextlib
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -56,25 +54,6 @@ def cpu_ns(pid: int) -> int:
         with contextlib.suppress(FileNotFoundError):  # a thread that just ended
             total += int((task / "schedstat").read_text().split()[0])
     return total
-
-
-@contextlib.contextmanager
-def spawn(args: list[str]) -> Iterator[tuple[str, int]]:
-    """Start ``python ARGS``; yield the URL it prints and its pid."""
-    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise SystemExit(f"bench/proxy_cpu.py: child {args} did not start")
-        yield url, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def run_profiled(upstream: str, out: str) -> None:
@@ -131,16 +110,18 @@ def main(argv: list[str] | None = None) -> int:
     raw = load.body_for(args.turns)
     here = str(BENCH / "proxy.py")
     with contextlib.ExitStack() as stack:
-        upstream, upstream_pid = stack.enter_context(spawn([here, "--fake-upstream"]))
+        upstream, upstream_pid = stack.enter_context(load.child([here, "--fake-upstream"]))
         mine = (
             [__file__, "--profiled-proxy", upstream, args.profile]
             if args.profile
             else [here, "--proxy", upstream]
         )
-        proxies = {"this tree": stack.enter_context(spawn(mine))}
+        proxies = {"this tree": stack.enter_context(load.child(mine))}
         if args.against is not None:
             other = str(args.against.resolve() / "bench" / "proxy.py")
-            proxies[str(args.against)] = stack.enter_context(spawn([other, "--proxy", upstream]))
+            proxies[str(args.against)] = stack.enter_context(
+                load.child([other, "--proxy", upstream])
+            )
         clients = {name: load.Client(url) for name, (url, _) in proxies.items()}
         for client in clients.values():  # warm up: connections, caches, calibration
             for _ in range(100):
