@@ -307,23 +307,21 @@ BOUND_CLASSES = (
     ("digit", bytes(range(0x30, 0x3A))),
     ("space", b" \t"),
     ("newline", b"\n\r\x0b\x0c"),
-    ("combining lead", b"\xcc\xcd"),
     ("punct", b".,:;'\"()[]{}-_/="),
     ("other ascii", bytes(range(0x80))),
-    ("continuation", bytes(range(0x80, 0xC0))),
-    ("lead2", bytes(range(0xC0, 0xE0))),
-    ("lead3", bytes(range(0xE0, 0xF0))),
-    ("lead4", bytes(range(0xF0, 0x100))),
+    ("non-ascii", bytes(range(0x80, 0x100))),
 )
-"""The 16 byte classes of :class:`BoundEstimator`, by code. A byte takes the first
+"""The 12 byte classes of :class:`BoundEstimator`, by code. A byte takes the first
 class that lists it (``other ascii`` is the rest of ASCII: other punctuation and
-control characters; ``combining lead`` is the lead byte of U+0300-U+037F)."""
+control characters). ``non-ascii`` bytes never reach a pair price (a run of them is
+one piece, priced by :func:`fixed_cents`); their entries are 1 token a byte, the
+most a byte-level BPE gives, should one ever be priced by pairs."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 57, 0, 79, 107, 100, 0, 0, 0)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 78, 107, 100)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (109, 109, 108, 108, 109, 111, 0, 102, 117, 10, 30, 2, 112, 0, 0, 22)
+BOUND_RUN_CENTS = (108, 108, 107, 107, 108, 111, 0, 101, 132, 32, 3, 0)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -332,13 +330,13 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (38, 107, 97, 89, 107, 0, 0),
-    (24, 60, 0, 0, 80, 0, 0),
-    (0, 98, 55, 172, 118, 0, 0),
-    (0, 91, 0, 61, 92, 0, 0),
-    (0, 31, 6, 32, 86, 0, 0),
+    (37, 107, 97, 89, 107, 0, 0),
+    (24, 60, 0, 0, 81, 0, 0),
+    (0, 98, 55, 172, 119, 0, 0),
+    (0, 91, 0, 61, 93, 0, 0),
+    (0, 31, 5, 31, 86, 0, 0),
     (102, 101, 106, 106, 106, 73, 0),
-    (27, 17, 0, 0, 20, 0, 0),
+    (29, 18, 0, 0, 21, 0, 0),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -362,8 +360,9 @@ def _bound_tables() -> tuple[bytes, bytes, bytes, bytes]:
                 code[b] = c
     word = {c: i for i, c in enumerate(BOUND_WORD)}
     pair = bytearray(256)
-    for x in range(16):
-        for y in range(16):
+    classes = range(len(BOUND_CLASSES))
+    for x in classes:
+        for y in classes:
             if x in word and y in word:
                 price = BOUND_WORD_CENTS[word[x]][word[y]]
             else:
@@ -462,16 +461,34 @@ def bound_vocabulary() -> dict[bytes, int]:
     return {r[1:]: r[0] for r in records}
 
 
-def exact_cents(piece: bytes, vocab: dict[bytes, int]) -> int | None:
-    """What ``piece`` costs exactly, in 1/100 token, if that is known: its count in
-    ``vocab``, or one token per digit for a run of ASCII digits (Qwen 3 gives every
-    digit its own token; the others group up to three, one token or more each)."""
+def fixed_cents(piece: bytes, vocab: dict[bytes, int]) -> int | None:
+    """What ``piece`` costs, in 1/100 token, when a count is known for it: its count in
+    ``vocab``; one token per digit for a run of ASCII digits (Qwen 3 gives every digit
+    its own token; the others group up to three, one token or more each); for a run of
+    non-ASCII bytes, :func:`byte_cap`. ``None`` for any other piece (it is priced by
+    pairs)."""
     count = vocab.get(piece)
     if count is not None:
         return 100 * count
+    if piece[:1] >= b"\x80":
+        return 100 * byte_cap(piece)
     if piece.isdigit():
         return 100 * len(piece)
     return None
+
+
+def byte_cap(run: bytes) -> int:
+    """The most tokens any byte-level BPE can start in ``run``, UTF-8 text: one per byte,
+    of the text as it is or of its NFC form if that is longer (Qwen 3 normalizes to NFC
+    before it tokenizes, and some characters grow: U+0F76 from 3 bytes to 6, U+1D160
+    from 4 to 12). Every token holds at least one byte of the text its tokenizer sees."""
+    import unicodedata
+
+    text = run.decode("utf-8", "surrogateescape")
+    if unicodedata.is_normalized("NFC", text):
+        return len(run)
+    nfc = unicodedata.normalize("NFC", text).encode("utf-8", "surrogateescape")
+    return max(len(run), len(nfc))
 
 
 _LOOSE = rb" +(?= |\Z)"
@@ -523,16 +540,16 @@ def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
 
 class _PiecePrices(dict[bytes, int]):
     """Piece → its price: the sum over :func:`bound_parts` of the exact price
-    (:func:`exact_cents`), else the pair price; computed on a miss, remembered when
+    (:func:`fixed_cents`), else the pair price; computed on a miss, remembered when
     short (words repeat)."""
 
     def __missing__(self, piece: bytes) -> int:
         vocab = bound_vocabulary()
-        price = exact_cents(piece, vocab)
+        price = fixed_cents(piece, vocab)
         if price is None:
             price = 0
             for part in bound_parts(piece, vocab):
-                exact = exact_cents(part, vocab)
+                exact = fixed_cents(part, vocab)
                 price += _pair_cents(part) if exact is None else exact
         if len(piece) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
@@ -608,16 +625,18 @@ class BoundEstimator(ContentEstimator):
     its last character apart when something else follows; a run of non-ASCII
     bytes. A piece costs
 
-    - its exact count if that is known (:func:`exact_cents`): the pieces of the
+    - its exact count if that is known (:func:`fixed_cents`): the pieces of the
       *vocabulary* (:func:`bound_vocabulary`), 131,456 tokens of the
       vocabularies of o200k_base, cl100k_base, Llama 3 and Qwen 3 that are one
       whole ASCII piece, each with the largest of their four counts (1 or 2:
       `` the``, ``_id``, ``":"``, ``.\\n\\n``, eight spaces); a run of digits, one
       token a digit (Qwen 3 splits every digit; the others group up to three);
+    - a run of non-ASCII bytes: one token a byte (:func:`byte_cap`), of its NFC
+      form if that is longer;
     - a run of spaces or tabs the vocabulary lacks: its longest vocabulary pieces;
-    - any other piece: its *pair price*, each byte priced by its class and the
-      class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
-      the 16 classes): between two *word* bytes (five lower-case letter groups,
+    - any other (ASCII) piece: its *pair price*, each byte priced by its class and
+      the class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
+      the classes): between two *word* bytes (five lower-case letter groups,
       upper-case, space or tab) a price per ordered pair of word classes, w
       (:data:`BOUND_WORD_CENTS`); otherwise u, the class's price per byte
       (:data:`BOUND_BYTE_CENTS`), plus s (:data:`BOUND_RUN_CENTS`) when the
@@ -638,7 +657,12 @@ class BoundEstimator(ContentEstimator):
     their pair price). Where a piece is coarser, its price covers the cut it
     skips: a digit run costs a token per digit, the worst any of the four
     gives it, and a vocabulary count is what each tokenizer gives the piece
-    when it cuts it itself. Every pair price is the worst case of the text it
+    when it cuts it itself. A non-ASCII run needs no such argument: a token
+    holds at least one byte, so no byte-level BPE (all four are) starts more
+    tokens in a run than it has bytes in the text it tokenizes — the run itself
+    for three of them, its NFC form for Qwen 3, which normalizes first and
+    makes some characters longer (one Tibetan vowel sign 6 tokens from 3 bytes).
+    Every pair price is the worst case of the text it
     dominates, solved for by a linear program (``python -m fidelity.bound``)
     over texts cut the same way: random runs of every character class,
     alternations of every pair of classes at run lengths 1-8, random strings
@@ -647,7 +671,7 @@ class BoundEstimator(ContentEstimator):
     without a space before them), and the *fit* half of the generated
     adversarial classes (:func:`fidelity.adversarial.split`) must each be
     priced at 1.1 × the largest of the four counts or more — the margin on the
-    tokens not priced exactly — cheapest on the fit half's natural-text
+    tokens not given a fixed price (:func:`fixed_cents`) — cheapest on the fit half's natural-text
     classes; the recorded corpus is never used.
 
     K pays for what pieces cannot see, once per string: the tokens a
@@ -658,7 +682,7 @@ class BoundEstimator(ContentEstimator):
     string's count to the sum of its exact pieces (``python -m
     fidelity.oracle`` finds recorded strings one token over it).
 
-    It is a bound on what was tried, not a proof: besides sub-additivity, a
+    On ASCII it is a bound on what was tried, not a proof: besides sub-additivity, a
     letter string outside the vocabulary is priced by its letter pairs alone,
     so w is only as good as the random words it was derived on. Of random
     words drawn apart from them (``python -m fidelity.bound --words``), 0 of

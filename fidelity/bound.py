@@ -4,7 +4,9 @@
 
 The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`, as the
 four tokenizers' pre-tokenizers cut ASCII), counts a piece of its vocabulary at its
-exact count, and prices every byte of the other pieces by its class and the class
+exact count and a run of non-ASCII bytes at one token a byte (of its NFC form if that
+is longer; no byte-level BPE gives more), and prices every byte of the other pieces
+by its class and the class
 of the byte before it (three tables: per byte, per run start, per pair of word
 classes) plus a fixed price per string. ``--vocab`` writes the vocabulary: every
 token of the four vocabularies that is one whole ASCII piece without digits
@@ -36,7 +38,8 @@ with a linear program (``scipy``, in the ``fidelity`` dependency group):
 
 Every one of them is a constraint: estimate ≥ the largest count of
 o200k_base, cl100k_base, Llama 3 and Qwen 3, with ``margin`` × the tokens its
-vocabulary pieces do not account for (they are exact), less 0.99 (the estimate
+pieces with a fixed price do not account for (vocabulary pieces, digit runs and
+non-ASCII runs: exact or a hard cap), less 0.99 (the estimate
 is rounded up). Among the prices that satisfy them all, the program takes those with the
 lowest estimate on the natural-text classes of the fit half (code, prose,
 data formats, scripts, logs; :data:`NATURAL_SEED`), with the constraint texts
@@ -66,6 +69,7 @@ import numpy as np
 from ctxwin.estimate import (
     _BCLASS,
     BOUND_BYTE_CENTS,
+    BOUND_CLASSES,
     BOUND_RUN_CENTS,
     BOUND_STRING_CENTS,
     BOUND_WORD,
@@ -73,13 +77,18 @@ from ctxwin.estimate import (
     bound_parts,
     bound_pieces,
     bound_vocabulary,
-    exact_cents,
+    fixed_cents,
 )
 from fidelity import adversarial
 
 ROOT = Path(__file__).resolve().parent.parent
 WORD = {c: i for i, c in enumerate(BOUND_WORD)}
 NW = len(BOUND_WORD)
+NC = len(BOUND_CLASSES)
+NON_ASCII = NC - 1
+"""Code of the ``non-ascii`` class: its bytes are priced by
+:func:`ctxwin.estimate.byte_cap`, never by pairs, so its prices are not derived but
+fixed (1 token a byte, no run price)."""
 
 
 def _chars(lo: int, hi: int) -> str:
@@ -224,7 +233,7 @@ def natural_texts() -> Iterator[str]:
         yield text
 
 
-NPARAM = 16 + 16 + NW * NW
+NPARAM = NC + NC + NW * NW
 TIE_BREAK = 0.01
 """Weight of the constraint texts in the objective: among equally cheap prices for
 natural text, the program takes the lowest on the constraint texts too."""
@@ -235,25 +244,25 @@ MAX_PRICE = 2.55
 def _pair_features(data: bytes, v: np.ndarray) -> None:
     codes = data.translate(_BCLASS)
     v[codes[0]] += 1
-    v[16 + codes[0]] += 1
+    v[NC + codes[0]] += 1
     for x, y in itertools.pairwise(codes):
         if x in WORD and y in WORD:
-            v[32 + NW * WORD[x] + WORD[y]] += 1
+            v[2 * NC + NW * WORD[x] + WORD[y]] += 1
         else:
             v[y] += 1
             if x != y:
-                v[16 + y] += 1
+                v[NC + y] += 1
 
 
 def features(text: str) -> tuple[np.ndarray, int]:
     """(how often each price — u by class, s by class, w by word-class pair — is paid,
-    how many tokens the pieces priced exactly cost)."""
+    how many tokens the pieces with a fixed price cost: :func:`fixed_cents`)."""
     v = np.zeros(NPARAM)
     vocab = bound_vocabulary()
     known = 0
     for piece in bound_pieces(text.encode("utf-8", "surrogatepass")):
         for part in bound_parts(piece, vocab):
-            exact = exact_cents(part, vocab)
+            exact = fixed_cents(part, vocab)
             if exact is None:
                 _pair_features(part, v)
             else:
@@ -280,7 +289,7 @@ def derive(margin: float, string_tokens: float) -> tuple[np.ndarray, int]:
         if real:
             f, known = features(text)
             rows.append(f)
-            # the margin covers the tokens not priced exactly (known: priced exactly)
+            # the margin covers the tokens not given a fixed price (known: those that are)
             rhs.append(max(0, real - known) * margin - 0.99 - string_tokens)
             if not label.startswith("word:"):
                 objective += TIE_BREAK * f / real
@@ -288,16 +297,18 @@ def derive(margin: float, string_tokens: float) -> tuple[np.ndarray, int]:
         real = adversarial.worst_real(text, encs)
         if real:
             objective += features(text)[0] / real
-    for y in range(16):  # a byte's price and its run-start price fit in one byte together
+    for y in range(NC):  # a byte's price and its run-start price fit in one byte together
         cap = np.zeros(NPARAM)
-        cap[y] = cap[16 + y] = -1
+        cap[y] = cap[NC + y] = -1
         rows.append(cap)
         rhs.append(-MAX_PRICE)
+    bounds = [(0.0, MAX_PRICE)] * NPARAM
+    bounds[NON_ASCII], bounds[NC + NON_ASCII] = (1.0, 1.0), (0.0, 0.0)
     res = linprog(
         objective,
         A_ub=-np.array(rows),
         b_ub=-np.array(rhs),
-        bounds=[(0, MAX_PRICE)] * NPARAM,
+        bounds=bounds,
         method="highs",
     )
     if res.status != 0:
@@ -492,10 +503,10 @@ def main(argv: list[str] | None = None) -> int:
     x, n = derive(a.margin, BOUND_STRING_CENTS / 100)
     c = _cents(x)
     out.write(f"{n:,} constraints, margin {a.margin}\n")
-    out.write(f"BOUND_BYTE_CENTS = {tuple(c[:16])}\n")
-    out.write(f"BOUND_RUN_CENTS = {tuple(c[16:32])}\n")
+    out.write(f"BOUND_BYTE_CENTS = {tuple(c[:NC])}\n")
+    out.write(f"BOUND_RUN_CENTS = {tuple(c[NC : 2 * NC])}\n")
     g = NW
-    words = tuple(tuple(c[32 + g * i : 32 + g * i + g]) for i in range(g))
+    words = tuple(tuple(c[2 * NC + g * i : 2 * NC + g * i + g]) for i in range(g))
     out.write(f"BOUND_WORD_CENTS = {words}\n")
     if a.check:
         same = np.array(c) == np.round(current_prices() * 100)

@@ -33,8 +33,9 @@ four sums). Priced variants, pieces not known exactly at the estimator's pair
 price (:func:`ctxwin.estimate.bound_parts`, the same in all four sums):
 
 * ``bound`` cut, *vocabulary exact*: the pieces
-  :func:`ctxwin.estimate.exact_cents` knows (the shipped vocabulary and digit
-  runs) at each tokenizer's count;
+  :func:`ctxwin.estimate.fixed_cents` prices (the shipped vocabulary, digit
+  runs, non-ASCII runs) at each tokenizer's count — for a non-ASCII run that is
+  below the estimator's price, one token a byte, which the corpus seldom needs;
 * ``ascii`` cut, *coverable exact*: digit runs, and the ASCII pieces without
   digits that are one token in at least one tokenizer and at most two in each
   (what a vocabulary of ``ascii`` pieces would hold, :func:`vocabulary_size`);
@@ -104,7 +105,7 @@ from ctxwin.estimate import (
     bound_parts,
     bound_pieces,
     bound_vocabulary,
-    exact_cents,
+    fixed_cents,
 )
 from ctxwin.formats import get_adapter
 from ctxwin.pruning import total_cost
@@ -233,13 +234,13 @@ class FourSums(BoundEstimator):
         bound = list(bound_pieces(data))
         self._sum(cost, self.cuts["bound"], bound, wholes)
         for piece in bound:
-            if exact_cents(piece, vocab) is not None:
+            if fixed_cents(piece, vocab) is not None:
                 self._priced(cost, "bound", piece, True)
                 if piece.isdigit():
                     cost[self.slot("digits o200k")] += self.exact(piece)[0]
             else:
                 for part in bound_parts(piece, vocab):
-                    self._priced(cost, "bound", part, exact_cents(part, vocab) is not None)
+                    self._priced(cost, "bound", part, fixed_cents(part, vocab) is not None)
         ascii_pieces = ASCII_CUT.findall(data)
         self._sum(cost, self.cuts["ascii"], ascii_pieces, wholes)
         for piece in ascii_pieces:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import random
+import sys
+import unicodedata
 
 import orjson
 import pytest
@@ -24,8 +26,9 @@ from ctxwin.estimate import (
     bound_parts,
     bound_pieces,
     bound_vocabulary,
+    byte_cap,
     default_calibration,
-    exact_cents,
+    fixed_cents,
     get_estimator,
 )
 from fidelity import adversarial
@@ -60,6 +63,10 @@ def reference_cents(data: bytes) -> int:
         for part in bound_parts(piece, vocab):
             if part in vocab:
                 total += 100 * vocab[part]
+            elif part[0] >= 0x80:  # one token a byte, of the NFC form if that is longer
+                text = part.decode("utf-8", "surrogateescape")
+                nfc = unicodedata.normalize("NFC", text).encode("utf-8", "surrogateescape")
+                total += 100 * max(len(part), len(nfc))
             elif part.isdigit():
                 total += 100 * len(part)
             else:
@@ -134,7 +141,7 @@ def test_every_vocabulary_count_is_the_largest_of_the_four() -> None:
 @needs_bpe
 @given(st.text(alphabet="0123456789", min_size=1, max_size=60))
 def test_a_digit_run_costs_one_token_per_digit_at_most(digits: str) -> None:
-    assert exact_cents(digits.encode(), bound_vocabulary()) == 100 * len(digits)
+    assert fixed_cents(digits.encode(), bound_vocabulary()) == 100 * len(digits)
     assert max(e.count(digits) for e in _encoders()) == len(digits)  # type: ignore[attr-defined]
 
 
@@ -175,6 +182,40 @@ def test_bounds_every_generated_case() -> None:
         if raw(text) < adversarial.worst_real(text, encs):
             under.append(name)
     assert seen >= 2000
+    assert under == []
+
+
+NON_ASCII = st.text(st.characters(min_codepoint=0x80, exclude_categories=["Cs"]), min_size=1)
+
+
+@needs_bpe
+@settings(max_examples=300, deadline=None)
+@given(NON_ASCII)
+def test_no_tokenizer_starts_more_tokens_than_the_byte_cap(text: str) -> None:
+    """The cap on non-ASCII runs is a proof, not a fit: one token a byte of the text
+    each tokenizer sees (Qwen 3 sees the NFC form)."""
+    cap = byte_cap(text.encode())
+    assert all(e.count(text) <= cap for e in _encoders())  # type: ignore[attr-defined]
+
+
+def _longer_in_nfc() -> list[str]:
+    """Every character whose NFC form has more UTF-8 bytes than it has."""
+    chars = (chr(c) for c in range(0x80, sys.maxunicode + 1) if not 0xD800 <= c < 0xE000)
+    return [c for c in chars if len(unicodedata.normalize("NFC", c).encode()) > len(c.encode())]
+
+
+@needs_bpe
+def test_bounds_characters_that_grow_in_nfc() -> None:
+    """Qwen 3 normalizes to NFC first: U+0F76 is 3 bytes but 6 tokens. Pair prices
+    fitted to bytes under-counted such text down to 0.56 of Qwen 3's count."""
+    grow = _longer_in_nfc()
+    assert "\u0f76" in grow and "\U0001d160" in grow
+    encs = _encoders()
+    under = []
+    for c in grow:
+        for text in (c, c * 8, f"a{c} b{c}{c} {c}z", f" {c}" * 4):
+            if raw(text) < adversarial.worst_real(text, encs):
+                under.append(text)
     assert under == []
 
 

@@ -122,9 +122,10 @@ FLAGS: dict[str, Flag] = {
             "Estimator: 'content' (default) costs each byte by its class (digits, "
             "upper-case, punctuation, non-ASCII), fitted to bound o200k, cl100k, Llama 3 and "
             "Qwen 3 on recorded transcripts; 'bound' prices the words, punctuation, "
-            "whitespace and digit runs whose count in all four it knows at that count, other "
-            "bytes by class and the class before, and bounds them on every generated text "
-            "class too, at about 1.16× the real count; "
+            "whitespace and digit runs whose count in all four it knows at that count, "
+            "non-ASCII runs at one token a byte, other bytes by class and the class before, "
+            "and bounds them on every generated text class too, at about 1.16× the real "
+            "count; "
             "'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
             panel=EST_PANEL,
         ),
