@@ -317,11 +317,11 @@ control characters). ``non-ascii`` bytes never reach a pair price (a run of them
 one piece, priced by :func:`fixed_cents`); their entries are 1 token a byte, the
 most a byte-level BPE gives, should one ever be priced by pairs."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 78, 107, 100)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 75, 107, 100)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (108, 108, 107, 107, 108, 111, 0, 101, 132, 32, 3, 0)
+BOUND_RUN_CENTS = (105, 105, 104, 104, 105, 105, 0, 98, 132, 38, 6, 0)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -330,13 +330,13 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (37, 107, 97, 89, 107, 0, 0),
-    (24, 60, 0, 0, 81, 0, 0),
-    (0, 98, 55, 172, 119, 0, 0),
-    (0, 91, 0, 61, 93, 0, 0),
-    (0, 31, 5, 31, 86, 0, 0),
-    (102, 101, 106, 106, 106, 73, 0),
-    (29, 18, 0, 0, 21, 0, 0),
+    (36, 111, 97, 90, 111, 0, 0),
+    (21, 60, 0, 0, 68, 0, 0),
+    (0, 94, 55, 92, 97, 0, 0),
+    (0, 91, 45, 61, 83, 0, 0),
+    (0, 43, 24, 41, 84, 0, 0),
+    (107, 104, 110, 108, 111, 73, 0),
+    (33, 21, 0, 3, 0, 0, 0),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -447,12 +447,14 @@ instead); a run of non-ASCII bytes."""
 @lru_cache(maxsize=1)
 def bound_vocabulary() -> dict[bytes, int]:
     """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
-    Llama 3 and Qwen 3 give it, for the pieces that count 1 or 2
-    (``ctxwin/data/bound-vocab.bin.gz``: each record is the count byte, the piece and
-    NUL; written by ``python -m fidelity.bound --vocab`` from the four vocabularies:
-    131,456 tokens of one of them that are ASCII without digits and one whole piece
-    of :func:`bound_pieces`: `` the``, ``_id``, ``.get``, ``'s``, ``.\n\n``, eight
-    spaces)."""
+    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin.gz``: each record is the
+    count byte, the piece and NUL; written by ``python -m fidelity.bound --vocab``).
+    261,793 pieces, each ASCII without digits and one whole piece of
+    :func:`bound_pieces`: the 131,456 tokens of the four vocabularies that count 1 or
+    2 in all four (`` the``, ``_id``, ``.get``, ``'s``, ``.\n\n``, eight spaces), and
+    130,337 more forms of the 20,000 commonest English words (lower-case, capitalized,
+    upper-case; alone, after a space, after ``_``), which count 2 to 8 (`` economy``,
+    ``_baggages``, ``JFK``)."""
     import gzip
     from pathlib import Path
 
@@ -626,10 +628,11 @@ class BoundEstimator(ContentEstimator):
     bytes. A piece costs
 
     - its exact count if that is known (:func:`fixed_cents`): the pieces of the
-      *vocabulary* (:func:`bound_vocabulary`), 131,456 tokens of the
-      vocabularies of o200k_base, cl100k_base, Llama 3 and Qwen 3 that are one
-      whole ASCII piece, each with the largest of their four counts (1 or 2:
-      `` the``, ``_id``, ``":"``, ``.\\n\\n``, eight spaces); a run of digits, one
+      *vocabulary* (:func:`bound_vocabulary`), each with the largest of the four
+      counts: 131,456 tokens of the vocabularies of o200k_base, cl100k_base, Llama 3
+      and Qwen 3 that are one whole ASCII piece and count 1 or 2 (`` the``,
+      ``_id``, ``":"``, ``.\\n\\n``, eight spaces), and 130,337 forms of the commonest
+      English words, which count up to 8 (`` economy``, ``_Flights``); a run of digits, one
       token a digit (Qwen 3 splits every digit; the others group up to three);
     - a run of non-ASCII bytes: one token a byte (:func:`byte_cap`), of its NFC
       form if that is longer;
@@ -772,6 +775,23 @@ reported up to 1/0.76 ≈ 1.31× the uncalibrated estimate (tool-search requests
 excepted, see README), DeepSeek-V3 1.15×, Llama 4 Maverick 1.26×. A Claude model
 on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED` instead (:func:`claude_seed`)."""
 
+BOUND_MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
+    ("claude", 1.4),
+    ("anthropic", 1.4),
+    ("deepseek", 1.4),
+    ("llama-4", 1.45),
+    ("llama4", 1.45),
+)
+"""Seeds for :class:`BoundEstimator` on the model families of :data:`MODEL_CALIBRATION`.
+It sits closer to the four tokenizers than ``content``, so it cannot borrow their seeds,
+which rest on ``content``'s slack. Each is the provider-reported prompt count ÷ the
+largest of the four exact counts of the same body (with the estimators' framing), worst
+call of the recorded corpus, rounded up to 0.05: Claude Sonnet 4.5 1.353, DeepSeek-V3
+1.366, Llama 4 Maverick 1.418 (``make fidelity``, provider rows). The bound is never
+below the largest of the four, so the bound times its seed is not below those calls'
+reported counts either. Claude on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED`
+too (1.353 × 1.47 = 1.99)."""
+
 CLAUDE_TOKENIZER_GROWTH = 1.35
 """Anthropic documents that the tokenizer of Claude Opus 4.7 and later models
 "may use roughly 1× to 1.35× as many tokens when processing text compared to
@@ -793,23 +813,25 @@ the first call (``ctxwin proxy``, :class:`~ctxwin.ContextWindowManager`)."""
 
 
 @lru_cache(maxsize=256)
-def claude_seed(model: str) -> float:
-    """The seed of Claude ``model``: 1.35 when the model table puts it on the
-    generation-1 tokenizer, else :data:`CLAUDE_NEXT_SEED` (a Claude model the table
-    does not know is taken to be newer)."""
+def claude_seed(model: str, first: float = MODEL_CALIBRATION[0][1]) -> float:
+    """The seed of Claude ``model``: ``first`` (the generation-1 seed, 1.35 for
+    ``content``) when the model table puts it on the generation-1 tokenizer, else
+    :data:`CLAUDE_NEXT_SEED` (a Claude model the table does not know is taken to be
+    newer)."""
     from ctxwin.budget import lookup_model
 
     row = lookup_model(model)
     if row is not None and row.tokenizer == "claude" and row.tokenizer_generation == 1:
-        return MODEL_CALIBRATION[0][1]
+        return first
     return CLAUDE_NEXT_SEED
 
 
 def default_calibration(name: str, model: str | None = None) -> float:
     """The calibration seed for estimator ``name`` used with ``model``.
 
-    The seed formula always starts at the ADR's 1.15; the content estimator
-    starts at 1.0, or at its model family's measured seed (Claude by the
+    The seed formula always starts at the ADR's 1.15; the content and bound
+    estimators start at 1.0, or at their model family's measured seed
+    (:data:`MODEL_CALIBRATION`, :data:`BOUND_MODEL_CALIBRATION`; Claude by the
     generation of its tokenizer, :func:`claude_seed`).
     """
     if name.startswith("tokenizer:"):
@@ -818,10 +840,11 @@ def default_calibration(name: str, model: str | None = None) -> float:
         return DEFAULT_CALIBRATION.get(name, SEED_CALIBRATION)
     if model:
         lowered = model.lower()
-        for needle, seed in MODEL_CALIBRATION:
+        table = BOUND_MODEL_CALIBRATION if name == "bound" else MODEL_CALIBRATION
+        for needle, seed in table:
             if needle in lowered:
-                return claude_seed(model) if needle in ("claude", "anthropic") else seed
-    return DEFAULT_CALIBRATION["content"]
+                return claude_seed(model, seed) if needle in ("claude", "anthropic") else seed
+    return DEFAULT_CALIBRATION[name]
 
 
 def default_estimator() -> Estimator:

@@ -6,12 +6,12 @@ The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`, as th
 four tokenizers' pre-tokenizers cut ASCII), counts a piece of its vocabulary at its
 exact count and a run of non-ASCII bytes at one token a byte (of its NFC form if that
 is longer; no byte-level BPE gives more), and prices every byte of the other pieces
-by its class and the class
-of the byte before it (three tables: per byte, per run start, per pair of word
-classes) plus a fixed price per string. ``--vocab`` writes the vocabulary: every
-token of the four vocabularies that is one whole ASCII piece without digits
-(:func:`vocab_shaped`) and that each of the four tokenizers encodes in one or two
-tokens, with the largest of the four counts. This
+by its class and the class of the byte before it (three tables: per byte, per run
+start, per pair of word classes) plus a fixed price per string. ``--vocab`` writes
+the vocabulary, each piece with the largest of the four counts: every token of the
+four vocabularies that is one whole ASCII piece without digits (:func:`vocab_shaped`)
+and that each of the four tokenizers encodes in one or two tokens, and the forms of
+the commonest English words (:func:`word_forms`, needs ``wordfreq``). This
 module builds the texts each price is derived from and solves for the prices
 with a linear program (``scipy``, in the ``fidelity`` dependency group):
 
@@ -334,13 +334,42 @@ VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.bin.gz"
 
 
 VOCAB_MAX = 2
-"""The vocabulary keeps the pieces whose exact count is at most this."""
+"""The vocabulary keeps the tokens whose exact count is at most this."""
+
+WORDS = 20_000
+"""How many of the commonest English words (``wordfreq``'s list) give the vocabulary
+their forms (:func:`word_forms`)."""
+
+WORD_PREFIXES = ("", " ", "_")
+"""What a word form may start with: nothing, a space (prose), an underscore (``_id``,
+``user_name``: identifiers and JSON keys)."""
+
+
+def word_forms() -> set[bytes]:
+    """Lower-case, capitalized and upper-case forms of the :data:`WORDS` commonest
+    English words made of ASCII letters (``wordfreq.top_n_list``, pinned in the
+    ``fidelity`` group; its frequencies come from Wikipedia, subtitles, news, books and
+    web text, not from the recorded corpus), each after each of
+    :data:`WORD_PREFIXES`, if :func:`vocab_shaped` (`` economy``, ``_Flights``,
+    ``JFK``)."""
+    import wordfreq
+
+    out: set[bytes] = set()
+    for word in wordfreq.top_n_list("en", WORDS):
+        if word.isascii() and word.isalpha():
+            for form in (word, word.capitalize(), word.upper()):
+                for prefix in WORD_PREFIXES:
+                    piece = (prefix + form).encode()
+                    if vocab_shaped(piece):
+                        out.add(piece)
+    return out
 
 
 def vocabulary() -> list[tuple[bytes, int]]:
     """(piece, count): every token of the four vocabularies that :func:`vocab_shaped`
-    admits, with the largest count of the four tokenizers, if at most
-    :data:`VOCAB_MAX`."""
+    admits, if the largest count of the four tokenizers is at most :data:`VOCAB_MAX`,
+    and every :func:`word_forms` piece whatever its count, each with that largest
+    count."""
     encs = adversarial.encoders()
     shaped: set[bytes] = set()
     for enc in encs:
@@ -351,10 +380,11 @@ def vocabulary() -> list[tuple[bytes, int]]:
                 continue
             if vocab_shaped(token):
                 shaped.add(token)
+    words = word_forms()
     out = []
-    for token in sorted(shaped):
+    for token in sorted(shaped | words):
         count = max(e.count(token.decode()) for e in encs)  # type: ignore[attr-defined]
-        if count <= VOCAB_MAX:
+        if count <= VOCAB_MAX or token in words:
             out.append((token, count))
     return out
 

@@ -209,7 +209,12 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
     header += [f"{e.name} ÷ reported" for e in ests]
     rows = []
     groups: dict[str, list[list[float]]] = {}
+    exact = [TokenizerEstimator(name) for name in TOKENIZERS]
+    growth: dict[str, float] = {}
     for u in corpus.usages(root):
+        family = _family(u.model)
+        largest = max(count(u.body, e, u.fmt) for e in exact)
+        growth[family] = max(growth.get(family, 0.0), u.reported / largest)
         ratios = [estimate(u.body, e, u.fmt, u.model) / u.reported for e in ests]
         rows.append([u.source, u.name, u.fmt, u.model, f"{u.reported:,}", *map(_r, ratios)])
         key = f"{u.source}: {_family(u.model)} ({u.fmt})"
@@ -236,6 +241,13 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
     for i, e in enumerate(ests):
         under = sum(1 for r in every if r[i] < 1)
         lines.append(f"- `{e.name}`: {under} under-counts in {len(every)} provider-reported calls.")
+    lines.append(
+        "- reported ÷ the largest of the four exact counts of the body (with the estimators' "
+        "framing), worst call per model: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in sorted(growth.items()))
+        + " (a seed at least this large keeps an estimate that bounds the four above "
+        "that model's calls: `ctxwin.estimate.BOUND_MODEL_CALIBRATION`)."
+    )
     lines.append("")
     return lines, detail
 

@@ -14,6 +14,7 @@ import ctxwin
 from ctxwin.budget import compute_budget, lookup_model, model_table, resolve_spec
 from ctxwin.core import load
 from ctxwin.estimate import (
+    BOUND_MODEL_CALIBRATION,
     CLAUDE_NEXT_SEED,
     CLAUDE_TOKENIZER_GROWTH,
     MODEL_CALIBRATION,
@@ -129,11 +130,25 @@ def test_claude_rows_record_the_tokenizer_generation(model: str, generation: int
 def test_claude_seed_covers_the_newer_tokenizer() -> None:
     gen1 = dict(MODEL_CALIBRATION)["claude"]
     assert default_calibration("content", "claude-sonnet-4-5-20250929") == gen1
-    assert default_calibration("bound", "anthropic/claude-opus-4-6") == gen1
+    assert default_calibration("content", "anthropic/claude-opus-4-6") == gen1
+    bound_gen1 = dict(BOUND_MODEL_CALIBRATION)["claude"]
+    assert default_calibration("bound", "anthropic/claude-opus-4-6") == bound_gen1 > gen1
     for model in ("claude-opus-4-7", "claude-opus-4-8-20260601", "claude-opus-5"):
         assert default_calibration("content", model) == CLAUDE_NEXT_SEED, model
-    # generation 1's worst measured ratio (1.31) times the documented growth
+        assert default_calibration("bound", model) == CLAUDE_NEXT_SEED, model
+    # generation 1's worst measured ratio (content 1.31, bound 1.353) times the
+    # documented growth, and the largest growth measured since (1.47)
     assert CLAUDE_NEXT_SEED >= 1.31 * CLAUDE_TOKENIZER_GROWTH
+    assert CLAUDE_NEXT_SEED >= 1.353 * 1.47
+
+
+def test_bound_seeds_cover_the_models_that_count_more() -> None:
+    """The bound borrows no seed from content: each is at least the worst measured
+    reported ÷ largest-of-four ratio of its family (fidelity/results.md)."""
+    measured = {"claude-sonnet-4-5": 1.353, "deepseek-chat": 1.366, "llama-4-maverick": 1.418}
+    for model, ratio in measured.items():
+        assert default_calibration("bound", model) >= ratio, model
+    assert default_calibration("bound", "gpt-4o") == 1.0
     assert default_calibration("tokenizer:o200k_base", "claude-opus-4-7") == 1.0
 
 

@@ -90,8 +90,9 @@ FLAGS: dict[str, Flag] = {
             None,
             "Factor the raw estimate is scaled by (values below 1 count as 1). "
             "Default: 1.15 for --estimator seed; 1.0 for content and bound, or the model "
-            "family's seed (Claude 1.35, Claude Opus 4.7 and later 2.0, Llama 4 1.3, "
-            "DeepSeek 1.2); 1.0 with --tokenizer.",
+            "family's seed (content: Claude 1.35, Llama 4 1.3, DeepSeek 1.2; bound: Claude "
+            "1.4, Llama 4 1.45, DeepSeek 1.4; both: Claude Opus 4.7 and later 2.0); 1.0 "
+            "with --tokenizer.",
             minimum=0.0,
             panel=EST_PANEL,
             show_default=False,
@@ -124,7 +125,7 @@ FLAGS: dict[str, Flag] = {
             "Qwen 3 on recorded transcripts; 'bound' prices the words, punctuation, "
             "whitespace and digit runs whose count in all four it knows at that count, "
             "non-ASCII runs at one token a byte, other bytes by class and the class before, "
-            "and bounds them on every generated text class too, at about 1.16× the real "
+            "and bounds them on every generated text class too, at about 1.13× the real "
             "count; "
             "'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
             panel=EST_PANEL,
