@@ -467,30 +467,69 @@ def fixed_cents(piece: bytes, vocab: dict[bytes, int]) -> int | None:
     """What ``piece`` costs, in 1/100 token, when a count is known for it: its count in
     ``vocab``; one token per digit for a run of ASCII digits (Qwen 3 gives every digit
     its own token; the others group up to three, one token or more each); for a run of
-    non-ASCII bytes, :func:`byte_cap`. ``None`` for any other piece (it is priced by
+    non-ASCII bytes, :func:`run_cap`. ``None`` for any other piece (it is priced by
     pairs)."""
     count = vocab.get(piece)
     if count is not None:
         return 100 * count
     if piece[:1] >= b"\x80":
-        return 100 * byte_cap(piece)
+        return 100 * run_cap(piece)
     if piece.isdigit():
         return 100 * len(piece)
     return None
 
 
-def byte_cap(run: bytes) -> int:
-    """The most tokens any byte-level BPE can start in ``run``, UTF-8 text: one per byte,
-    of the text as it is or of its NFC form if that is longer (Qwen 3 normalizes to NFC
-    before it tokenizes, and some characters grow: U+0F76 from 3 bytes to 6, U+1D160
-    from 4 to 12). Every token holds at least one byte of the text its tokenizer sees."""
+@lru_cache(maxsize=1)
+def char_caps() -> bytes:
+    """Code point → the most tokens o200k_base, cl100k_base, Llama 3 or Qwen 3 can start
+    inside that character, wherever it stands (``ctxwin/data/char-caps.bin.gz``, written
+    by ``python -m fidelity.bound --chars``: the characters whose cap is below their UTF-8
+    length, each as three bytes of code point and one of cap).
+
+    Every token holds at least one byte, so a character can start no more tokens than it
+    has bytes; all four tokenizers are byte-level BPE. Fewer where their vocabularies rule
+    a split out: a token starts at byte k > 0 of a character only if bytes k-1 and k end
+    in different tokens. If both would be tokens of one byte each and the two bytes
+    together are a token, that split is not final: BPE stops only when no two
+    neighbouring tokens make a token, and a two-byte token is made from its two bytes
+    alone. ``--chars`` tries every split of every character that obeys this rule, with
+    every part a token of the vocabulary, the first part allowed to be the tail of a
+    longer token reaching in from the left and the last the head of one running on to the
+    right (and there the rule is waived); the cap is the most parts over the four
+    tokenizers. Hiragana, katakana and 512 CJK ideographs cannot be split in three (2
+    tokens, not 3), nor 7,640 four-byte characters in four (3, not 4); every other
+    character keeps one token a byte."""
+    import gzip
+    from pathlib import Path
+
+    table = bytearray(
+        b"\x01" * 0x80 + b"\x02" * 0x780 + b"\x03" * 0xF800 + b"\x04" * (0x110000 - 0x10000)
+    )
+    path = Path(__file__).parent / "data" / "char-caps.bin.gz"
+    raw = gzip.decompress(path.read_bytes())
+    for i in range(0, len(raw), 4):
+        table[int.from_bytes(raw[i : i + 3], "big")] = raw[i + 3]
+    return bytes(table)
+
+
+def run_cap(run: bytes) -> int:
+    """The most tokens any of the four tokenizers can start in ``run``, UTF-8 text of
+    non-ASCII characters: the sum of their :func:`char_caps`, over the text as it is or
+    over its NFC form if that sum is larger (Qwen 3 normalizes to NFC before it tokenizes,
+    and some characters grow: U+0F76 from 3 bytes to 6, U+1D160 from 4 to 12). Bytes that
+    are not UTF-8 cost one token each."""
     import unicodedata
 
-    text = run.decode("utf-8", "surrogateescape")
-    if unicodedata.is_normalized("NFC", text):
+    try:
+        text = run.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
         return len(run)
-    nfc = unicodedata.normalize("NFC", text).encode("utf-8", "surrogateescape")
-    return max(len(run), len(nfc))
+    caps = char_caps()
+    price = sum(text.translate(caps).encode("latin-1"))
+    if unicodedata.is_normalized("NFC", text):
+        return price
+    nfc = unicodedata.normalize("NFC", text)
+    return max(price, sum(nfc.translate(caps).encode("latin-1")))
 
 
 _LOOSE = rb" +(?= |\Z)"
@@ -634,8 +673,9 @@ class BoundEstimator(ContentEstimator):
       ``_id``, ``":"``, ``.\\n\\n``, eight spaces), and 130,337 forms of the commonest
       English words, which count up to 8 (`` economy``, ``_Flights``); a run of digits, one
       token a digit (Qwen 3 splits every digit; the others group up to three);
-    - a run of non-ASCII bytes: one token a byte (:func:`byte_cap`), of its NFC
-      form if that is longer;
+    - a run of non-ASCII bytes: the most tokens the four can start in it
+      (:func:`run_cap`): one a byte, fewer for characters no tokenizer can split
+      that far (kana: 2 of 3 bytes), of its NFC form if that is more;
     - a run of spaces or tabs the vocabulary lacks: its longest vocabulary pieces;
     - any other (ASCII) piece: its *pair price*, each byte priced by its class and
       the class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
@@ -664,7 +704,9 @@ class BoundEstimator(ContentEstimator):
     holds at least one byte, so no byte-level BPE (all four are) starts more
     tokens in a run than it has bytes in the text it tokenizes — the run itself
     for three of them, its NFC form for Qwen 3, which normalizes first and
-    makes some characters longer (one Tibetan vowel sign 6 tokens from 3 bytes).
+    makes some characters longer (one Tibetan vowel sign 6 tokens from 3 bytes);
+    and fewer in a character that no split into that many tokens can survive BPE
+    (:func:`char_caps`, derived from the four vocabularies).
     Every pair price is the worst case of the text it
     dominates, solved for by a linear program (``python -m fidelity.bound``)
     over texts cut the same way: random runs of every character class,

@@ -1,17 +1,20 @@
 """Derive the prices of :class:`ctxwin.estimate.BoundEstimator` from the four tokenizers.
 
-    python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--words] [--vocab]
+    python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--words] [--vocab] [--chars]
 
 The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`, as the
 four tokenizers' pre-tokenizers cut ASCII), counts a piece of its vocabulary at its
-exact count and a run of non-ASCII bytes at one token a byte (of its NFC form if that
-is longer; no byte-level BPE gives more), and prices every byte of the other pieces
-by its class and the class of the byte before it (three tables: per byte, per run
-start, per pair of word classes) plus a fixed price per string. ``--vocab`` writes
+exact count and a run of non-ASCII bytes at the most tokens the four can start in it
+(one a byte or fewer, ``--chars``; of its NFC form if that is more), and prices every
+byte of the other pieces by its class and the class of the byte before it (three
+tables: per byte, per run start, per pair of word classes) plus a fixed price per
+string. ``--vocab`` writes
 the vocabulary, each piece with the largest of the four counts: every token of the
 four vocabularies that is one whole ASCII piece without digits (:func:`vocab_shaped`)
 and that each of the four tokenizers encodes in one or two tokens, and the forms of
-the commonest English words (:func:`word_forms`, needs ``wordfreq``). This
+the commonest English words (:func:`word_forms`, needs ``wordfreq``). ``--chars``
+writes the characters none of the four tokenizers can split into a token a byte
+(:func:`char_cap_table`, :func:`ctxwin.estimate.char_caps`). This
 module builds the texts each price is derived from and solves for the prices
 with a linear program (``scipy``, in the ``fidelity`` dependency group):
 
@@ -87,7 +90,7 @@ NW = len(BOUND_WORD)
 NC = len(BOUND_CLASSES)
 NON_ASCII = NC - 1
 """Code of the ``non-ascii`` class: its bytes are priced by
-:func:`ctxwin.estimate.byte_cap`, never by pairs, so its prices are not derived but
+:func:`ctxwin.estimate.run_cap`, never by pairs, so its prices are not derived but
 fixed (1 token a byte, no run price)."""
 
 
@@ -389,6 +392,77 @@ def vocabulary() -> list[tuple[bytes, int]]:
     return out
 
 
+CHARS_PATH = ROOT / "ctxwin" / "data" / "char-caps.bin.gz"
+
+
+def _vocab_sets(enc: object) -> tuple[set[bytes], set[bytes], set[bytes]]:
+    """(every token of ``enc``, every head of up to 3 bytes of a longer token, every tail
+    of up to 3 bytes of a longer token)."""
+    tokens: set[bytes] = set()
+    for i in range(enc.n_vocab):  # type: ignore[attr-defined]
+        try:
+            tokens.add(enc.decode_single_token_bytes(i))  # type: ignore[attr-defined]
+        except Exception:  # ids with no token
+            continue
+    heads = {t[:k] for t in tokens for k in range(1, min(len(t), 4))}
+    tails = {t[-k:] for t in tokens for k in range(1, min(len(t), 4))}
+    return tokens, heads, tails
+
+
+def most_starts(char: bytes, tokens: set[bytes], heads: set[bytes], tails: set[bytes]) -> int:
+    """The most tokens a tokenizer with these sets can start inside ``char`` (its UTF-8
+    bytes), wherever it stands: the most parts of any split of it in which every part is a
+    token, except that the first may be the tail of a longer token (``tails``) and the last
+    the head of one (``heads``), and no two neighbouring one-byte parts make a two-byte
+    token (BPE would have merged them), unless one of them is such a tail or head. See
+    :func:`ctxwin.estimate.char_caps`."""
+    n = len(char)
+    best = 1
+    for k in range(1, n):
+        for cuts in itertools.combinations(range(1, n), k):
+            edges = (0, *cuts, n)
+            parts = [char[a:b] for a, b in itertools.pairwise(edges)]
+            first, last = parts[0], parts[-1]
+            if first not in tokens and first not in tails:
+                continue
+            if last not in tokens and last not in heads:
+                continue
+            if any(p not in tokens for p in parts[1:-1]):
+                continue
+            merged = False
+            for j, (x, y) in enumerate(itertools.pairwise(parts)):
+                if (j == 0 and x in tails) or (j == len(parts) - 2 and y in heads):
+                    continue
+                if len(x) == 1 and len(y) == 1 and x + y in tokens:
+                    merged = True
+                    break
+            if not merged:
+                best = max(best, k + 1)
+    return best
+
+
+def char_cap_table() -> list[tuple[int, int]]:
+    """(code point, cap) for every character whose cap (:func:`most_starts`, the largest
+    of the four tokenizers) is below its UTF-8 length."""
+    sets = [_vocab_sets(enc) for enc in adversarial.encoders()]
+    out = []
+    for cp in (*range(0x80, 0xD800), *range(0xE000, 0x110000)):
+        char = chr(cp).encode()
+        cap = max(most_starts(char, *s) for s in sets)
+        if cap < len(char):
+            out.append((cp, cap))
+    return out
+
+
+def write_char_caps() -> int:
+    """Write :func:`char_cap_table` to :data:`CHARS_PATH` (gzip; three bytes of code
+    point and one of cap per character)."""
+    table = char_cap_table()
+    raw = b"".join(cp.to_bytes(3, "big") + bytes([cap]) for cp, cap in table)
+    CHARS_PATH.write_bytes(gzip.compress(raw, 9, mtime=0))
+    return len(table)
+
+
 def write_vocabulary() -> int:
     """Write :func:`vocabulary` to :data:`VOCAB_PATH` (gzip; each record is the count
     byte, the piece and NUL, as pieces may hold line breaks)."""
@@ -519,10 +593,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--walks", action="store_true", help="print the letter-walk rates")
     p.add_argument("--words", action="store_true", help="the bound on held-out random words")
     p.add_argument("--vocab", action="store_true", help=f"write {VOCAB_PATH.name}")
+    p.add_argument("--chars", action="store_true", help=f"write {CHARS_PATH.name}")
     a = p.parse_args(argv)
     out = sys.stdout
     if a.vocab:
         out.write(f"{write_vocabulary():,} pieces written to {VOCAB_PATH}\n")
+        return 0
+    if a.chars:
+        out.write(f"{write_char_caps():,} characters written to {CHARS_PATH}\n")
         return 0
     if a.words:
         out.write("\n".join(held_out_words()) + "\n")

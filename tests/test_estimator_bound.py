@@ -26,10 +26,11 @@ from ctxwin.estimate import (
     bound_parts,
     bound_pieces,
     bound_vocabulary,
-    byte_cap,
+    char_caps,
     default_calibration,
     fixed_cents,
     get_estimator,
+    run_cap,
 )
 from fidelity import adversarial
 from tests.conftest import Cli
@@ -63,10 +64,11 @@ def reference_cents(data: bytes) -> int:
         for part in bound_parts(piece, vocab):
             if part in vocab:
                 total += 100 * vocab[part]
-            elif part[0] >= 0x80:  # one token a byte, of the NFC form if that is longer
-                text = part.decode("utf-8", "surrogateescape")
-                nfc = unicodedata.normalize("NFC", text).encode("utf-8", "surrogateescape")
-                total += 100 * max(len(part), len(nfc))
+            elif part[0] >= 0x80:  # each character's cap, of the NFC form if that is more
+                text = part.decode("utf-8", "surrogatepass")
+                caps = char_caps()
+                nfc = unicodedata.normalize("NFC", text)
+                total += 100 * max(sum(caps[ord(c)] for c in s) for s in (text, nfc))
             elif part.isdigit():
                 total += 100 * len(part)
             else:
@@ -190,14 +192,62 @@ def test_bounds_every_generated_case() -> None:
 NON_ASCII = st.text(st.characters(min_codepoint=0x80, exclude_categories=["Cs"]), min_size=1)
 
 
+def _capped() -> str:
+    """The characters whose cap is below their UTF-8 length (kana, some CJK, ...)."""
+    caps = char_caps()
+    return "".join(
+        chr(c) for c in range(0x80, 0x110000) if caps[c] < len(chr(c).encode("utf-8", "replace"))
+    )
+
+
+CAPPED = _capped()
+
+
 @needs_bpe
 @settings(max_examples=300, deadline=None)
-@given(NON_ASCII)
-def test_no_tokenizer_starts_more_tokens_than_the_byte_cap(text: str) -> None:
-    """The cap on non-ASCII runs is a proof, not a fit: one token a byte of the text
-    each tokenizer sees (Qwen 3 sees the NFC form)."""
-    cap = byte_cap(text.encode())
+@given(st.one_of(NON_ASCII, st.text(st.sampled_from(CAPPED), min_size=1)))
+def test_no_tokenizer_starts_more_tokens_than_the_run_cap(text: str) -> None:
+    """The cap on non-ASCII runs is a proof, not a fit: at most a token a byte of the
+    text each tokenizer sees (Qwen 3 sees the NFC form), fewer where no split of a
+    character into that many tokens can be final (``char_caps``)."""
+    cap = run_cap(text.encode())
     assert all(e.count(text) <= cap for e in _encoders())  # type: ignore[attr-defined]
+
+
+@needs_bpe
+def test_run_cap_holds_for_every_pair_of_kana_repeated() -> None:
+    """Pairs repeated are how a token across two characters splits both (``오큯`` × 100:
+    400 cl100k tokens against 300 for the characters alone); every kana is capped at 2."""
+    kana = [c for c in CAPPED if 0x3040 <= ord(c) <= 0x30FF]
+    assert len(kana) == 192
+    encs = _encoders()
+    over = [
+        a + b
+        for a in kana
+        for b in kana
+        if any(e.count((a + b) * 3) > 12 for e in encs)  # type: ignore[attr-defined]
+    ]
+    assert over == []
+
+
+@needs_bpe
+def test_char_caps_are_what_the_vocabularies_allow() -> None:
+    """The shipped table against ``fidelity.bound.most_starts``, on every kana, the capped
+    CJK ideographs and 2,000 random code points."""
+    from fidelity.bound import _vocab_sets, most_starts
+
+    sets = [_vocab_sets(e) for e in _encoders()]
+    rng = random.Random(3)
+    sample = [*range(0x3040, 0x3100), *range(0x4E00, 0x4F00)]
+    population = [*range(0x80, 0xD800), *range(0xE000, 0x110000)]
+    sample += rng.sample(population, 2000)
+    caps = char_caps()
+    wrong = [
+        hex(c)
+        for c in sample
+        if caps[c] != min(len(chr(c).encode()), max(most_starts(chr(c).encode(), *s) for s in sets))
+    ]
+    assert wrong == []
 
 
 def _longer_in_nfc() -> list[str]:

@@ -124,7 +124,8 @@ FLAGS: dict[str, Flag] = {
             "upper-case, punctuation, non-ASCII), fitted to bound o200k, cl100k, Llama 3 and "
             "Qwen 3 on recorded transcripts; 'bound' prices the words, punctuation, "
             "whitespace and digit runs whose count in all four it knows at that count, "
-            "non-ASCII runs at one token a byte, other bytes by class and the class before, "
+            "non-ASCII runs at the most tokens BPE can give them, other bytes by class and the "
+            "class before, "
             "and bounds them on every generated text class too, at about 1.13× the real "
             "count; "
             "'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
