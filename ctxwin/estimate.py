@@ -57,8 +57,9 @@ class Estimator(Protocol):
     def raw(self, totals: Sequence[int]) -> int:
         """Uncalibrated tokens for a summed cost vector."""
 
-    def framing(self, fmt: str, *, has_tools: bool) -> int:
-        """Request-level tokens the provider adds that the body does not show."""
+    def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
+        """Request-level tokens the provider adds that the body does not show (``model``:
+        the body's, if it names one)."""
 
 
 @lru_cache(maxsize=64)
@@ -128,7 +129,7 @@ class SeedEstimator:
     def raw(self, totals: Sequence[int]) -> int:
         return totals[0] + _ceil_div(totals[1], self._prose) + _ceil_div(totals[2], self._dense)
 
-    def framing(self, fmt: str, *, has_tools: bool) -> int:
+    def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return TOOL_PROMPT_TOKENS.get(fmt, 0) if has_tools else 0
 
 
@@ -293,8 +294,8 @@ class ContentEstimator:
     def raw(self, totals: Sequence[int]) -> int:
         return totals[0] + -(-totals[1] // SCALE)
 
-    def framing(self, fmt: str, *, has_tools: bool) -> int:
-        return provider_framing(fmt, has_tools=has_tools)
+    def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
+        return provider_framing(fmt, has_tools=has_tools, model=model)
 
 
 BOUND_CLASSES = (
@@ -781,12 +782,38 @@ gpt-5.4-mini request with tools in the corpus from being under-counted (the
 tightest was 1 token short with 12 and 14)."""
 
 
-def provider_framing(fmt: str, *, has_tools: bool) -> int:
+OPENAI_REASONING_PREAMBLE = 13
+"""OpenAI's reasoning models (GPT-5 and 5.x, o1, o3, o4-mini) put a header of their own
+before the conversation (the reasoning effort, the channels a reply may use) that the
+body does not show. Its size is not published. Counted exactly with o200k_base, every
+recorded gpt-5.4-mini request of one user message and two tools was reported 13 tokens
+over the body and the rest of this framing (265 against 252); 13 keeps all eight
+recorded gpt-5.4-mini requests covered. The o-series share the header format and get
+it too; no call of theirs is recorded."""
+
+REASONING_FAMILIES = ("gpt-5", "o1", "o3", "o4")
+"""Name prefixes of OpenAI's reasoning models (:func:`reasoning_model`)."""
+
+
+def reasoning_model(model: str | None) -> bool:
+    """Whether ``model`` is one of OpenAI's reasoning models: its name, after any
+    ``provider/`` part, is one of :data:`REASONING_FAMILIES` or starts with one followed
+    by ``-``, ``.``, ``:``, ``@`` or ``_`` (``gpt-5.4-mini``, ``o3-pro``, ``openai/o1``)."""
+    if not model:
+        return False
+    name = model.strip().lower().rpartition("/")[2]
+    return any(
+        name == p or (name.startswith(p) and name[len(p)] in "-.:@_") for p in REASONING_FAMILIES
+    )
+
+
+def provider_framing(fmt: str, *, has_tools: bool, model: str | None = None) -> int:
     """Request-level tokens a provider adds around the body (documented above).
 
     ``fmt`` is an adapter name. Every format gets the reply priming;
     ``anthropic*`` formats with tools add Anthropic's tool-use system prompt,
-    ``openai*`` formats with tools OpenAI's tools header.
+    ``openai*`` formats with tools OpenAI's tools header, and ``openai*`` formats for
+    a reasoning ``model`` (:func:`reasoning_model`) its header.
     """
     tokens = OPENAI_REPLY_PRIMING
     if has_tools:
@@ -794,6 +821,8 @@ def provider_framing(fmt: str, *, has_tools: bool) -> int:
             tokens += ANTHROPIC_TOOL_PROMPT
         elif fmt.startswith("openai"):
             tokens += OPENAI_TOOLS_PREAMBLE
+    if fmt.startswith("openai") and reasoning_model(model):
+        tokens += OPENAI_REASONING_PREAMBLE
     return tokens
 
 
@@ -1029,5 +1058,5 @@ class TokenizerEstimator:
     def raw(self, totals: Sequence[int]) -> int:
         return totals[0]
 
-    def framing(self, fmt: str, *, has_tools: bool) -> int:
-        return provider_framing(fmt, has_tools=has_tools)
+    def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
+        return provider_framing(fmt, has_tools=has_tools, model=model)

@@ -103,8 +103,8 @@ class _Features:
     def raw(self, totals: Sequence[int]) -> int:
         return 0
 
-    def framing(self, fmt: str, *, has_tools: bool) -> int:
-        return provider_framing(fmt, has_tools=has_tools)
+    def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
+        return provider_framing(fmt, has_tools=has_tools, model=model)
 
 
 def features(body: Any, fmt: str = "auto") -> list[int]:

@@ -29,6 +29,7 @@ from ctxwin.estimate import (
     TOKENIZERS,
     Estimator,
     TokenizerEstimator,
+    auto_estimator,
     calibrated,
     default_calibration,
     get_estimator,
@@ -211,10 +212,16 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
     groups: dict[str, list[list[float]]] = {}
     exact = [TokenizerEstimator(name) for name in TOKENIZERS]
     growth: dict[str, float] = {}
+    auto_calls = auto_exact = auto_under = 0
     for u in corpus.usages(root):
         family = _family(u.model)
         largest = max(count(u.body, e, u.fmt) for e in exact)
         growth[family] = max(growth.get(family, 0.0), u.reported / largest)
+        auto = auto_estimator(u.model, ests[0])
+        if auto.name.startswith("tokenizer:"):
+            auto_exact += 1
+        auto_calls += 1
+        auto_under += estimate(u.body, auto, u.fmt, u.model) < u.reported
         ratios = [estimate(u.body, e, u.fmt, u.model) / u.reported for e in ests]
         rows.append([u.source, u.name, u.fmt, u.model, f"{u.reported:,}", *map(_r, ratios)])
         key = f"{u.source}: {_family(u.model)} ({u.fmt})"
@@ -247,6 +254,11 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
         + ", ".join(f"{k} {v:.3f}" for k, v in sorted(growth.items()))
         + " (a seed at least this large keeps an estimate that bounds the four above "
         "that model's calls: `ctxwin.estimate.BOUND_MODEL_CALIBRATION`)."
+    )
+    lines.append(
+        f"- `--tokenizer auto` (exact for the {auto_exact} calls whose model's tokenizer is "
+        f"shipped, `{ests[0].name}` for the others): {auto_under} under-counts in "
+        f"{auto_calls} provider-reported calls."
     )
     lines.append("")
     return lines, detail

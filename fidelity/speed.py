@@ -47,7 +47,7 @@ class _Collect:
     def raw(self, totals: Sequence[int]) -> int:
         return 0
 
-    def framing(self, fmt: str, *, has_tools: bool) -> int:
+    def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return 0
 
 

@@ -12,9 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxwin.core import load
 from ctxwin.errors import UsageError
 from ctxwin.estimate import (
     ANTHROPIC_TOOL_PROMPT,
+    OPENAI_REASONING_PREAMBLE,
     SCALE,
     ContentEstimator,
     Kind,
@@ -23,7 +25,9 @@ from ctxwin.estimate import (
     default_estimator,
     get_estimator,
     provider_framing,
+    reasoning_model,
 )
+from ctxwin.pruning import total_cost
 from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None
@@ -123,6 +127,43 @@ def test_framing() -> None:
     assert provider_framing("openai-chat", has_tools=True) > provider_framing(
         "openai-chat", has_tools=False
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "reasoning"),
+    [
+        ("gpt-5.4-mini", True),
+        ("gpt-5", True),
+        ("openai/o3-pro", True),
+        ("o4-mini-2025-04-16", True),
+        ("o1", True),
+        ("gpt-4o", False),
+        ("gpt-4.1-mini", False),
+        ("o200k", False),
+        ("gpt-50", False),
+        (None, False),
+    ],
+)
+def test_reasoning_models_get_their_header(model: str | None, reasoning: bool) -> None:
+    assert reasoning_model(model) is reasoning
+    extra = OPENAI_REASONING_PREAMBLE if reasoning else 0
+    for fmt in ("openai-chat", "openai-responses"):
+        base = provider_framing(fmt, has_tools=False)
+        assert provider_framing(fmt, has_tools=False, model=model) == base + extra
+    assert provider_framing("anthropic", has_tools=False, model=model) == provider_framing(
+        "anthropic", has_tools=False
+    )
+
+
+def test_the_body_model_reaches_the_framing() -> None:
+    """Both OpenAI adapters hand the body's model to the estimator's framing."""
+    est = ContentEstimator()
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    responses = {"input": "hi"}
+    for body in (chat, responses):
+        plain = est.raw(total_cost(load(body, "auto", est).view))
+        gpt5 = est.raw(total_cost(load({**body, "model": "gpt-5.4-mini"}, "auto", est).view))
+        assert gpt5 == plain + OPENAI_REASONING_PREAMBLE
 
 
 def test_default_calibration() -> None:

@@ -42,6 +42,24 @@ def test_no_under_count_against_provider_usage(name: str) -> None:
 
 
 @pytest.mark.skipif(not HAS_BPE, reason="needs the bpe extra (quicktok)")
+def test_tokenizer_auto_never_under_counts_provider_usage() -> None:
+    """Exact counts plus the framing stay above what the provider reported: gpt-5.4-mini
+    was 13 tokens over before its reasoning header was counted (OPENAI_REASONING_PREAMBLE)."""
+    assert ROOT is not None
+    from ctxwin.estimate import ContentEstimator, auto_estimator
+
+    exact = under = 0
+    for u in corpus.usages(ROOT):
+        est = auto_estimator(u.model, ContentEstimator())
+        exact += est.name.startswith("tokenizer:")
+        got = estimate(u.body, est, u.fmt, u.model)
+        if got < u.reported:
+            under += 1
+    assert exact >= 12  # the gpt-4o, gpt-4o-mini and gpt-5.4-mini calls
+    assert under == 0
+
+
+@pytest.mark.skipif(not HAS_BPE, reason="needs the bpe extra (quicktok)")
 @pytest.mark.parametrize("name", sorted(MEDIAN_LIMIT))
 def test_no_under_count_against_tokenizers_and_median(name: str) -> None:
     import statistics

@@ -103,7 +103,7 @@ class OpenAIChat:
             if functions is not None:
                 add_json(base, expect_list(functions, "functions"), estimator)
                 has_tools = True
-        base[0] += estimator.framing(self.name, has_tools=has_tools)
+        base[0] += estimator.framing(self.name, has_tools=has_tools, model=model)
         view = View(self.name, [], base, model, max_tokens, prefix)
         items = view.items
         append = items.append

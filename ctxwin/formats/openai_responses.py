@@ -147,7 +147,7 @@ class OpenAIResponses:
                     "previous_response_id is set: the stored conversation it continues is "
                     "not in the body and is not counted"
                 )
-        base[0] += estimator.framing(self.name, has_tools=has_tools)
+        base[0] += estimator.framing(self.name, has_tools=has_tools, model=model)
         view = ResponsesView(self.name, [], base, model, max_tokens, prefix, notes)
         if isinstance(items, str):
             cost = [0] * width
