@@ -497,9 +497,9 @@ def char_caps() -> bytes:
     every part a token of the vocabulary, the first part allowed to be the tail of a
     longer token reaching in from the left and the last the head of one running on to the
     right (and there the rule is waived); the cap is the most parts over the four
-    tokenizers. Hiragana, katakana and 512 CJK ideographs cannot be split in three (2
-    tokens, not 3), nor 7,640 four-byte characters in four (3, not 4); every other
-    character keeps one token a byte."""
+    tokenizers. The 192 code points of the Hiragana and Katakana blocks and 512 CJK
+    ideographs cannot be split in three (2 tokens, not 3), nor 7,640 four-byte
+    characters in four (3, not 4); every other character keeps one token a byte."""
     import gzip
     from pathlib import Path
 
