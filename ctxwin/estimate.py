@@ -795,10 +795,13 @@ REASONING_FAMILIES = ("gpt-5", "o1", "o3", "o4")
 """Name prefixes of OpenAI's reasoning models (:func:`reasoning_model`)."""
 
 
+@lru_cache(maxsize=256)
 def reasoning_model(model: str | None) -> bool:
     """Whether ``model`` is one of OpenAI's reasoning models: its name, after any
     ``provider/`` part, is one of :data:`REASONING_FAMILIES` or starts with one followed
-    by ``-``, ``.``, ``:``, ``@`` or ``_`` (``gpt-5.4-mini``, ``o3-pro``, ``openai/o1``)."""
+    by ``-``, ``.``, ``:``, ``@`` or ``_`` (``gpt-5.4-mini``, ``o3-pro``, ``openai/o1``).
+    Remembered: every body of a run names the same model, and ``replay`` reads
+    thousands."""
     if not model:
         return False
     name = model.strip().lower().rpartition("/")[2]
