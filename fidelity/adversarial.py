@@ -618,6 +618,16 @@ def encoders() -> list[object]:
     return [quicktok.get_encoding(e) for e in TOKENIZERS]
 
 
+def vocab_tokens(enc: object) -> Iterator[bytes]:
+    """Every token of encoding ``enc`` (a ``quicktok`` encoding), as bytes; ids with no
+    token are skipped."""
+    for i in range(enc.n_vocab):  # type: ignore[attr-defined]
+        try:
+            yield enc.decode_single_token_bytes(i)  # type: ignore[attr-defined]
+        except Exception:  # ids with no token
+            continue
+
+
 ESTIMATORS = ("content", "bound")
 """The estimators a report covers by default."""
 

@@ -374,15 +374,7 @@ def vocabulary() -> list[tuple[bytes, int]]:
     and every :func:`word_forms` piece whatever its count, each with that largest
     count."""
     encs = adversarial.encoders()
-    shaped: set[bytes] = set()
-    for enc in encs:
-        for i in range(enc.n_vocab):  # type: ignore[attr-defined]
-            try:
-                token = enc.decode_single_token_bytes(i)  # type: ignore[attr-defined]
-            except Exception:  # ids with no token
-                continue
-            if vocab_shaped(token):
-                shaped.add(token)
+    shaped = {t for enc in encs for t in adversarial.vocab_tokens(enc) if vocab_shaped(t)}
     words = word_forms()
     out = []
     for token in sorted(shaped | words):
@@ -398,12 +390,7 @@ CHARS_PATH = ROOT / "ctxwin" / "data" / "char-caps.bin.gz"
 def _vocab_sets(enc: object) -> tuple[set[bytes], set[bytes], set[bytes]]:
     """(every token of ``enc``, every head of up to 3 bytes of a longer token, every tail
     of up to 3 bytes of a longer token)."""
-    tokens: set[bytes] = set()
-    for i in range(enc.n_vocab):  # type: ignore[attr-defined]
-        try:
-            tokens.add(enc.decode_single_token_bytes(i))  # type: ignore[attr-defined]
-        except Exception:  # ids with no token
-            continue
+    tokens = set(adversarial.vocab_tokens(enc))
     heads = {t[:k] for t in tokens for k in range(1, min(len(t), 4))}
     tails = {t[-k:] for t in tokens for k in range(1, min(len(t), 4))}
     return tokens, heads, tails
@@ -547,11 +534,8 @@ def walks(seed: int = 1, size: int = 3000) -> list[str]:
     encs = adversarial.encoders()
     grams: dict[int, collections.Counter[bytes]] = {k: collections.Counter() for k in (2, 3)}
     for enc in encs[:2]:
-        for i in range(enc.n_vocab):  # type: ignore[attr-defined]
-            try:
-                word = enc.decode_single_token_bytes(i).strip().lower()  # type: ignore[attr-defined]
-            except Exception:  # ids with no token
-                continue
+        for token in adversarial.vocab_tokens(enc):
+            word = token.strip().lower()
             if word.isalpha() and word.isascii():
                 for k, counter in grams.items():
                     counter.update(word[j : j + k] for j in range(len(word) - k + 1))

@@ -114,6 +114,7 @@ from ctxwin.estimate import (
 )
 from ctxwin.formats import get_adapter
 from ctxwin.pruning import total_cost
+from fidelity.adversarial import vocab_tokens
 
 N = len(TOKENIZERS)
 ROOT = Path(__file__).resolve().parent.parent
@@ -458,11 +459,7 @@ def vocabulary_size() -> list[str]:
     encs = [quicktok.get_encoding(e) for e in TOKENIZERS]
     shaped: set[bytes] = set()
     for enc in encs:
-        for i in range(enc.n_vocab):
-            try:
-                token = enc.decode_single_token_bytes(i)
-            except Exception:  # ids with no token
-                continue
+        for token in vocab_tokens(enc):
             if (
                 token.isascii()
                 and not any(c in b"0123456789" for c in token)
