@@ -17,7 +17,7 @@ exact decimal arithmetic so ``2503 × 1.15`` is ``2878.45`` and rounds up to
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
@@ -795,6 +795,16 @@ REASONING_FAMILIES = ("gpt-5", "o1", "o3", "o4")
 """Name prefixes of OpenAI's reasoning models (:func:`reasoning_model`)."""
 
 
+def name_family(model: str, prefixes: Iterable[str], ends: str = "-:@_") -> str | None:
+    """The first of ``prefixes`` that ``model``'s name (lower case, after any
+    ``provider/`` part) is, or starts with followed by one of ``ends``; else ``None``."""
+    name = model.strip().lower().rpartition("/")[2]
+    for prefix in prefixes:
+        if name == prefix or (name.startswith(prefix) and name[len(prefix)] in ends):
+            return prefix
+    return None
+
+
 @lru_cache(maxsize=256)
 def reasoning_model(model: str | None) -> bool:
     """Whether ``model`` is one of OpenAI's reasoning models: its name, after any
@@ -804,10 +814,7 @@ def reasoning_model(model: str | None) -> bool:
     thousands."""
     if not model:
         return False
-    name = model.strip().lower().rpartition("/")[2]
-    return any(
-        name == p or (name.startswith(p) and name[len(p)] in "-.:@_") for p in REASONING_FAMILIES
-    )
+    return name_family(model, REASONING_FAMILIES, "-.:@_") is not None
 
 
 def provider_framing(fmt: str, *, has_tools: bool, model: str | None = None) -> int:
@@ -978,7 +985,8 @@ such as ``Qwen/Qwen2.5-7B-Instruct``): the prefix must be the whole name or end 
 ``-``, ``:``, ``@`` or ``_``, and the longest wins. Qwen 2.5 and 3 share one
 vocabulary (``qwen3``), as do Llama 3, 3.1, 3.2 and 3.3 (``llama3``)."""
 
-_FAMILY_ORDER = sorted(OPEN_FAMILIES, key=lambda pair: -len(pair[0]))
+_FAMILY_ENCODING = dict(OPEN_FAMILIES)
+_FAMILY_ORDER = sorted(_FAMILY_ENCODING, key=lambda prefix: -len(prefix))
 
 
 def exact_encoding(model: str | None) -> str | None:
@@ -994,11 +1002,8 @@ def exact_encoding(model: str | None) -> str | None:
     row = lookup_model(model)
     if row is not None:
         return row.tokenizer if row.tokenizer in TOKENIZERS else None
-    name = model.strip().lower().rpartition("/")[2]
-    for prefix, encoding in _FAMILY_ORDER:
-        if name == prefix or (name.startswith(prefix) and name[len(prefix)] in "-:@_"):
-            return encoding
-    return None
+    family = name_family(model, _FAMILY_ORDER)
+    return None if family is None else _FAMILY_ENCODING[family]
 
 
 def auto_estimator(model: str | None, fallback: Estimator) -> Estimator:
