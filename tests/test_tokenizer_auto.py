@@ -149,6 +149,8 @@ def test_bound_seeds_cover_the_models_that_count_more() -> None:
     for model, ratio in measured.items():
         assert default_calibration("bound", model) >= ratio, model
     assert default_calibration("bound", "gpt-4o") == 1.0
+    # a family added to content's seeds needs its bound seed too, or the bound has none
+    assert [n for n, _ in BOUND_MODEL_CALIBRATION] == [n for n, _ in MODEL_CALIBRATION]
     assert default_calibration("tokenizer:o200k_base", "claude-opus-4-7") == 1.0
 
 
