@@ -11,8 +11,10 @@ name                what
 =================== ==========================================================
 ``claude-code``     Claude Code session JSONL (main chain, subagent sidechains,
                     compaction segments, side-model calls)
-``codex``           OpenAI Codex CLI rollout JSONL
+``codex``           OpenAI Codex CLI rollout JSONL (a resumed or forked rollout's
+                    replayed history is context, not calls)
 ``gemini-cli``      Gemini CLI ``Content[]`` history or ChatRecording session
+                    (JSON, or JSONL with ``$set``/``$rewindTo`` records)
 ``openhands-events`` OpenHands V0 event-stream trajectory (a JSON list)
 ``mini-swe-agent``  mini-swe-agent ``.traj.json``
 ``otel``            OpenTelemetry spans (GenAI ``gen_ai.*`` or OpenInference ``llm.*``)

@@ -15,18 +15,39 @@ One ``{"timestamp", "type", "payload"}`` object per line:
 * ``compacted``: the history restarts from ``replacement_history`` (or the
   summary ``message``), so what follows is a run of its own.
 
+Resumed and forked rollouts. A fresh rollout has one ``session_meta`` line, and
+resuming it in place appends to the same file. A rollout that starts from
+another one's history (a fork, a subagent given its parent's history, a resume
+written to a new file) opens with its own ``session_meta`` (with
+``forked_from_id``) and then replays the parent's lines as they are: the parent's
+``session_meta`` (and its ancestors' in a rollout resumed more than once),
+``turn_context``, ``response_item``, ``compacted`` and ``event_msg`` lines,
+``token_count`` events included, all stamped with the time of the copy. The
+replayed items are the context the new calls carry, so they stay in the body;
+their ``token_count`` events are the parent's calls, already counted in the
+parent's file, so they are no call here. The replay begins at the first
+``session_meta`` with another ``id`` than the first line's and ends at a
+``session_meta`` with the rollout's own ``id`` (newer versions write it again
+after the copy) or, when none follows, at the first line stamped later than
+the copy (more than :data:`COPY_GAP` after the line before it). A history
+segment that lies wholly in the replay is the parent's run, not one of this file.
+
 The whole rollout reads as an OpenAI Responses body with usage per call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from ctxwin.recorded import Run
 from ctxwin.sessions._common import as_dict, as_int, as_str, need
 
 NAME = "codex"
+
+COPY_GAP = timedelta(seconds=1)
+"""Replayed lines are written at once; a longer pause before a line ends the replay."""
 
 _TYPES = frozenset(("session_meta", "turn_context", "response_item", "event_msg", "compacted"))
 _MODEL_ITEMS = frozenset(
@@ -65,28 +86,79 @@ class _Segment:
         self.usage_at: dict[int, Mapping[str, Any]] = {}
         self.open: int | None = None
         """Index of the first item of the response waiting for its token count."""
+        self.own = False
+        """Whether any line of this segment is the rollout's own (not replayed)."""
+        self.calls: set[int] = set()
+        """Where this rollout's own responses start (replayed ones are no call)."""
+        self.replayed = False
+        """Whether a response of this segment was replayed."""
+
+
+def _stamp(value: Mapping[str, Any]) -> datetime | None:
+    """The line's ``timestamp``, or ``None`` when it is absent or no ISO time."""
+    text = as_str(value.get("timestamp"))
+    if text is None:
+        return None
+    try:
+        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else None
+
+
+class _Replay:
+    """Tells the lines a rollout replayed from its parent from its own."""
+
+    def __init__(self) -> None:
+        self.own_id: str | None = None
+        self.metas = 0
+        self.active = False
+        self.last: datetime | None = None
+
+    def step(self, t: Any, payload: Mapping[str, Any], value: Mapping[str, Any]) -> bool:
+        """Whether this line was replayed (the parent's) rather than written by this rollout."""
+        stamp = _stamp(value)
+        if t == "session_meta":
+            ident = as_str(payload.get("id"))
+            self.metas += 1
+            if self.metas == 1:
+                self.own_id = ident
+            else:
+                self.active = ident is None or ident != self.own_id
+        elif self.active and (stamp is None or self.last is None or stamp - self.last > COPY_GAP):
+            self.active = False
+        if stamp is not None:
+            self.last = stamp
+        return self.active or (t == "session_meta" and self.metas > 1)
 
 
 def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
-    """One run per history segment (a ``compacted`` line starts a new one)."""
+    """One run per history segment (a ``compacted`` line starts a new one); replayed
+    lines are context, never calls."""
     instructions: str | None = None
+    replayed_instructions: str | None = None
     model: str | None = None
     session = ""
     segments = [_Segment()]
     last_total: Any = None
     context_length: int | None = None
+    replay = _Replay()
     for label, value in zip(labels, entries, strict=True):
         if not isinstance(value, dict):
             continue
         t = value.get("type")
         payload = as_dict(value.get("payload"))
+        copied = replay.step(t, payload, value)
         seg = segments[-1]
         if t == "session_meta":
-            session = as_str(payload.get("id")) or session
+            if not copied:
+                session = session or as_str(payload.get("id")) or ""
             base = payload.get("base_instructions")
             text = as_str(as_dict(base).get("text")) or as_str(payload.get("instructions"))
-            if text is not None:
+            if text is not None and not copied:
                 instructions = text
+            elif text is not None:
+                replayed_instructions = replayed_instructions or text
         elif t == "event_msg" and payload.get("type") == "task_started":
             window = as_int(payload.get("model_context_window"))
             context_length = window or context_length
@@ -98,6 +170,10 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
                 continue
             if _is_model(item) and not (seg.items and _is_model(seg.items[-1])):
                 seg.open = len(seg.items)
+                if copied:
+                    seg.replayed = True
+                else:
+                    seg.calls.add(seg.open)
             seg.items.append(item)
         elif t == "event_msg" and payload.get("type") == "token_count":
             info = as_dict(payload.get("info"))
@@ -107,7 +183,9 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
             if prompt is None or total == last_total:
                 continue
             last_total = total
-            if seg.open is not None and seg.open not in seg.usage_at:
+            if copied:
+                seg.open = None  # the parent's call, counted in its own file
+            elif seg.open is not None and seg.open not in seg.usage_at:
                 seg.usage_at[seg.open] = {"input_tokens": prompt}
         elif t == "compacted":
             fresh = _Segment()
@@ -123,8 +201,14 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
                     }
                 )
             segments.append(fresh)
+        if not copied and t in ("response_item", "compacted"):
+            segments[-1].own = True
     runs = []
-    kept = [s for s in segments if s.items]
+    if instructions is None:
+        instructions = replayed_instructions
+    kept = [s for s in segments if s.items and s.own]
+    if not kept and segments[-1].items:
+        kept = [segments[-1]]  # only replayed history (a fork with no turn yet)
     for n, seg in enumerate(kept, 1):
         body: dict[str, Any] = {}
         if model:
@@ -142,6 +226,7 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
                 body=body,
                 usage_at=seg.usage_at,
                 fmt="openai-responses",
+                calls_at=frozenset(seg.calls) if seg.replayed else None,
                 context_length=context_length,
                 current=n == len(kept),
             )

@@ -10,8 +10,28 @@
   back), ``thoughts`` (not sent back) and ``tokens`` (``input`` is the prompt,
   cached tokens included; ``tool`` the tool-use prompt). ``info``, ``error``
   and ``warning`` messages are the CLI's own and are skipped.
+* ChatRecording JSONL (``~/.gemini/tmp/<project>/chats/session-*.jsonl``, a
+  subagent's as ``chats/<parent session>/<id>.jsonl``), which newer versions
+  write instead, appending one record a line:
 
-Both read as a Gemini ``generateContent`` body.
+  - the header ``{"sessionId", "projectHash", "startTime", "lastUpdated",
+    "kind", "directories"}`` (a resumed ``.json`` session is migrated by
+    writing a header and then all its messages);
+  - a message record (the same ``{"id", "type", "content", ...}`` as above);
+    a record with an ``id`` already seen re-writes that message in its place
+    (the CLI writes a ``gemini`` message again when its ``tokens`` or tool
+    ``result`` parts arrive);
+  - ``{"$set": {...}}``: an update of the conversation's fields
+    (``lastUpdated``, ``summary``, ``directories``, ``sessionId``, ...); a
+    ``$set`` of ``messages`` replaces the whole list (history rewritten, e.g.
+    tool outputs masked), later records apply to it;
+  - ``{"$rewindTo": id}``: the message ``id`` and every one after it are
+    removed (all of them when ``id`` is unknown).
+
+  Records apply in file order, so each message reads as last written; records
+  of other shapes are skipped.
+
+All read as a Gemini ``generateContent`` body.
 """
 
 from __future__ import annotations
@@ -47,9 +67,43 @@ def _is_recording(value: Any) -> bool:
     )
 
 
+_MESSAGE_TYPES = frozenset(("user", "gemini", "info", "error", "warning"))
+
+
+def _is_header(value: Mapping[str, Any]) -> bool:
+    return isinstance(value.get("sessionId"), str) and isinstance(value.get("projectHash"), str)
+
+
+def _is_message(value: Mapping[str, Any]) -> bool:
+    return isinstance(value.get("id"), str) and as_str(value.get("type")) in _MESSAGE_TYPES
+
+
+def _is_record(value: Any) -> bool:
+    """A line the JSONL ChatRecording writer writes."""
+    if not isinstance(value, dict):
+        return False
+    return (
+        isinstance(value.get("$rewindTo"), str)
+        or isinstance(value.get("$set"), dict)
+        or _is_message(value)
+        or _is_header(value)
+    )
+
+
 def detect(entries: Sequence[Any], jsonl: bool) -> bool:
-    """A ``Content[]`` array, or an object with ``sessionId`` and typed ``messages``."""
-    if jsonl or len(entries) != 1:
+    """A ``Content[]`` array, an object with ``sessionId`` and typed ``messages``, or
+    JSONL of ChatRecording records: a header first, or only records (a header or a
+    message among them)."""
+    if jsonl:
+        if entries and isinstance(entries[0], dict) and _is_header(entries[0]):
+            return True
+        head = [v for v in entries[:20] if isinstance(v, dict)]
+        return (
+            bool(head)
+            and all(_is_record(v) for v in head)
+            and any(_is_header(v) or _is_message(v) for v in head)
+        )
+    if len(entries) != 1:
         return False
     value = entries[0]
     if isinstance(value, list):
@@ -58,6 +112,10 @@ def detect(entries: Sequence[Any], jsonl: bool) -> bool:
 
 
 def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
+    if len(entries) != 1 or any(labels):
+        run = _records(entries, labels)
+        run.warnings.extend(_orphans_as_text(run.body["contents"]))
+        return [run]
     value = entries[0]
     label = labels[0]
     if isinstance(value, list):
@@ -66,7 +124,10 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
         return [
             Run(label or "history", NAME, body={"contents": contents}, fmt="gemini", warnings=notes)
         ]
-    run = _recording(value, label)
+    listed = need_list(value, "messages", label)
+    run = _recording(
+        as_str(value.get("sessionId")), [(f"messages[{i}]", m) for i, m in enumerate(listed)], label
+    )
     run.warnings.extend(_orphans_as_text(run.body["contents"]))
     return [run]
 
@@ -124,13 +185,51 @@ def _results(call: Mapping[str, Any], where: str) -> list[Any]:
     return _parts(result, f"{where}.result")
 
 
-def _recording(value: dict[str, Any], label: str) -> Run:
-    name = as_str(value.get("sessionId")) or label or "session"
+def _records(entries: Sequence[Any], labels: Sequence[str]) -> Run:
+    """The conversation a JSONL ChatRecording holds once its records are applied in order."""
+    session: str | None = None
+    messages: dict[str, tuple[str, Any]] = {}
+    """Each message by id, as last written, with where it was written; in first-written order."""
+    for label, value in zip(labels, entries, strict=True):
+        if not isinstance(value, dict):
+            raise InputError("expected an object", label)
+        if "$rewindTo" in value:
+            target = value["$rewindTo"]
+            if not isinstance(target, str):
+                raise InputError("expected a message id", f"{label}.$rewindTo")
+            ids = list(messages)
+            cut = ids.index(target) if target in messages else 0
+            for gone in ids[cut:]:
+                del messages[gone]
+        elif "id" in value and "type" in value:
+            ident = value["id"]
+            if not isinstance(ident, str):
+                raise InputError("expected a string", f"{label}.id")
+            messages[ident] = (label, value)
+        elif "$set" in value:
+            update = value["$set"]
+            if not isinstance(update, dict):
+                raise InputError("expected an object", f"{label}.$set")
+            session = as_str(update.get("sessionId")) or session
+            if "messages" in update:
+                listed = need_list(update, "messages", f"{label}.$set")
+                messages = {}
+                for k, msg in enumerate(listed):
+                    where = f"{label}.$set.messages[{k}]"
+                    ident = as_dict(msg).get("id")
+                    messages[ident if isinstance(ident, str) else where] = (where, msg)
+        elif _is_header(value):
+            session = session or value["sessionId"]
+        # other records: not the conversation
+    return _recording(session, list(messages.values()), "")
+
+
+def _recording(session: str | None, messages: Sequence[tuple[str, Any]], label: str) -> Run:
+    name = session or label or "session"
     contents: list[dict[str, Any]] = []
     usage_at: dict[int, Mapping[str, Any]] = {}
     model: str | None = None
-    for i, msg in enumerate(need_list(value, "messages", label)):
-        where = f"messages[{i}]"
+    for where, msg in messages:
         if not isinstance(msg, dict):
             continue
         kind = need(msg, "type", where)
