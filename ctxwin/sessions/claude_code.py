@@ -5,13 +5,25 @@ message in ``message``; every line has a ``uuid`` and the ``parentUuid`` of
 the line before it in the conversation. Read by field, tolerating unknown ones:
 
 * the **main chain** (``isSidechain`` false) is one run: the lines on the
-  ``parentUuid`` path to the last line, plus the siblings that path skips
-  (tool results and tool-use lines of one response each point at the line
-  they answer, so parallel tool calls fork the path);
+  ``parentUuid`` path to the last line, plus what that path skips: the other
+  lines of a response on it (same ``message.id``) and the tool results that
+  answer a kept line or a call a kept line made (parallel tool calls fork the
+  path); a ``uuid`` written twice is read once;
 * **sidechains** (subagents: ``isSidechain`` true, inline or in
   ``subagents/agent-*.jsonl``) are runs of their own, one per ``agentId``;
-* assistant lines sharing ``message.id`` are one API response (one call);
-  consecutive user lines are one user message;
+* **one API response is one assistant message and one call.** Claude Code
+  writes a response as one line per content block (thinking, text, each
+  ``tool_use``), all with its ``message.id``, and runs each tool as its block
+  arrives: a tool's result line is written when the tool finishes, between the
+  lines of the response still streaming, in the order the tools finish. So the
+  lines of a ``message.id`` are joined in their logged order wherever they sit
+  (a block logged twice, same tool-use id or thinking signature, counts once;
+  a line with another ``requestId``, or without one another prompt count, is
+  another response: a proxy that gives every response one id); its usage is
+  that of its last line. The message after it holds every result of its calls,
+  in the order of the calls, then what was logged with those results (a
+  reminder in the same line) and the user lines that follow; a result logged
+  twice counts once. A user's prompt ends the responses before it;
 * ``progress``, ``system``, ``summary``, ``file-history-snapshot``,
   ``queue-operation`` and any other line type are skipped; a ``system`` line
   of subtype ``compact_boundary`` starts a new segment: after ``/compact`` the
@@ -23,6 +35,8 @@ the line before it in the conversation. Read by field, tolerating unknown ones:
 
 The requests are Anthropic Messages bodies without the system prompt and tool
 definitions Claude Code sends but never records (see the calibration overhead).
+Reading is a pass over the lines to find the path and one to join them: linear
+in the file.
 """
 
 from __future__ import annotations
@@ -141,11 +155,32 @@ def _on_path(lines: list[tuple[str, dict[str, Any]]], parents: dict[str, str | N
     return path
 
 
-def _is_tool_result(msg: Mapping[str, Any]) -> bool:
+def _result_ids(msg: Mapping[str, Any]) -> list[str]:
+    """The ``tool_use_id`` of every ``tool_result`` block of a user message."""
     content = msg.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    )
+    if not isinstance(content, list):
+        return []
+    return [
+        call
+        for b in content
+        if isinstance(b, dict)
+        and b.get("type") == "tool_result"
+        and (call := as_str(b.get("tool_use_id"))) is not None
+    ]
+
+
+def _call_ids(msg: Mapping[str, Any]) -> list[str]:
+    """The ``id`` of every ``tool_use`` block of an assistant message."""
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return []
+    return [
+        call
+        for b in content
+        if isinstance(b, dict)
+        and b.get("type") == "tool_use"
+        and (call := as_str(b.get("id"))) is not None
+    ]
 
 
 def _select(
@@ -153,7 +188,10 @@ def _select(
 ) -> list[tuple[str, dict[str, Any]]]:
     """The lines of the conversation that led to the last line, in file order.
 
-    Lines without ``uuid`` (other versions) are all kept, in file order.
+    Besides the path, the lines of a response on it (same ``message.id``) and the
+    tool results that answer a kept line or a call it made; a ``uuid`` written
+    twice is kept once. Lines without ``uuid`` (other versions) are all kept, in
+    file order.
     """
     if any(as_str(v.get("uuid")) is None for _, v in lines):
         return lines
@@ -166,17 +204,24 @@ def _select(
         and (mid := as_str(as_dict(v.get("message")).get("id"))) is not None
     }
     kept: set[str] = set()
+    calls: set[str] = set()
     out = []
     for label, value in lines:
         uuid = as_str(value.get("uuid")) or ""
+        if uuid in kept:
+            continue  # the same line written twice
         msg = as_dict(value.get("message"))
         keep = uuid in path or _is_boundary(value)
         if not keep and value.get("type") == "assistant":
             keep = as_str(msg.get("id")) in ids  # another line of a response on the path
-        if not keep and value.get("type") == "user" and _is_tool_result(msg):
-            keep = parents.get(uuid) in kept  # a parallel tool result answering a kept line
+        if not keep and value.get("type") == "user":
+            # a parallel tool result: it names the line it answers, or answers a kept call
+            answers = _result_ids(msg)
+            keep = bool(answers) and (parents.get(uuid) in kept or any(c in calls for c in answers))
         if keep:
             kept.add(uuid)
+            if value.get("type") == "assistant":
+                calls.update(_call_ids(msg))
             out.append((label, value))
     return out
 
@@ -209,43 +254,164 @@ def _chain_runs(chain: _Chain, name: str, parents: dict[str, str | None]) -> lis
     return runs
 
 
+@dataclass(slots=True)
+class _Response:
+    """One API response: the lines sharing its ``message.id``, and what answers it."""
+
+    message: dict[str, Any]
+    mid: str | None
+    request: str | None
+    prompt: int | None
+    model: str | None
+    usage: Mapping[str, Any] | None = None
+    calls: list[str] = field(default_factory=list)
+    """Its ``tool_use`` ids, in the order it made them."""
+    seen: set[tuple[str, str, str]] = field(default_factory=set)
+    """The blocks with an identity (a tool use's id, a thinking block's signature)."""
+    results: dict[str, Any] = field(default_factory=dict)
+    """The first ``tool_result`` of each of its calls."""
+    after: list[Any] = field(default_factory=list)
+    """Other blocks logged in the lines that hold its results (a reminder, a note)."""
+
+    def joins(self, request: str | None, prompt: int | None) -> bool:
+        """Whether a line of the same ``message.id`` is a piece of this response: its
+        ``requestId`` is the same, or (without one) its prompt count is (a proxy that
+        gives every response one id gives them different prompts)."""
+        if request is not None and self.request is not None:
+            return request == self.request
+        return prompt is None or self.prompt is None or prompt == self.prompt
+
+    def add(self, blocks: list[Any]) -> list[str]:
+        """Append a line's blocks (not those it already holds); the calls they make."""
+        content = self.message["content"]
+        made: list[str] = []
+        for block in blocks:
+            key = _identity(block)
+            if key is not None:
+                if key in self.seen:
+                    continue  # the same block logged again
+                self.seen.add(key)
+                if key[0] == "tool_use":
+                    made.append(key[1])
+            content.append(block)
+        self.calls.extend(made)
+        return made
+
+    def answer(self) -> list[Any]:
+        """The user message after it: its results in the order of its calls, the
+        results it made no call for, then the other blocks logged with them."""
+        order = {call: n for n, call in enumerate(self.calls)}
+        ordered = sorted(self.results.items(), key=lambda kv: order.get(kv[0], len(order)))
+        return [block for _, block in ordered] + self.after
+
+
+def _identity(block: Any) -> tuple[str, str, str] | None:
+    """What makes a block the same block when it is logged twice, if anything does."""
+    if not isinstance(block, dict):
+        return None
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        return None
+    if kind == "thinking":
+        sig = as_str(block.get("signature"))
+        return (kind, sig, as_str(block.get("thinking")) or "") if sig else None
+    if kind == "redacted_thinking":
+        data = as_str(block.get("data"))
+        return (kind, data, "") if data else None
+    call = as_str(block.get("id"))
+    return (kind, call, "") if call is not None else None
+
+
+def _prompt(usage: Mapping[str, Any] | None) -> int | None:
+    if usage is None:
+        return None
+    total = 0
+    for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            total += value
+    return total
+
+
 def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Run]:
-    messages: list[dict[str, Any]] = []
-    usage_at: dict[int, Mapping[str, Any]] = {}
-    model_at: dict[int, str] = {}
-    last_id: str | None = None
+    # file order interleaves a response's pieces with the results of the calls already
+    # made (each tool's result is logged when it finishes): gather each response's
+    # pieces and results, then write response, results, response, ...
+    parts: list[_Response | list[Any]] = []
+    by_id: dict[str, _Response] = {}  # responses by message.id
+    by_call: dict[str, _Response] = {}  # responses by the tool_use ids they made
     for label, value in lines:
         msg = need_dict(value, "message", label)
         role = as_str(msg.get("role")) or as_str(value.get("type")) or ""
         content = _blocks(need(msg, "content", f"{label}.message"), f"{label}.message.content")
         if role == "assistant":
             mid = as_str(msg.get("id"))
-            if (
-                messages
-                and messages[-1]["role"] == "assistant"
-                and mid is not None
-                and mid == last_id
-            ):
-                messages[-1]["content"].extend(content)
-            else:
-                messages.append({"role": "assistant", "content": content})
+            request = as_str(value.get("requestId"))
+            usage = msg.get("usage") if isinstance(msg.get("usage"), Mapping) else None
+            prompt = _prompt(usage)
+            response = by_id.get(mid) if mid is not None else None
+            if response is None or not response.joins(request, prompt):
                 model = as_str(msg.get("model"))
-                if model:
-                    model_at[len(messages) - 1] = model
-            usage = msg.get("usage")
-            if isinstance(usage, Mapping):
-                usage_at[len(messages) - 1] = usage
-            last_id = mid
+                response = _Response(
+                    {"role": "assistant", "content": []}, mid, request, prompt, model
+                )
+                parts.append(response)
+                if mid is not None:
+                    by_id[mid] = response
+            for call in response.add(content):
+                by_call.setdefault(call, response)
+            response.request = response.request or request
+            if response.prompt is None:
+                response.prompt = prompt
+            if usage is not None:
+                response.usage = usage  # one call: the last line carries the final count
         elif role == "user":
-            if messages and messages[-1]["role"] == "user":
-                messages[-1]["content"].extend(content)
+            owner: _Response | None = None
+            rest: list[Any] = []
+            for block in content:
+                answers = (
+                    as_str(block.get("tool_use_id"))
+                    if isinstance(block, dict) and block.get("type") == "tool_result"
+                    else None
+                )
+                answered = by_call.get(answers) if answers is not None else None
+                if answers is None or answered is None:
+                    rest.append(block)
+                    continue
+                owner = owner or answered
+                answered.results.setdefault(answers, block)  # a result logged twice counts once
+            if owner is not None:
+                owner.after.extend(rest)
+                continue
+            if value.get("isMeta") is not True and not _result_ids(msg):
+                by_id.clear()  # a prompt: the responses before it are complete
+            if parts and isinstance(parts[-1], list):
+                parts[-1].extend(rest)
             else:
-                messages.append({"role": "user", "content": content})
-            last_id = None
+                parts.append(rest)
         else:
             raise InputError(
                 f"unknown role {role!r} (expected user or assistant)", f"{label}.message.role"
             )
+    messages: list[dict[str, Any]] = []
+    usage_at: dict[int, Mapping[str, Any]] = {}
+    model_at: dict[int, str] = {}
+    for part in parts:
+        if isinstance(part, _Response):
+            messages.append(part.message)
+            if part.model:
+                model_at[len(messages) - 1] = part.model
+            if part.usage is not None:
+                usage_at[len(messages) - 1] = part.usage
+            user = part.answer()
+        else:
+            user = part
+        if not user:
+            continue
+        if messages and messages[-1]["role"] == "user":
+            messages[-1]["content"].extend(user)
+        else:
+            messages.append({"role": "user", "content": user})
     if not messages:
         return []
     counts: dict[str, int] = {}
