@@ -110,7 +110,13 @@ def test_check_json_summary_and_rows(tmp_path: Path, cli: Cli) -> None:
     summary = out["summary"]
     assert summary["files"] == 3 and summary["skipped_files"] == 1
     assert summary["transcripts"] == 5
-    assert summary["counts"] == {"fits": 3, "needs_pruning": 1, "truncated": 1, "invalid": 0}
+    assert summary["counts"] == {
+        "fits": 3,
+        "needs_pruning": 1,
+        "truncated": 1,
+        "no_budget": 0,
+        "invalid": 0,
+    }
     assert summary["worst"][0]["status"] == "truncated"
     assert [r["run"] for r in out["rows"] if r["path"].endswith(".jsonl")] == [
         "line 1",

@@ -186,4 +186,4 @@ def test_advisory_and_blocking_rules() -> None:
     found = rules.generic_problems(v)
     assert [p.rule for p in rules.blocking(found)] == ["orphan-result"]
     assert rules.most_telling(found).rule == "orphan-result"
-    assert rules.summary(found).endswith("(and 2 more)")
+    assert rules.summary(found).endswith("(and 2 more problems)")
