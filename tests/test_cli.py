@@ -409,3 +409,29 @@ def test_parallel_calls_round_trip(cli: Cli) -> None:
     result = cli("prune", "-c", "3500", *SEED, input=orjson.dumps(msgs))
     assert result.exit_code == 0, result.stderr
     assert orjson.loads(result.stdout) == msgs[:2] + msgs[5:]
+
+
+def test_a_300k_prompt_for_gpt5_does_not_fit(cli: Cli) -> None:
+    """GPT-5's input cap is 272,000: with max_completion_tokens 16,000 the budget used to
+    be 372,000 - 12,000 and a 300k-token prompt was said to fit."""
+    text = "the quick brown fox jumps over the lazy dog " * 40_000
+    body = {"model": "gpt-5", "messages": [{"role": "user", "content": text}]}
+    result = cli("estimate", "-", "--max-tokens", "16000", "--json", input=orjson.dumps(body))
+    report = orjson.loads(result.stdout)
+    assert report["estimated_tokens"] > 300_000
+    assert report["budget"] == 272_000 - 12_000
+    assert not report["fits"] and report["overflow_at_floor"] and result.exit_code == 3
+
+
+def test_models_is_readable_at_80_columns(cli: Cli) -> None:
+    result = cli.process("models", env={"COLUMNS": "80"})
+    assert result.returncode == 0
+    lines = result.stdout.decode().splitlines()
+    assert max(map(len, lines)) <= 80
+    names = [line.split()[0] for line in lines[1:] if line.strip()]
+    from ctxwin.budget import model_table
+
+    assert names == [r.name for r in model_table()]  # every name whole, none cut
+    assert "input cap" in lines[0]
+    wide = cli.process("models", env={"COLUMNS": "140"})
+    assert "provider" in wide.stdout.decode().splitlines()[0]

@@ -106,7 +106,11 @@ def models(
         typer.Argument(help="Show how this model name resolves (prefix and provider rules)."),
     ] = None,
 ) -> None:
-    """List the built-in model table: window, output cap, tokenizer, source and date."""
+    """List the built-in model table: window, input cap, output cap, tokenizer, date.
+
+    Each row names its source and the date its figures were checked (--json); the date
+    and provider columns show where the terminal is wide enough.
+    """
     import orjson
 
     from ctxwin.budget import lookup_model, model_table
