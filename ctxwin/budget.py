@@ -11,7 +11,8 @@
   a 64,000-token cap never swallows a 50,000-token window;
 * ``max_input_tokens`` is the provider's cap on the prompt, where it has one apart
   from the window (OpenAI's GPT-5 models: 272,000 of a 400,000 window); none
-  means no cap beyond the window;
+  means no cap beyond the window. The table's cap goes with the table's window: a
+  window given by flag or spec file replaces both (a spec file may name its own cap);
 * ``safety`` is ``ceil(0.03 × context_length)``;
 * an unknown context length falls back to 8192.
 
@@ -311,7 +312,8 @@ def resolve_spec(
     cap = _positive_int(max_input_tokens, "max_input_tokens")
     if cap is None and spec_in is not None:
         cap, in_source = spec_in, "spec"
-    if cap is None and row is not None and row.max_input_tokens is not None:
+    if cap is None and ctx_source == "table" and row is not None:
+        # the table's cap belongs to the table's window: a window given instead replaces both
         cap, in_source = row.max_input_tokens, "table"
     if cap is None:
         in_source = None

@@ -234,3 +234,11 @@ def test_output_caps_are_the_providers() -> None:
     assert caps["llama-3.3-70b"] == caps["llama-4-maverick"] == 4096
     assert caps["chatgpt-4o-latest"] == 16_384 and caps["gpt-4"] == 8192
     assert caps["gemini-2.5-pro"] == 65_536
+
+
+def test_a_window_given_replaces_the_table_input_cap() -> None:
+    """The table's 272,000 belongs to its 400,000 window: with -c 10,000,000 and no
+    reserve it used to leave 272,000 - 300,000 safety, a budget below zero."""
+    b = compute_budget(resolve_spec("gpt-5", context_length=10_000_000), max_tokens=0)
+    assert b.spec.max_input_tokens is None
+    assert b.budget == 10_000_000 - 300_000
