@@ -7,7 +7,8 @@
   else ``max(1000, ceil(0.02 × context_length))``. A model-table output cap
   applied to a window smaller than the table's own is scaled to it: ``ceil(cap ×
   context_length ÷ table window)``, never below that default nor above the cap (source
-  ``scaled``): the response keeps the share of the window the model gives it, and
+  ``scaled``); a table cap never reserves more than half the window (gpt-4's 8,192 of
+  8,192 reserves 4,096): the response keeps the share of the window the model gives it, and
   a 64,000-token cap never swallows a 50,000-token window;
 * ``max_input_tokens`` is the provider's cap on the prompt, where it has one apart
   from the window (OpenAI's GPT-5 models: 272,000 of a 400,000 window); none
@@ -356,6 +357,9 @@ def compute_budget(
         if spec.max_output_tokens_source == "table" and table_ctx is not None and ctx < table_ctx:
             scaled = -((-reserve * ctx) // table_ctx)
             reserve, source = min(reserve, max(default_reserve(ctx), scaled)), "scaled"
+        if spec.max_output_tokens_source == "table" and reserve > ctx // 2:
+            # a cap as large as the window (gpt-4: 8,192 of 8,192) would leave no prompt
+            reserve, source = ctx // 2, "scaled"
     else:
         reserve, source = default_reserve(ctx), "default"
     safety = _percent_ceil(SAFETY_PERCENT, ctx)

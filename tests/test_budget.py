@@ -242,3 +242,12 @@ def test_a_window_given_replaces_the_table_input_cap() -> None:
     b = compute_budget(resolve_spec("gpt-5", context_length=10_000_000), max_tokens=0)
     assert b.spec.max_input_tokens is None
     assert b.budget == 10_000_000 - 300_000
+
+
+def test_a_table_cap_reserves_at_most_half_the_window() -> None:
+    """gpt-4 may write all 8,192 tokens of its window: reserving them left -246."""
+    row = lookup_model("gpt-4")
+    assert row is not None and row.max_output_tokens == row.context_length == 8192
+    b = compute_budget(resolve_spec("gpt-4"))
+    assert (b.reserve, b.reserve_source) == (4096, "scaled")
+    assert b.budget == 8192 - 4096 - 246
