@@ -28,6 +28,7 @@ from ctxwin.errors import (
     CtxwinError,
     ExitCode,
     InputError,
+    NoBudget,
     PairingError,
     SpecError,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "Kind",
     "ManagedFit",
     "ModelSpec",
+    "NoBudget",
     "PairingError",
     "Plan",
     "Problem",

@@ -1,12 +1,26 @@
 """Model spec → token budget.
 
-``budget = context_length − reserve − safety`` where
+``budget = min(context_length − reserve, max_input_tokens) − safety`` where
 
 * ``reserve`` is the response allocation: an explicit ``max_tokens``, else the
   body's ``max_tokens``/``max_completion_tokens``, else the model's output cap,
-  else ``max(1000, ceil(0.02 × context_length))``;
+  else ``max(1000, ceil(0.02 × context_length))``. A model-table output cap
+  applied to a window smaller than the table's own is scaled to it: ``ceil(cap ×
+  context_length ÷ table window)``, never below that default nor above the cap (source
+  ``scaled``); a table cap never reserves more than half the window (gpt-4's 8,192 of
+  8,192 reserves 4,096): the response keeps the share of the window the model gives it, and
+  a 64,000-token cap never swallows a 50,000-token window;
+* ``max_input_tokens`` is the provider's cap on the prompt, where it has one apart
+  from the window (OpenAI's GPT-5 models: 272,000 of a 400,000 window); none
+  means no cap beyond the window. The table's cap goes with the table's window: a
+  window given by flag or spec file replaces both (a spec file may name its own cap);
 * ``safety`` is ``ceil(0.03 × context_length)``;
 * an unknown context length falls back to 8192.
+
+A budget that is not positive (the window is at most reserve + safety) leaves no
+room for any prompt: fitting then reports an overflow at the floor
+(:attr:`Budget.enforced` is false) and every caller refuses to send
+(:class:`~ctxwin.errors.NoBudget`); nothing passes through unchecked.
 
 Each field of the spec comes from the first source that has it: flags, then a
 spec file, then the built-in model table (``ctxwin/data/models.json``).
@@ -34,8 +48,13 @@ _BOUNDARY = "-:@_"
 ContextSource = Literal["flag", "spec", "table", "fallback"]
 """Where a context length came from."""
 
-ReserveSource = Literal["flag", "body", "model", "default"]
-"""Where the response reserve came from."""
+ReserveSource = Literal["flag", "body", "model", "scaled", "default"]
+"""Where the response reserve came from (``scaled``: the model table's output cap,
+scaled to a window smaller than the table's)."""
+
+SNAPSHOT_WORDS = frozenset(("latest", "preview", "exp", "experimental", "instruct"))
+"""Words after a model name that name a release of the same model, as a date does
+(``gpt-4o-2024-08-06``, ``gemini-2.5-flash-preview-05-20``), not a sibling model."""
 
 
 class ModelRow(NamedTuple):
@@ -58,6 +77,9 @@ class ModelRow(NamedTuple):
     """Claude only: 1 for Claude 3 through Opus 4.6 / Sonnet 4.6 / Haiku 4.5, 2 for the
     tokenizer of Claude Opus 4.7 and later (up to 1.35× the tokens of generation 1,
     :data:`ctxwin.estimate.CLAUDE_TOKENIZER_GROWTH`)."""
+    max_input_tokens: int | None = None
+    """The provider's cap on the prompt where it is below ``context_length`` minus the
+    output cap (GPT-5: 272,000 of 400,000); ``None``: the window is the only cap."""
 
 
 class ModelSpec(NamedTuple):
@@ -74,6 +96,13 @@ class ModelSpec(NamedTuple):
     max_output_tokens_source: str | None = None
     table_row: str | None = None
     """Name of the model-table row that matched, if any."""
+    max_input_tokens: int | None = None
+    """The provider's cap on the prompt (``None``: none apart from the window)."""
+    max_input_tokens_source: str | None = None
+    """``flag``, ``spec`` or ``table``; ``None`` when there is no input cap."""
+    table_context_length: int | None = None
+    """The matched table row's window, whatever window applies (a smaller window than
+    the table's scales the table's output cap: :func:`compute_budget`)."""
 
 
 class Budget(NamedTuple):
@@ -94,7 +123,8 @@ class Budget(NamedTuple):
 
     @property
     def enforced(self) -> bool:
-        """False when the budget is not positive: the transcript then passes unchanged."""
+        """False when the budget is not positive: no prompt fits, so fitting reports an
+        overflow at the floor and nothing may be sent (:class:`~ctxwin.errors.NoBudget`)."""
         return self.budget > 0
 
 
@@ -114,6 +144,7 @@ def model_table() -> tuple[ModelRow, ...]:
             date=r["date"],
             tokenizer=r.get("tokenizer"),
             tokenizer_generation=r.get("tokenizer_generation"),
+            max_input_tokens=r.get("max_input_tokens"),
         )
         for r in rows
     )
@@ -131,6 +162,13 @@ def lookup_model(name: str) -> ModelRow | None:
     one at a time, and a prefix must end at a boundary (``-``, ``:``, ``@``,
     ``_``), so ``gpt-4o-2024-08-06`` finds ``gpt-4o`` but ``gpt-4o`` never
     finds ``gpt-4``.
+
+    A name that extends a row's by a word (``gpt-5.4-mini`` after ``gpt-5.4``) names a
+    sibling model, not a release of that row's (a date, a number or one of
+    :data:`SNAPSHOT_WORDS`): it never inherits a larger window than the family's row
+    for that word. The row's name is shortened one ``-`` or ``.`` part at a time to
+    find that family row (``gpt-5`` + ``-mini``: ``gpt-5-mini``), and of the two the
+    one with the smaller window is the answer.
     """
     table = _by_name()
     candidate = name.strip().lower()
@@ -148,10 +186,31 @@ def lookup_model(name: str) -> ModelRow | None:
             ):
                 best = row
         if best is not None:
-            return best
+            return _sibling_guard(best, candidate[len(best.name) + 1 :], table)
         _, slash, rest = candidate.partition("/")
         candidate = rest if slash else ""
     return None
+
+
+def _sibling_guard(row: ModelRow, rest: str, table: Mapping[str, ModelRow]) -> ModelRow:
+    """``row``, or the family row of the variant word that starts ``rest`` when its
+    window is no larger (see :func:`lookup_model`)."""
+    word = rest
+    for i, ch in enumerate(rest):
+        if ch in _BOUNDARY or ch == ".":
+            word = rest[:i]
+            break
+    if not word or not word[0].isalpha() or word in SNAPSHOT_WORDS:
+        return row
+    stem = row.name.lower()
+    while True:
+        cut = max(stem.rfind("-"), stem.rfind("."))
+        if cut <= 0:
+            return row
+        stem = stem[:cut]
+        family = table.get(f"{stem}-{word}")
+        if family is not None:
+            return family if family.context_length <= row.context_length else row
 
 
 def _positive_int(value: Any, what: str) -> int | None:
@@ -169,6 +228,31 @@ def spec_fields(data: Any, model: str | None = None) -> tuple[int | None, int | 
     (``max_input_tokens``, ``max_tokens``, ``max_output_tokens``). A LiteLLM
     model map (``{"gpt-4o": {...}, ...}``) is searched for ``model``.
     """
+    data = _spec_entry(data, model)
+    ctx = _positive_int(data.get("context_length"), "context_length")
+    if ctx is None:
+        ctx = _positive_int(data.get("max_input_tokens"), "max_input_tokens")
+    out = _positive_int(data.get("max_output_tokens"), "max_output_tokens")
+    if out is None:
+        out = _positive_int(data.get("max_tokens"), "max_tokens")
+    if ctx is None and out is None:
+        raise SpecError(f"model spec: the entry for {model!r} has no context length or output cap")
+    return ctx, out
+
+
+def spec_input_cap(data: Any, model: str | None = None) -> int | None:
+    """The input cap a spec-file object gives: its ``max_input_tokens`` when it also
+    names a ``context_length`` (alone, LiteLLM's ``max_input_tokens`` is taken as the
+    window: :func:`spec_fields`)."""
+    entry = _spec_entry(data, model)
+    if entry.get("context_length") is None:
+        return None
+    return _positive_int(entry.get("max_input_tokens"), "max_input_tokens")
+
+
+def _spec_entry(data: Any, model: str | None) -> Mapping[str, Any]:
+    """The object of a spec file that describes ``model`` (the file itself, or the
+    entry of a LiteLLM model map)."""
     if not isinstance(data, Mapping):
         raise SpecError("model spec: expected a JSON object")
     keys = {"context_length", "max_input_tokens", "max_tokens", "max_output_tokens"}
@@ -180,16 +264,8 @@ def spec_fields(data: Any, model: str | None = None) -> tuple[int | None, int | 
                 "(or LiteLLM's max_input_tokens/max_output_tokens)"
                 + (f", or an entry for model {model!r}" if model else "")
             )
-        data = entry
-    ctx = _positive_int(data.get("context_length"), "context_length")
-    if ctx is None:
-        ctx = _positive_int(data.get("max_input_tokens"), "max_input_tokens")
-    out = _positive_int(data.get("max_output_tokens"), "max_output_tokens")
-    if out is None:
-        out = _positive_int(data.get("max_tokens"), "max_tokens")
-    if ctx is None and out is None:
-        raise SpecError(f"model spec: the entry for {model!r} has no context length or output cap")
-    return ctx, out
+        return entry
+    return data
 
 
 def _map_entry(data: Mapping[str, Any], model: str | None) -> Mapping[str, Any] | None:
@@ -211,9 +287,11 @@ def resolve_spec(
     context_length: int | None = None,
     max_output_tokens: int | None = None,
     spec: Any = None,
+    max_input_tokens: int | None = None,
 ) -> ModelSpec:
     """Resolve the model spec, field by field: flags, spec file, table, fallback."""
     spec_ctx, spec_out = spec_fields(spec, model) if spec is not None else (None, None)
+    spec_in = spec_input_cap(spec, model) if spec is not None else None
     row = lookup_model(model) if model else None
     ctx_source: ContextSource = "flag"
     ctx = _positive_int(context_length, "context_length")
@@ -231,6 +309,15 @@ def resolve_spec(
         out, out_source = row.max_output_tokens, "table"
     if out is None:
         out_source = None
+    in_source: str | None = "flag"
+    cap = _positive_int(max_input_tokens, "max_input_tokens")
+    if cap is None and spec_in is not None:
+        cap, in_source = spec_in, "spec"
+    if cap is None and ctx_source == "table" and row is not None:
+        # the table's cap belongs to the table's window: a window given instead replaces both
+        cap, in_source = row.max_input_tokens, "table"
+    if cap is None:
+        in_source = None
     return ModelSpec(
         name=model,
         context_length=ctx,
@@ -238,6 +325,9 @@ def resolve_spec(
         max_output_tokens=out,
         max_output_tokens_source=out_source,
         table_row=row.name if row else None,
+        max_input_tokens=cap,
+        max_input_tokens_source=in_source,
+        table_context_length=row.context_length if row else None,
     )
 
 
@@ -246,19 +336,34 @@ def _percent_ceil(percent: int, n: int) -> int:
     return -((-percent * n) // 100)
 
 
+def default_reserve(context_length: int) -> int:
+    """The reserve when nothing names one: ``max(1000, ceil(0.02 × context_length))``."""
+    return max(RESERVE_FLOOR, _percent_ceil(RESERVE_PERCENT, context_length))
+
+
 def compute_budget(
     spec: ModelSpec, *, max_tokens: int | None = None, body_max_tokens: int | None = None
 ) -> Budget:
     """The budget for ``spec`` given an explicit or body-declared response allocation."""
     ctx = spec.context_length
     source: ReserveSource
+    table_ctx = spec.table_context_length
     if max_tokens is not None:
         reserve, source = max_tokens, "flag"
     elif body_max_tokens is not None:
         reserve, source = body_max_tokens, "body"
     elif spec.max_output_tokens is not None:
         reserve, source = spec.max_output_tokens, "model"
+        if spec.max_output_tokens_source == "table" and table_ctx is not None and ctx < table_ctx:
+            scaled = -((-reserve * ctx) // table_ctx)
+            reserve, source = min(reserve, max(default_reserve(ctx), scaled)), "scaled"
+        if spec.max_output_tokens_source == "table" and reserve > ctx // 2:
+            # a cap as large as the window (gpt-4: 8,192 of 8,192) would leave no prompt
+            reserve, source = ctx // 2, "scaled"
     else:
-        reserve, source = max(RESERVE_FLOOR, _percent_ceil(RESERVE_PERCENT, ctx)), "default"
+        reserve, source = default_reserve(ctx), "default"
     safety = _percent_ceil(SAFETY_PERCENT, ctx)
-    return Budget(spec, reserve, source, safety, ctx - reserve - safety)
+    room = ctx - reserve
+    if spec.max_input_tokens is not None:
+        room = min(room, spec.max_input_tokens)
+    return Budget(spec, reserve, source, safety, room - safety)

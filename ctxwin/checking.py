@@ -410,9 +410,13 @@ def count_statuses(rows: Iterable[CheckRow]) -> dict[str, int]:
 
 
 def check_exit_code(counts: dict[str, int], fail_on: str) -> ExitCode:
-    """The exit code of ``check`` for these verdict counts."""
+    """The exit code of ``check`` for these verdict counts: 1 for an invalid input; 3 for
+    a transcript with no budget (``no_budget``: the window is at most reserve + safety,
+    so no request fits), whatever ``fail_on`` says; then as ``fail_on`` chooses."""
     if counts.get("invalid", 0):
         return ExitCode.BAD_INPUT
+    if counts.get("no_budget", 0):
+        return ExitCode.CONTEXT_TRUNCATED
     if fail_on == "never":
         return ExitCode.OK
     if counts.get("truncated", 0):
@@ -425,7 +429,7 @@ def check_exit_code(counts: dict[str, int], fail_on: str) -> ExitCode:
 def summarize(rows: list[CheckRow], found: Found, worst: int = 10) -> CheckSummary:
     """The ``summary`` of ``check --json`` for ``rows`` of the files in ``found``."""
     offenders = sorted(
-        (r for r in rows if r["status"] in ("needs_pruning", "truncated")),
+        (r for r in rows if r["status"] in ("needs_pruning", "truncated", "no_budget")),
         key=lambda r: -(r["over_by"]),
     )[:worst]
     invalid = [r for r in rows if r["status"] == "invalid"][:worst]

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ctxwin.budget import Budget, compute_budget, resolve_spec
-from ctxwin.errors import ContextTruncated
+from ctxwin.errors import truncated
 from ctxwin.estimate import Estimator, default_calibration, default_estimator
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
@@ -196,11 +196,12 @@ def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[
     """Fit ``body`` to its model's window: ``(fitted body, plan)``.
 
     ``settings`` with ``changes`` applied, e.g. ``prune(body, model="gpt-4o")``.
-    Raises :class:`ContextTruncated` when even the floor exceeds the budget,
-    and :class:`InputError` for a body that cannot be read or safely pruned.
+    Raises :class:`ContextTruncated` when even the floor exceeds the budget
+    (:class:`~ctxwin.errors.NoBudget` when the budget is not positive), and
+    :class:`InputError` for a body that cannot be read or safely pruned.
     """
     s = settings_with(settings, changes)
     p = plan(load(body, s.fmt, s.make_estimator(body_model(body))), s)
     if p.result.overflow_at_floor:
-        raise ContextTruncated(p.result)
+        raise truncated(p.result, p.budget)
     return p.output(), p

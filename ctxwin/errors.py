@@ -11,6 +11,7 @@ from enum import IntEnum, unique
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ctxwin.budget import Budget
     from ctxwin.pruning import FitResult
 
 
@@ -25,7 +26,8 @@ class ExitCode(IntEnum):
     USAGE = 2
     """Wrong flags or arguments."""
     CONTEXT_TRUNCATED = 3
-    """Even the floor (head + newest turn) exceeds the budget."""
+    """Even the floor (head + newest turn) exceeds the budget, or there is no budget
+    (the window is at most reserve + safety: :class:`NoBudget`)."""
     NEEDS_PRUNING = 4
     """``check`` only: some transcript needs pruning, none would be truncated."""
 
@@ -77,3 +79,38 @@ class ContextTruncated(CtxwinError):
             f"context truncated: even the floor (head + newest turn) needs "
             f"{result.estimated_tokens_after} tokens, over the budget of {result.budget}"
         )
+
+
+class NoBudget(ContextTruncated):
+    """The window leaves no room for any prompt: ``context_length − reserve − safety``
+    (or the input cap less the safety) is not positive, so nothing may be sent.
+
+    A :class:`ContextTruncated` (an agent loop that stops on one stops on this too);
+    its fields say where each figure came from, for a caller to word the fix.
+    """
+
+    def __init__(self, result: FitResult, budget: Budget) -> None:
+        spec = budget.spec
+        self.result = result
+        self.model = spec.name
+        self.context_length = spec.context_length
+        self.context_length_source = spec.context_length_source
+        self.reserve = budget.reserve
+        self.reserve_source = budget.reserve_source
+        self.safety = budget.safety
+        self.max_input_tokens = spec.max_input_tokens
+        self.budget = budget.budget
+        CtxwinError.__init__(
+            self,
+            f"no budget: the {self.context_length:,}-token window "
+            f"({self.context_length_source}) less the {self.reserve:,}-token reserve "
+            f"({self.reserve_source}) and {self.safety:,} tokens of safety leaves "
+            f"{self.budget:,} tokens for the prompt"
+            + (f" (model {self.model})" if self.model else ""),
+        )
+
+
+def truncated(result: FitResult, budget: Budget) -> ContextTruncated:
+    """The error that stops a send whose fit is ``result`` (``result.overflow_at_floor``):
+    :class:`NoBudget` when the budget is not positive, else :class:`ContextTruncated`."""
+    return ContextTruncated(result) if result.enforced else NoBudget(result, budget)

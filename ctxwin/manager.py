@@ -30,7 +30,9 @@ Promises:
 * a pruned request is what the caller keeps: the next request is built on
   ``sent.request``, so dropped turns stay dropped;
 * when even the floor (head + newest turn) exceeds the budget, nothing is
-  returned to send: :class:`~ctxwin.errors.ContextTruncated` carries the fit;
+  returned to send: :class:`~ctxwin.errors.ContextTruncated` carries the fit; a
+  budget that is not positive (the window at most reserve + safety) is such an
+  overflow for every request, raised as its subclass :class:`~ctxwin.errors.NoBudget`;
 * a request that extends the previous one (the same message objects first,
   either the whole history or what the last fit kept, and the other fields
   equal) is read incrementally: only its new messages are estimated, and the
@@ -50,7 +52,7 @@ from typing import Any
 from ctxwin.budget import Budget
 from ctxwin.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.core import Plan, Transcript, budget_for, load, plan
-from ctxwin.errors import ContextTruncated
+from ctxwin.errors import truncated
 from ctxwin.estimate import Estimator, default_calibration
 from ctxwin.incremental import Prefixes, Reader
 from ctxwin.pruning import FitResult
@@ -292,7 +294,8 @@ class ContextWindowManager:
         ``last_usage`` is the usage the previous call of this run reported
         (``None`` starts a new run and resets the calibration). Returns the
         body to send; raises :class:`~ctxwin.errors.ContextTruncated` (carrying
-        the fit of the floor) when even head + newest turn exceed the budget.
+        the fit of the floor) when even head + newest turn exceed the budget, and
+        :class:`~ctxwin.errors.NoBudget` when the budget is not positive.
         """
         if last_usage is None:
             self.reset()
@@ -301,6 +304,6 @@ class ContextWindowManager:
         managed = self.evaluate(request)
         if managed.result.overflow_at_floor:
             self._sent_raw = None
-            raise ContextTruncated(managed.result)
+            raise truncated(managed.result, managed.budget)
         self._sent_raw = managed.raw_tokens_sent
         return managed

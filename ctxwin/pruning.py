@@ -38,6 +38,7 @@ from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated, exact_decim
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
 from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
+from ctxwin.words import and_more
 
 
 class Segments(NamedTuple):
@@ -161,7 +162,8 @@ class FitResult:
     dropped_turns: int
     kept_turns: int
     enforced: bool = True
-    """False when the budget was not positive and nothing was checked."""
+    """False when the budget was not positive: no prompt fits, :attr:`overflow_at_floor`
+    is set and nothing may be sent."""
     raw_tokens: int = 0
     """Uncalibrated estimate of the input."""
     warnings: list[str] = field(default_factory=list)
@@ -375,8 +377,9 @@ class Scale:
 
 
 def passed(n: int, estimate: int, budget: int, scale: Scale, turns: int, raw: int) -> FitResult:
-    """The result for a transcript of ``n`` items that is kept whole (it fits, or
-    the budget is not positive and nothing is enforced)."""
+    """The result for a transcript of ``n`` items that is kept whole: it fits, or the
+    budget is not positive, when no prompt fits and it is an overflow at the floor that
+    is not enforced (the caller refuses to send: :class:`~ctxwin.errors.NoBudget`)."""
     enforced = budget > 0
     return FitResult(
         head=0,
@@ -388,14 +391,12 @@ def passed(n: int, estimate: int, budget: int, scale: Scale, turns: int, raw: in
         calibration=scale.calibration,
         fits=enforced,
         pruned=False,
-        overflow_at_floor=False,
+        overflow_at_floor=not enforced,
         dropped_turns=0,
         kept_turns=turns,
         enforced=enforced,
         raw_tokens=raw,
-        warnings=[]
-        if enforced
-        else [f"budget is {budget} tokens (not positive): passing the transcript through"],
+        warnings=[],
         overhead=scale.reported_overhead,
     )
 
@@ -406,7 +407,7 @@ def refuse(problems: Sequence[Problem]) -> None:
     broken = blocking(problems)
     if broken:
         first = most_telling(broken)
-        more = f" (and {len(broken) - 1} more problems)" if len(broken) > 1 else ""
+        more = and_more(len(broken) - 1)
         raise PairingError(
             f"{first.message} [{first.rule}]{more}; refusing to prune a transcript that "
             "already breaks the provider's rules (list them with `ctxwin lint`)",

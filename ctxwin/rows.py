@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal, Required, TypedDict
 
-Status = Literal["fits", "needs_pruning", "truncated", "invalid"]
+Status = Literal["fits", "needs_pruning", "truncated", "no_budget", "invalid"]
 """A verdict on a call, a transcript or a session's next request."""
 
 Reason = Literal["unsupported_format", "bad_input"]

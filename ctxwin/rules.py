@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ctxwin.view import TOOL, Problem, View
+from ctxwin.words import and_more
 
 if TYPE_CHECKING:
     from ctxwin.formats.base import Adapter
@@ -241,8 +242,7 @@ def blocking(found: Sequence[Problem]) -> list[Problem]:
 
 def summary(found: Sequence[Problem]) -> str:
     """One line naming the first problem and how many more there are."""
-    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    return f"{found[0]}{more}"
+    return f"{found[0]}{and_more(len(found) - 1)}"
 
 
 def problems(

@@ -40,8 +40,10 @@ from ctxwin.strategy import DEFAULT_STEPS, Applied
 FITS: Final = "fits"
 NEEDS_PRUNING: Final = "needs_pruning"
 TRUNCATED: Final = "truncated"
+NO_BUDGET: Final = "no_budget"
+"""The budget is not positive (the window is at most reserve + safety): no request fits."""
 INVALID: Final = "invalid"
-STATUSES: tuple[Status, ...] = (FITS, NEEDS_PRUNING, TRUNCATED, INVALID)
+STATUSES: tuple[Status, ...] = (FITS, NEEDS_PRUNING, TRUNCATED, NO_BUDGET, INVALID)
 """Verdicts, mildest first."""
 
 SESSION_SHAPES = frozenset(session_names())
@@ -94,6 +96,8 @@ def _status(fitted: ManagedFit) -> Status:
 
 
 def _status_of(r: FitResult, applied: Applied) -> Status:
+    if not r.enforced:
+        return NO_BUDGET
     if r.overflow_at_floor:
         return TRUNCATED
     return NEEDS_PRUNING if r.pruned or applied.edits else FITS
@@ -301,7 +305,7 @@ def _next_request(
     except CtxwinError as exc:
         return {"status": INVALID, "error": str(exc)}
     return {
-        "status": TRUNCATED if r.overflow_at_floor else NEEDS_PRUNING if r.pruned else FITS,
+        "status": _status_of(r, NO_EDITS),
         "messages": messages,
         "raw_tokens": r.raw_tokens,
         "estimated_tokens": r.estimated_tokens,

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -131,12 +132,63 @@ def test_body_max_tokens_is_the_reserve(cli: Cli) -> None:
     assert orjson.loads(result.stdout)["reserve"] == 777
 
 
-def test_non_positive_budget_passes_through_with_warning(cli: Cli) -> None:
+@pytest.mark.parametrize("command", ["prune", "estimate"])
+def test_non_positive_budget_exits_3_and_writes_nothing(cli: Cli, command: str) -> None:
+    """A window of 1,000 leaves nothing after the 1,000-token default reserve and the
+    30-token safety: no prompt fits, so nothing is written (it used to pass through)."""
     body = orjson.dumps(adr_transcript())
-    result = cli("prune", "-c", "1000", *SEED, input=body)
+    result = cli(command, "-c", "1000", *SEED, input=body)
+    assert result.exit_code == 3
+    assert result.stdout == ""
+    line = result.stderr.strip()
+    assert "\n" not in line
+    assert "1,000-token window (--context-length)" in line
+    assert "1,000-token reserve (the default for the window)" in line
+    assert "30 tokens of safety" in line and "-30 for the prompt" in line
+    assert "--context-length" in line
+
+
+def _claude_body(max_tokens: int | None) -> bytes:
+    body: dict[str, Any] = {
+        "model": "claude-sonnet-4-5",
+        "messages": [{"role": "user", "content": "Summarise the repository, please."}],
+    }
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return orjson.dumps(body)
+
+
+def test_no_budget_on_a_one_message_claude_body(cli: Cli, tmp_path: Path) -> None:
+    """``-c 20000`` with the body's ``max_tokens: 32000``: prune, estimate and check all
+    exit 3, prune writes no OUT and estimate prints no report."""
+    src = tmp_path / "req.json"
+    src.write_bytes(_claude_body(32_000))
+    out = tmp_path / "out.json"
+    report = tmp_path / "report.json"
+    result = cli("prune", str(src), str(out), "-c", "20000", "--report", str(report))
+    assert result.exit_code == 3
+    assert not out.exists() and not report.exists()
+    assert "32,000-token reserve (the body's max_tokens)" in result.stderr
+    assert "--max-tokens" in result.stderr
+    result = cli("estimate", str(src), "-c", "20000", "--json")
+    assert (result.exit_code, result.stdout) == (3, "")
+    for fail_on in ("pruned", "truncated", "never"):
+        result = cli("check", str(src), "-c", "20000", "--jsonl", "--fail-on", fail_on)
+        assert result.exit_code == 3, fail_on
+        row = orjson.loads(result.stdout)
+        assert (row["status"], row["enforced"], row["budget"]) == ("no_budget", False, -12_600)
+        assert "no budget" in result.stderr
+
+
+def test_a_smaller_window_scales_the_table_output_cap(cli: Cli) -> None:
+    """Without max_tokens, the table's 64,000-token cap of claude-sonnet-4-5 (window
+    200,000) is scaled to a 20,000-token window: 6,400 reserved, 13,000 for the prompt."""
+    result = cli("estimate", "-", "-c", "20000", "--json", input=_claude_body(None))
     assert result.exit_code == 0
-    assert result.stdout.encode() == body
-    assert "not positive" in result.stderr
+    report = orjson.loads(result.stdout)
+    assert (report["reserve"], report["reserve_source"]) == (6_400, "scaled")
+    assert report["budget"] == 20_000 - 6_400 - 600
+    assert report["enforced"] and report["fits"]
 
 
 def test_models_lists_the_table(cli: Cli) -> None:
@@ -357,3 +409,29 @@ def test_parallel_calls_round_trip(cli: Cli) -> None:
     result = cli("prune", "-c", "3500", *SEED, input=orjson.dumps(msgs))
     assert result.exit_code == 0, result.stderr
     assert orjson.loads(result.stdout) == msgs[:2] + msgs[5:]
+
+
+def test_a_300k_prompt_for_gpt5_does_not_fit(cli: Cli) -> None:
+    """GPT-5's input cap is 272,000: with max_completion_tokens 16,000 the budget used to
+    be 372,000 - 12,000 and a 300k-token prompt was said to fit."""
+    text = "the quick brown fox jumps over the lazy dog " * 40_000
+    body = {"model": "gpt-5", "messages": [{"role": "user", "content": text}]}
+    result = cli("estimate", "-", "--max-tokens", "16000", "--json", input=orjson.dumps(body))
+    report = orjson.loads(result.stdout)
+    assert report["estimated_tokens"] > 300_000
+    assert report["budget"] == 272_000 - 12_000
+    assert not report["fits"] and report["overflow_at_floor"] and result.exit_code == 3
+
+
+def test_models_is_readable_at_80_columns(cli: Cli) -> None:
+    result = cli.process("models", env={"COLUMNS": "80"})
+    assert result.returncode == 0
+    lines = result.stdout.decode().splitlines()
+    assert max(map(len, lines)) <= 80
+    names = [line.split()[0] for line in lines[1:] if line.strip()]
+    from ctxwin.budget import model_table
+
+    assert names == [r.name for r in model_table()]  # every name whole, none cut
+    assert "input cap" in lines[0]
+    wide = cli.process("models", env={"COLUMNS": "140"})
+    assert "provider" in wide.stdout.decode().splitlines()[0]

@@ -110,7 +110,13 @@ def test_check_json_summary_and_rows(tmp_path: Path, cli: Cli) -> None:
     summary = out["summary"]
     assert summary["files"] == 3 and summary["skipped_files"] == 1
     assert summary["transcripts"] == 5
-    assert summary["counts"] == {"fits": 3, "needs_pruning": 1, "truncated": 1, "invalid": 0}
+    assert summary["counts"] == {
+        "fits": 3,
+        "needs_pruning": 1,
+        "truncated": 1,
+        "no_budget": 0,
+        "invalid": 0,
+    }
     assert summary["worst"][0]["status"] == "truncated"
     assert [r["run"] for r in out["rows"] if r["path"].endswith(".jsonl")] == [
         "line 1",
@@ -317,3 +323,30 @@ def test_replay_openhands_on_a_16k_window(cli: Cli) -> None:
     runs = orjson.loads(result.stdout)["runs"]
     assert sum(len(r["rows"]) for r in runs) == 105
     assert all(r["first_pruned"] is not None for r in runs)
+
+
+def test_replay_summary_line_says_1_estimate_and_1_call() -> None:
+    """The replay summary read "1 estimates under the reported count" and "1 calls"."""
+    from rich.console import Console
+
+    from ctxwin.cli.replay import render_replay
+
+    rep: Any = {
+        "run": "r",
+        "shape": "chat",
+        "rows": [],
+        "calls": 1,
+        "calls_with_usage": 1,
+        "model": "gpt-4o",
+        "context_length": 128_000,
+        "first_pruned": None,
+        "first_truncated": None,
+        "under_estimates": 1,
+        "peak_context_use": None,
+        "final_calibration": 1.15,
+    }
+    console = Console(record=True, width=200)
+    render_replay(rep, console, chart=False)
+    text = console.export_text()
+    assert "1 call (1 with usage)" in text
+    assert "1 estimate under the reported count" in text

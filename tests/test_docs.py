@@ -286,3 +286,29 @@ def test_known_gap_figures_are_the_measured_ones() -> None:
         flat = " ".join(_text(page).split())
         assert f"{under.group(1)} cases under" in flat, page.name
         assert f"lowest ratio {min(lowest)}" in flat, page.name
+
+
+def test_the_no_budget_example_does_what_it_shows(tmp_path: Path) -> None:
+    """robustness.md quotes the line of `prune -c 1000` on the 56 KB example: exit 3 and no
+    OUT (the gate script there would otherwise send the body whole)."""
+    text = " ".join(_text(ROOT / "docs" / "robustness.md").split())
+    found = re.search(
+        r"`(ctxwin prune [^`]+ -c 1000)` exits 3, writes no `fit.json`, "
+        r"and prints `([^`]+)`",
+        text,
+    )
+    assert found, "robustness.md: the no-budget example"
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    result = subprocess.run(
+        ["bash", "-c", found.group(1)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3
+    assert not (tmp_path / "fit.json").exists() and result.stdout == ""
+    assert result.stderr.strip() == found.group(2)

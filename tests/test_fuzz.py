@@ -10,8 +10,8 @@ injected; the serialized bytes truncated, corrupted or wrapped. Each case runs `
 
 * the exit code is one ctxwin documents, and nothing escapes as a traceback
   or an "internal error";
-* ``prune`` either writes nothing to OUT (any failure), or writes the input
-  unchanged (it fit, or the budget was not positive), or writes a transcript
+* ``prune`` either writes nothing to OUT (any failure, and a budget that is not
+  positive), or writes the input unchanged (it fit), or writes a transcript
   that breaks no pairing or format rule, has no more advisory problems than
   the input (``ctxwin.rules``), is an ordered subsequence of the input and
   is within the budget;
@@ -340,10 +340,12 @@ def workdir() -> Iterator[Path]:
 
 
 def _fits(data: bytes, flags: list[str]) -> bool:
-    """Whether the input as given is within its budget (or the budget is not positive)."""
+    """Whether the input as given is within its budget (a prune that exits 0 never has
+    a budget that is not positive)."""
     transcript = core.load(codec.parse(data))
     plan = core.plan(transcript, context_length=int(flags[1]), max_tokens=int(flags[3]))
-    return plan.result.fits or not plan.result.enforced
+    assert plan.result.enforced
+    return plan.result.fits
 
 
 STRATEGIES: list[list[str]] = [
@@ -449,7 +451,9 @@ def test_fuzz_cli(
                 assert not out.exists()
                 last = run.stderr.splitlines()[-1]
                 if run.exit_code == 3:
-                    assert last.startswith("ctxwin: context truncated: "), run.stderr
+                    assert last.startswith(("ctxwin: context truncated: ", "ctxwin: no budget")), (
+                        run.stderr
+                    )
                 else:
                     assert last.startswith("ctxwin: error: "), run.stderr
                 assert run.stderr.count("error:") == (run.exit_code != 3), run.stderr
@@ -458,9 +462,12 @@ def test_fuzz_cli(
         elif command == "lint" and run.exit_code in (0, 1):
             orjson.loads(run.stdout_bytes)
         elif command == "estimate" and run.exit_code in (0, 3):
-            assert orjson.loads(run.stdout_bytes)["budget"] == int(flags[1]) - int(flags[3]) - -(
-                -int(flags[1]) * 3 // 100
-            )
+            budget = int(flags[1]) - int(flags[3]) - -(-int(flags[1]) * 3 // 100)
+            if budget <= 0:  # no budget: exit 3, no report
+                assert (run.exit_code, run.stdout_bytes) == (3, b""), run.stderr
+                assert run.stderr.splitlines()[-1].startswith("ctxwin: no budget"), run.stderr
+            else:
+                assert orjson.loads(run.stdout_bytes)["budget"] == budget
     except AssertionError:
         TALLY.invalid += 1
         raise

@@ -246,3 +246,27 @@ def test_the_fresh_content_factor_of_overhead_learning_is_a_setting() -> None:
         assert manager.overhead == 100
     assert seen.calibration == 1.0
     assert default.calibration == ctxwin.calibration.FRESH_FACTOR == 3.0
+
+
+@pytest.mark.parametrize("entry", ["manager", "prune"])
+def test_no_budget_raises_with_its_figures(entry: str) -> None:
+    """A 20,000-token window with the body's 32,000-token max_tokens leaves no budget:
+    the manager and ``ctxwin.prune`` raise (they used to return the body unchanged)."""
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 32_000,
+        "messages": [user("Summarise the repository.")],
+    }
+    with pytest.raises(ctxwin.NoBudget) as caught:
+        if entry == "manager":
+            ctxwin.ContextWindowManager(context_length=20_000).fit(body)
+        else:
+            ctxwin.prune(body, context_length=20_000)
+    exc = caught.value
+    assert isinstance(exc, ctxwin.ContextTruncated)
+    assert exc.exit_code == ctxwin.ExitCode.CONTEXT_TRUNCATED
+    assert (exc.context_length, exc.context_length_source) == (20_000, "flag")
+    assert (exc.reserve, exc.reserve_source, exc.safety) == (32_000, "body", 600)
+    assert exc.budget == -12_600 and exc.model == "claude-sonnet-4-5"
+    assert not exc.result.enforced and exc.result.overflow_at_floor
+    assert "--" not in str(exc)  # the library words no flags

@@ -344,3 +344,15 @@ def test_metrics_render_counts() -> None:
     assert 'ctxwin_proxy_requests_total{route="chat",action="pruned"} 2' in text
     assert "ctxwin_proxy_dropped_turns_total 7" in text
     assert "ctxwin_proxy_conversations 3" in text
+
+
+def test_no_budget_is_not_forwarded_and_names_the_figures() -> None:
+    """A window at most reserve + safety used to forward the body unchecked."""
+    body = agent_body(1, max_tokens=4000)
+    fitted = fitter(context_length=4000).fit(CHAT, orjson.dumps(body))
+    assert fitted.action == TRUNCATED
+    assert fitted.body == b""
+    message = floor_message(fitted)
+    assert message.startswith("ctxwin proxy: request not forwarded: ctxwin has no budget")
+    assert "4,000-token window (flag)" in message and "4,000 tokens reserved" in message
+    assert "(body)" in message and "120 of safety" in message

@@ -147,13 +147,16 @@ def test_result_before_its_call_is_an_orphan() -> None:
     assert [p.rule for p in problems] == ["orphan-result"]
 
 
-def test_non_positive_budget_passes_through() -> None:
+@pytest.mark.parametrize("budget", [0, -12_600])
+def test_non_positive_budget_is_an_overflow_at_the_floor(budget: int) -> None:
+    """No prompt fits a budget that is not positive: nothing is dropped, and the fit says
+    nothing may be sent (it used to say the transcript passes through)."""
     est = SeedEstimator()
     view = load(big_turns(3), estimator=est).view
-    result = fit(view, 0, est)
-    assert not result.enforced and not result.pruned
+    result = fit(view, budget, est)
+    assert not result.enforced and not result.pruned and not result.fits
+    assert result.overflow_at_floor
     assert result.keep == list(range(8))
-    assert result.warnings
 
 
 def test_empty_transcript() -> None:

@@ -186,4 +186,25 @@ def test_advisory_and_blocking_rules() -> None:
     found = rules.generic_problems(v)
     assert [p.rule for p in rules.blocking(found)] == ["orphan-result"]
     assert rules.most_telling(found).rule == "orphan-result"
-    assert rules.summary(found).endswith("(and 2 more)")
+    assert rules.summary(found).endswith("(and 2 more problems)")
+
+
+def test_one_wording_of_and_more_everywhere() -> None:
+    """`lint`'s summary and the pruner's refusal name the rest of the problems the same way,
+    with the right plural (they read "(and 2 more)" and "(and 1 more problems)")."""
+    from ctxwin.errors import PairingError
+    from ctxwin.pruning import refuse
+    from ctxwin.words import and_more, plural
+
+    assert (and_more(0), and_more(1), and_more(2)) == (
+        "",
+        " (and 1 more problem)",
+        " (and 2 more problems)",
+    )
+    assert (plural(1, "estimate"), plural(1_200, "estimate")) == ("1 estimate", "1,200 estimates")
+    two = [p for p in rules.generic_problems(view(S, U, t("c8"), t("c9"))) if p.rule != "x"]
+    assert len(two) == 2
+    assert rules.summary(two).endswith("(and 1 more problem)")
+    with pytest.raises(PairingError) as caught:
+        refuse(two)
+    assert "(and 1 more problem);" in str(caught.value)

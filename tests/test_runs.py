@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxwin.budget import lookup_model
 from ctxwin.core import load
 from ctxwin.errors import CtxwinError
 from ctxwin.manager import ContextWindowManager
@@ -275,7 +276,12 @@ def test_openhands_replay_matches_a_hand_check() -> None:
     assert sum(len(r.calls()) for r in runs) == 105
     assert all(c.usage is not None for r in runs for c in r.calls())
     options = Settings(context_length=16_000, estimator="seed")
-    budget = 16_000 - 4028 - math.ceil(0.03 * 16_000)  # llama-4-maverick's output cap
+    maverick = lookup_model("llama-4-maverick")
+    assert maverick is not None and maverick.max_output_tokens is not None
+    # llama-4-maverick's output cap, scaled to the smaller window: under the 1,000 floor
+    scaled = math.ceil(maverick.max_output_tokens * 16_000 / maverick.context_length)
+    reserve = min(maverick.max_output_tokens, max(1000, scaled))
+    budget = 16_000 - reserve - math.ceil(0.03 * 16_000)
     for run, line in zip(runs, lines, strict=True):
         report = replay_run(run, options)
         rows = report["rows"]

@@ -174,8 +174,8 @@ def test_cli_applies_the_newer_claude_seed(cli: Cli) -> None:
 
 
 def test_every_row_leaves_a_positive_budget() -> None:
-    """An output cap as large as the window left nothing for the prompt (a budget below 0
-    is not enforced: the request passed unchecked)."""
+    """An output cap as large as the window would leave nothing for the prompt (a budget
+    below 0 fits no request: every command refuses it)."""
     for row in model_table():
         budget = compute_budget(resolve_spec(row.name))
         assert budget.budget > 0, (row.name, budget)

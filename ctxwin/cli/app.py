@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,6 +22,9 @@ from ctxwin.cli.funnel import INTERRUPTED, say
 from ctxwin.cli.options import EXIT_CODES_HELP, InputArg, guard, state, with_flags
 from ctxwin.cli.streams import STDIO, write_stdout
 from ctxwin.errors import SpecError
+
+if TYPE_CHECKING:
+    from ctxwin.budget import ModelRow
 
 HELP = (
     "Keep LLM agent transcripts inside the model's context window.\n\n"
@@ -103,7 +106,11 @@ def models(
         typer.Argument(help="Show how this model name resolves (prefix and provider rules)."),
     ] = None,
 ) -> None:
-    """List the built-in model table: window, output cap, tokenizer, source and date."""
+    """List the built-in model table: window, input cap, output cap, tokenizer, date.
+
+    Each row names its source and the date its figures were checked (--json); the date
+    and provider columns show where the terminal is wide enough.
+    """
     import orjson
 
     from ctxwin.budget import lookup_model, model_table
@@ -127,31 +134,56 @@ def models(
                 "date": r.date,
                 "tokenizer": r.tokenizer,
                 "tokenizer_generation": r.tokenizer_generation,
+                "max_input_tokens": r.max_input_tokens,
             }
             for r in rows
         ]
         write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
         return
     from rich.console import Console
+
+    console = Console()
+    console.print(model_table_view(rows, console.width, name))
+
+
+def model_table_view(rows: Sequence[ModelRow], width: int, name: str | None = None) -> Any:
+    """``ctxwin models`` as a rich table ``width`` columns wide: every model name whole;
+    the provider and the date columns only where the width has room for them
+    (``--json`` has every field)."""
     from rich.table import Table
 
-    table = Table(title=None if name is None else f"{name} → {rows[0].name}")
-    for col, justify in (
-        ("model", "left"),
-        ("provider", "left"),
-        ("context", "right"),
-        ("output cap", "right"),
-        ("tokenizer", "left"),
-        ("as of", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        cap = f"{r.max_output_tokens:,}" if r.max_output_tokens is not None else "—"
-        tok = r.tokenizer or "—"
-        if r.tokenizer_generation is not None:
-            tok = f"{tok} (gen {r.tokenizer_generation})"
-        table.add_row(r.name, r.provider, f"{r.context_length:,}", cap, tok, r.date)
-    Console().print(table)
+    def num(n: int | None) -> str:
+        return f"{n:,}" if n is not None else "—"
+
+    def tok(r: ModelRow) -> str:
+        t = r.tokenizer or "—"
+        return t if r.tokenizer_generation is None else f"{t} (gen {r.tokenizer_generation})"
+
+    columns: list[tuple[str, str, list[str]]] = [
+        ("model", "left", [r.name for r in rows]),
+        ("window", "right", [num(r.context_length) for r in rows]),
+        ("input cap", "right", [num(r.max_input_tokens) for r in rows]),
+        ("output cap", "right", [num(r.max_output_tokens) for r in rows]),
+        ("tokenizer", "left", [tok(r) for r in rows]),
+    ]
+    extras = [
+        ("as of", "left", [r.date for r in rows]),
+        ("provider", "left", [r.provider for r in rows]),
+    ]
+
+    def span(cols: list[tuple[str, str, list[str]]]) -> int:
+        return sum(max(len(h), *map(len, cells)) for h, _, cells in cols) + 2 * (len(cols) - 1)
+
+    for extra in extras:
+        if span([*columns, extra]) <= width:
+            columns.append(extra)
+    title = None if name is None else f"{name} → {rows[0].name}"
+    table = Table(title=title, box=None, pad_edge=False, header_style="bold")
+    for header, justify, _ in columns:
+        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for i in range(len(rows)):
+        table.add_row(*(cells[i] for _, _, cells in columns))
+    return table
 
 
 LEAN_COMMANDS: dict[str, Callable[..., Any]] = {

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ctxwin.cli.funnel import exit_code_for, say
 from ctxwin.cli.streams import read_input, write_output, write_stdout
 from ctxwin.errors import ExitCode, InputError, SpecError, UsageError
+from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -213,14 +214,18 @@ def _plan(
         manager, nxt = learned_manager(session, settings)
         transcript = core.load(nxt, session.format_for(settings.fmt), manager.estimator)
         plan = manager.plan(transcript)
+    s = plan.budget.spec
+    if not quiet and s.context_length_source == "fallback":
+        named = f"model {s.name!r}" if s.name else "no model named"
+        say(
+            f"warning: unknown context length ({named}); assuming {s.context_length:,} "
+            "tokens. Pass --context-length, --model or --model-spec."
+        )
+    if not plan.result.enforced:  # no prompt fits: exit 3, nothing written
+        from ctxwin.errors import truncated
+
+        raise truncated(plan.result, plan.budget)
     if not quiet:
-        s = plan.budget.spec
-        if s.context_length_source == "fallback":
-            named = f"model {s.name!r}" if s.name else "no model named"
-            say(
-                f"warning: unknown context length ({named}); assuming {s.context_length:,} "
-                "tokens. Pass --context-length, --model or --model-spec."
-            )
         notes = session.warnings if session is not None else []
         for note in notes + transcript.view.notes + plan.result.warnings:
             say(f"warning: {note}")
@@ -378,20 +383,16 @@ def _did(plan: Any) -> str:
     r = plan.result
     done = []
     if a.cleared_results:
-        done.append(f"cleared {_plural(a.cleared_results, 'tool result')}")
+        done.append(f"cleared {plural(a.cleared_results, 'tool result')}")
     if a.cleared_thinking:
-        done.append(f"cleared {_plural(a.cleared_thinking, 'thinking block')}")
+        done.append(f"cleared {plural(a.cleared_thinking, 'thinking block')}")
     if r.pruned:
         done.append(
-            f"dropped {_plural(r.dropped_turns, 'turn')} ({_plural(len(r.dropped), 'message')})"
+            f"dropped {plural(r.dropped_turns, 'turn')} ({plural(len(r.dropped), 'message')})"
         )
     if a.truncated_results:
-        done.append(f"cut {_plural(a.truncated_results, 'tool result')}")
+        done.append(f"cut {plural(a.truncated_results, 'tool result')}")
     return ", ".join(done)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def _looks_indented(data: bytes) -> bool:

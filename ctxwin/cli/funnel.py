@@ -6,7 +6,9 @@ path (:func:`ctxwin.cli.commands.run`). So a given failure reads the same and
 exits the same, whichever parser read the command line.
 
 - a ctxwin error (:class:`~ctxwin.errors.CtxwinError`): its message and its code
-  (1 bad input, 2 usage, 3 context truncated, 4 needs pruning);
+  (1 bad input, 2 usage, 3 context truncated, 4 needs pruning); a budget that is not
+  positive (:class:`~ctxwin.errors.NoBudget`, exit 3) is worded with the flags that
+  change its figures (:func:`no_budget_message`);
 - a closed stdout (``| head``), out of memory, nesting too deep: one line, exit 1;
 - Ctrl-C: "aborted", exit 130 (128 + SIGINT), as shells expect;
 - anything else is a bug: one line naming it and ``--debug``, exit 1.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ctxwin.errors import CtxwinError, ExitCode, UsageError
+from ctxwin.errors import CtxwinError, ExitCode, NoBudget, UsageError
 
 INTERRUPTED = 130
 """Exit code after Ctrl-C: 128 + SIGINT, the shell convention."""
@@ -43,6 +45,9 @@ def exit_code_for(exc: BaseException) -> int:
         quiet_stdout()
         say("error: output closed before all data was written (broken pipe)")
         return int(ExitCode.BAD_INPUT)
+    if isinstance(exc, NoBudget):
+        say(no_budget_message(exc))
+        return int(exc.exit_code)
     if isinstance(exc, CtxwinError):
         say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {exc}")
         return int(exc.exit_code)
@@ -59,6 +64,46 @@ def exit_code_for(exc: BaseException) -> int:
         )
         return int(ExitCode.BAD_INPUT)
     raise exc
+
+
+_WINDOW_FROM = {
+    "flag": "--context-length",
+    "spec": "--model-spec",
+    "table": "the model table",
+    "fallback": "the fallback for an unknown model",
+}
+_RESERVE_FROM = {
+    "flag": "--max-tokens",
+    "body": "the body's max_tokens",
+    "model": "the model's output cap",
+    "scaled": "the model's output cap scaled to the window",
+    "default": "the default for the window",
+}
+
+
+def no_budget_message(exc: NoBudget) -> str:
+    """The line for a budget that is not positive: each figure, where it came from, and
+    the flags that change it."""
+    model = f" for {exc.model}" if exc.model else ""
+    fixes = ["a larger --context-length"]
+    if exc.reserve_source in ("body", "model", "scaled"):
+        fixes.append("a smaller --max-tokens (the response's reserve)")
+    elif exc.reserve_source == "flag":
+        fixes.append("a smaller --max-tokens")
+    capped = (
+        f", capped at {exc.max_input_tokens:,} input tokens,"
+        if exc.max_input_tokens is not None
+        and exc.max_input_tokens < exc.context_length - exc.reserve
+        else ""
+    )
+    return (
+        f"no budget{model}: the {exc.context_length:,}-token window "
+        f"({_WINDOW_FROM.get(exc.context_length_source, exc.context_length_source)}) less "
+        f"the {exc.reserve:,}-token reserve "
+        f"({_RESERVE_FROM.get(exc.reserve_source, exc.reserve_source)}){capped} and "
+        f"{exc.safety:,} tokens of safety (3% of the window) leaves {exc.budget:,} for the "
+        f"prompt; nothing was written. Pass {' or '.join(fixes)}."
+    )
 
 
 def quiet_stdout() -> None:

@@ -22,7 +22,8 @@ from ctxwin.cli.funnel import exit_code_for
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 bad input (unreadable, invalid JSON, wrong shape, unsafe pairing, "
     "write failure); 2 usage error; 3 context truncated (even the head plus the newest turn "
-    "exceed the budget); 4 needs pruning (check only)."
+    "exceed the budget, or there is no budget: the window is at most reserve + safety; "
+    "nothing is written); 4 needs pruning (check only)."
 )
 
 state = {"debug": False}

@@ -17,13 +17,20 @@ from typing import TYPE_CHECKING, Any
 from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import STDIO, read_input, write_stdout
 from ctxwin.errors import ExitCode, InputError
+from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ctxwin.rows import ReplayReport
 
-STYLE = {"fits": "green", "needs_pruning": "yellow", "truncated": "red", "invalid": "magenta"}
+STYLE = {
+    "fits": "green",
+    "needs_pruning": "yellow",
+    "truncated": "red",
+    "no_budget": "bold red",
+    "invalid": "magenta",
+}
 """The colour of each verdict."""
 
 
@@ -127,9 +134,17 @@ def replay(
     if truncated:
         if not quiet:
             for rep in truncated:
+                row = rep["rows"][(rep["first_truncated"] or 1) - 1]
+                what = "no budget" if row["status"] == "no_budget" else "context truncated"
                 say(
-                    f"context truncated: {rep['run'] or run_file} would stop at call "
+                    f"{what}: {rep['run'] or run_file} would stop at call "
                     f"{rep['first_truncated']} of {rep['calls']}"
+                    + (
+                        f" (a budget of {row['budget']:,} tokens: the window is at most "
+                        "reserve + safety)"
+                        if row["status"] == "no_budget"
+                        else ""
+                    )
                 )
         return int(ExitCode.CONTEXT_TRUNCATED)
     if invalid and len(invalid) == len(reports):
@@ -165,7 +180,8 @@ def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
     model = rep["model"] or "(no model named)"
     window = num(rep["context_length"])
     parts = [
-        f"{rep['calls']} calls ({rep['calls_with_usage']} with usage), {model}, window {window}"
+        f"{plural(rep['calls'], 'call')} ({rep['calls_with_usage']:,} with usage), {model}, "
+        f"window {window}"
     ]
     parts.append(
         f"first pruned at call {rep['first_pruned']}" if rep["first_pruned"] else "never pruned"
@@ -173,7 +189,7 @@ def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
     if rep["first_truncated"]:
         parts.append(f"truncated at call {rep['first_truncated']}: the run would stop there")
     if rep["under_estimates"]:
-        parts.append(f"{rep['under_estimates']} estimates under the reported count")
+        parts.append(f"{plural(rep['under_estimates'], 'estimate')} under the reported count")
     if (peak_use := rep["peak_context_use"]) is not None:
         peak = 100 * peak_use
         parts.append(f"peak {peak:.1f}% of the window at call {rep['peak_call']}")

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import orjson
 
+from ctxwin.words import plural
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -142,14 +144,10 @@ def render_json(report: Report) -> bytes:
     return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
 def verdict(report: Report) -> str:
     """One sentence saying what pruning does (or would do)."""
     if not report["enforced"]:
-        return "not enforced: the budget is not positive, the transcript passes unchanged"
+        return "no budget: the window is at most reserve + safety, no prompt fits"
     if report["overflow_at_floor"]:
         return (
             f"context truncated: even head + newest turn need "
@@ -161,18 +159,19 @@ def verdict(report: Report) -> str:
     edits = []
     if report["cleared_results"]:
         edits.append(
-            f"clear {_count(report['cleared_results'], 'tool result')} "
+            f"clear {plural(report['cleared_results'], 'tool result')} "
             f"({report['cleared_tokens']:,} tokens)"
         )
     if report["cleared_thinking"]:
-        edits.append(f"clear {_count(report['cleared_thinking'], 'thinking block')}")
+        edits.append(f"clear {plural(report['cleared_thinking'], 'thinking block')}")
     if dropped or not edits:
         edits.append(
             f"drop {report['dropped_turns']:,} of "
-            f"{report['dropped_turns'] + report['kept_turns']:,} turns ({dropped:,} messages)"
+            f"{plural(report['dropped_turns'] + report['kept_turns'], 'turn')} "
+            f"({plural(dropped, 'message')})"
         )
     if report["truncated_results"]:
-        edits.append(f"cut {_count(report['truncated_results'], 'tool result')}")
+        edits.append(f"cut {plural(report['truncated_results'], 'tool result')}")
     return f"needs pruning: {', '.join(edits)} → {report['estimated_tokens_after']:,} tokens"
 
 

@@ -35,6 +35,7 @@ from ctxwin.cli.replay import STYLE, num, render_chart, render_replay
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import InputError, UsageError
 from ctxwin.settings import DEFAULT, Settings
+from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -166,9 +167,11 @@ def check(
 
     Reads JSON or JSONL (one request body or run per line) in every shape
     `replay` reads. Each transcript fits, needs pruning, would be truncated,
-    or is invalid (one row with its error; never a traceback). Exit 0 when
-    all fit; 4 when some need pruning and none would truncate; 3 when any
-    would truncate; 1 when any is invalid. --fail-on chooses which verdict fails.
+    has no budget (the window is at most reserve + safety), or is invalid (one
+    row with its error; never a traceback). Exit 0 when all fit; 4 when some
+    need pruning and none would truncate; 3 when any would truncate or has no
+    budget; 1 when any is invalid. --fail-on chooses which verdict fails, except
+    that no budget exits 3 under every --fail-on.
     """
     from ctxwin.checking import check_files, default_jobs, find_files, summarize
 
@@ -235,10 +238,12 @@ def check(
         for r in rows:
             for warning in r.get("warnings") or ():
                 _say(f"warning: {r['path']}: {warning}")
-    if summary["not_enforced"] and not quiet:
+    if summary["not_enforced"]:  # an error line: printed under --quiet too
+        n = summary["not_enforced"]
         _say(
-            f"warning: {summary['not_enforced']} transcripts have a budget that is not positive "
-            "(the window is smaller than reserve + safety): nothing was checked for them"
+            f"no budget: {plural(n, 'transcript')} {'has' if n == 1 else 'have'} a budget "
+            "that is not positive (the window is at most reserve + safety, so no request "
+            "fits); pass a larger --context-length or a smaller --max-tokens"
         )
     if jsonl:
         write_stdout(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))
@@ -267,7 +272,9 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
         return Text(os.path.relpath(path, base) if base else path)
 
     table = Table(
-        title=Text(f"{summary['transcripts']:,} transcripts in {summary['files']:,} files")
+        title=Text(
+            f"{plural(summary['transcripts'], 'transcript')} in {plural(summary['files'], 'file')}"
+        )
     )
     table.add_column("verdict")
     table.add_column("count", justify="right")
@@ -276,6 +283,7 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
         ("fits", "fits"),
         ("needs_pruning", "needs pruning"),
         ("truncated", "truncated"),
+        ("no_budget", "no budget"),
         ("invalid", "invalid"),
     ):
         n = counts[status]
@@ -308,7 +316,7 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
     if summary["skipped_files"]:
         console.print(
             Text(
-                f"{summary['skipped_files']} files in folders skipped "
+                f"{plural(summary['skipped_files'], 'file')} in folders skipped "
                 "(not .json, .jsonl, .ndjson or .traj)",
                 style="dim",
             )

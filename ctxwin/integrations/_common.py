@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from ctxwin.errors import ContextTruncated
+from ctxwin.errors import truncated
 from ctxwin.estimate import Estimator
 from ctxwin.manager import ContextWindowManager, ManagedFit
 from ctxwin.strategy import Strategy
@@ -149,7 +149,7 @@ class Fitting:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         fitted = self.manager(model).evaluate(body)
         if fitted.result.overflow_at_floor:
-            raise ContextTruncated(fitted.result)
+            raise truncated(fitted.result, fitted.budget)
         self.last = fitted
         if self.record is not None:
             self.record.last = fitted

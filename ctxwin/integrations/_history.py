@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from operator import is_
 from typing import Any
 
-from ctxwin.errors import ContextTruncated
+from ctxwin.errors import truncated
 from ctxwin.manager import ContextWindowManager, ManagedFit
 
 Entry = dict[str, Any]
@@ -165,7 +165,7 @@ class HistoryFit:
         self.last = fitted
         if fitted.result.overflow_at_floor:
             self._sent = None
-            raise ContextTruncated(fitted.result)
+            raise truncated(fitted.result, fitted.budget)
         # the lists kept here are never the caller's: appending to what is returned
         # must not change what the next call is compared with
         if not fitted.result.pruned and not fitted.applied.edits:

@@ -48,7 +48,7 @@ from agents import (
 )
 from agents.run_config import CallModelData, ModelInputData
 
-from ctxwin.errors import ContextTruncated
+from ctxwin.errors import truncated
 from ctxwin.integrations._common import Conversations, sent_items, settings_for
 from ctxwin.manager import ManagedFit
 
@@ -138,7 +138,7 @@ class ContextWindowFilter(RunHooks[Any]):
             body["max_output_tokens"] = max_tokens
         fitted = manager.evaluate(body)
         if fitted.result.overflow_at_floor:
-            raise ContextTruncated(fitted.result)
+            raise truncated(fitted.result, fitted.budget)
         self.last = fitted
         self.conversations.sent((id(agent), id(data.context)), manager, fitted)
         if not fitted.result.pruned and not fitted.applied.edits:

@@ -19,7 +19,8 @@
 * ``async_pre_call_hook`` does the same in the LiteLLM proxy (``litellm_settings:
   callbacks:``), before the request is routed;
 * when even the floor (system prompt, first user message, newest turn) does not fit,
-  the call raises :class:`ContextWindowExceeded` before anything is sent: it is a
+  or the budget is not positive (the window is at most reserve + safety), the call
+  raises :class:`ContextWindowExceeded` before anything is sent: it is a
   :class:`ctxwin.ContextTruncated` and a ``litellm.ContextWindowExceededError`` (so a
   Router's ``context_window_fallbacks`` apply and the proxy answers 400);
 * the callback learns from each response's ``usage``: what the provider counted
@@ -49,7 +50,8 @@ import litellm
 from litellm.exceptions import ContextWindowExceededError
 from litellm.integrations.custom_logger import CustomLogger
 
-from ctxwin.errors import ContextTruncated
+from ctxwin.budget import Budget
+from ctxwin.errors import ContextTruncated, NoBudget
 from ctxwin.integrations._common import Conversations, plain, remember, sent_items, settings_for
 from ctxwin.manager import ManagedFit
 from ctxwin.pruning import FitResult
@@ -67,14 +69,19 @@ class ContextWindowExceeded(ContextTruncated, ContextWindowExceededError):
 
     Both a :class:`ctxwin.ContextTruncated` (``result`` is the fit of the floor) and a
     ``litellm.ContextWindowExceededError`` (status 400, code ``context_length_exceeded``).
+    When the budget is not positive (``result.enforced`` is false) the message is the
+    one of :class:`ctxwin.errors.NoBudget`, naming the window, reserve and safety.
     """
 
-    def __init__(self, result: FitResult, model: str | None) -> None:
+    def __init__(self, result: FitResult, model: str | None, budget: Budget | None = None) -> None:
         self.result = result
-        text = (
-            f"ctxwin: even the floor (head + newest turn) needs "
-            f"{result.estimated_tokens_after} tokens, over the budget of {result.budget}"
-        )
+        if not result.enforced and budget is not None:
+            text = f"ctxwin: {NoBudget(result, budget)}"
+        else:
+            text = (
+                f"ctxwin: even the floor (head + newest turn) needs "
+                f"{result.estimated_tokens_after} tokens, over the budget of {result.budget}"
+            )
         ContextWindowExceededError.__init__(
             self,
             message=text,
@@ -149,7 +156,7 @@ class ContextWindowCallback(CustomLogger):
                 body[k] = plain(kwargs[k])
         fitted = manager.evaluate(body)
         if fitted.result.overflow_at_floor:
-            raise ContextWindowExceeded(fitted.result, model)
+            raise ContextWindowExceeded(fitted.result, model, fitted.budget)
         self.last = fitted
         call_id = kwargs.get("litellm_call_id")
         if isinstance(call_id, str):

@@ -248,6 +248,15 @@ def floor_message(fitted: Fitted) -> str:
     assert p is not None
     r, b = p.result, p.budget
     model = b.spec.name or "the model"
+    if not r.enforced:
+        return (
+            f"ctxwin proxy: request not forwarded: ctxwin has no budget for {model}: its "
+            f"{b.context_length:,}-token window ({b.spec.context_length_source}) less "
+            f"{b.reserve:,} tokens reserved for the response ({b.reserve_source}) and "
+            f"{b.safety:,} of safety leaves {b.budget:,} for the prompt. Fix: lower "
+            "max_tokens, or restart the proxy with a larger --context-length (or a smaller "
+            "--max-tokens)."
+        )
     return (
         f"ctxwin proxy: request not forwarded: even after dropping every older turn, the "
         f"system prompt, first user message and newest turn need about "
