@@ -153,3 +153,39 @@ def test_calibrate_fits_overhead_and_factor_per_run(cli: Cli) -> None:
     # 14 calls from 18,549 to 22,899 reported tokens over a conversation of a few thousand
     assert 15000 < fit["overhead"] < 18549
     assert fit["median_ratio"] <= 1.10
+
+
+def _long_session() -> list[dict[str, Any]]:
+    """A session whose first call logs almost nothing (a hidden prompt of ~20,000 tokens),
+    then turns of large tool results and a growing usage."""
+    lines = [cc_line("user", "u0", None, "go")]
+    parent, reported = "u0", 20_000
+    for k in range(8):
+        lines.append(cc_line("assistant", f"a{k}", parent, tool_use(f"t{k}"), usage=reported))
+        result = [{"type": "tool_result", "tool_use_id": f"t{k}", "content": "x y " * 3000}]
+        lines.append(cc_line("user", f"r{k}", f"a{k}", result))
+        lines.append(cc_line("user", f"u{k + 1}", f"r{k}", f"next step {k}"))
+        parent, reported = f"u{k + 1}", reported + 3_200
+    return lines
+
+
+def test_explain_of_a_session_adds_up_to_its_estimate(tmp_path: Path, cli: Cli) -> None:
+    """outside the messages (with the learned overhead) + head + turns = the estimate,
+    exactly; no step saves more than the request holds beyond what it keeps."""
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(jsonl(*_long_session()))
+    out = cli("estimate", str(path), "--explain", "--json")
+    assert out.exit_code == 0, out.output
+    report = orjson.loads(out.stdout)
+    e = report["explain"]
+    parts = e["outside_messages"] + e["head"]["tokens"] + sum(t["tokens"] for t in e["turns"])
+    assert parts == report["estimated_tokens"] == e["estimated_tokens"]
+    assert e["overhead"] == report["overhead"] > 0
+    assert e["outside_messages"] >= e["overhead"]
+    removable = report["estimated_tokens"] - e["outside_messages"] - e["head"]["tokens"]
+    for step in e["steps"]:
+        kept = e["turns"][-1]["tokens"] if step["step"] == "drop-turns" else 0
+        assert 0 <= step["tokens"] <= removable - kept, step
+    text = cli("estimate", str(path), "--explain")
+    assert text.exit_code == 0, text.output
+    assert f"overhead {report['overhead']:,}" in text.stdout
