@@ -357,13 +357,14 @@ def fit_overhead(points: Sequence[tuple[int, int]], seed: float = 1.0) -> Overhe
     wasted = sum(predictions) - rep_sum
     import statistics  # here: importing it costs every replay's start-up
 
+    ratios = [round(p / rep, 4) for p, (_, rep) in zip(predictions, pts, strict=True)]
     return {
         "calls": n,
         "factor": factor,
         "overhead": overhead,
         "waste_tokens": wasted,
+        "reported_tokens": rep_sum,
         "waste_percent": round(100 * wasted / rep_sum, 2),
-        "median_ratio": round(
-            statistics.median(p / rep for p, (_, rep) in zip(predictions, pts, strict=True)), 4
-        ),
+        "median_ratio": round(statistics.median(ratios), 4),
+        "ratios": ratios,
     }

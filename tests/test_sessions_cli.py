@@ -189,3 +189,24 @@ def test_explain_of_a_session_adds_up_to_its_estimate(tmp_path: Path, cli: Cli) 
     text = cli("estimate", str(path), "--explain")
     assert text.exit_code == 0, text.output
     assert f"overhead {report['overhead']:,}" in text.stdout
+
+
+def test_calibrate_headlines_the_overhead_line_for_sessions(tmp_path: Path, cli: Cli) -> None:
+    """A session whose first call logs almost nothing (reported ÷ raw in the thousands):
+    no "safe factor" is made of it; the headline is its overhead + factor line."""
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(jsonl(*_long_session()))
+    out = cli("calibrate", str(path), "--json")
+    assert out.exit_code == 0, out.output
+    payload = orjson.loads(out.stdout)
+    summary = payload["summary"]
+    assert summary["safe_calibration"] is None and summary["calls"] == 0
+    lines = summary["sessions"]
+    assert lines["calls"] == 8 and lines["runs"] == 1
+    assert 1.0 <= lines["median_ratio"] <= 1.10
+    (fit,) = payload["by_run"]
+    assert 18_000 <= fit["overhead"] <= 20_000 and fit["factor"] < 2
+    text = cli("calibrate", str(path))
+    assert text.exit_code == 0, text.output
+    assert "median prediction ÷ reported" in text.stdout
+    assert "safe factor" not in text.stdout
