@@ -135,7 +135,8 @@ def test_check_reads_every_agent_tools_sample(cli: Cli) -> None:
     result = cli("check", str(AGENT_TOOLS), "--jsonl", "-j", "1", "--fail-on", "never")
     assert result.exit_code == 0, result.output
     rows = [orjson.loads(line) for line in result.stdout.splitlines()]
-    assert len(rows) == 21
+    # each sample holds one run
+    assert len(rows) == len(list(AGENT_TOOLS.rglob("*.json*"))) >= 21
     assert not [r for r in rows if r["status"] == "invalid"]
     claude = next(r for r in rows if r["path"].endswith("drmaciver-coverage-test-fix.jsonl"))
     assert claude["calls"] == 14 and claude["peak_call"] == 14
