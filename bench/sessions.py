@@ -1,4 +1,4 @@
-"""Prediction ÷ reported on the agent-tool session samples (issue 12's targets).
+"""Prediction ÷ reported on the agent-tool session samples.
 
     .venv/bin/python bench/sessions.py [CORPUS/agent_tools]
 
@@ -26,9 +26,14 @@ from ctxwin.simulate import replay_run
 REDACTED = "localpush"
 """Name part of the samples whose free text was replaced (their token counts are real)."""
 
+FITTED_ON = ("codemie", "django", "sympy")
+"""Name starts of the samples the learner's constants were chosen on (the share and the
+least factor of ``ctxwin.calibration``); the others are held out."""
+
 
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/corpus/agent_tools")
+    tools: dict[tuple[str, bool], list[float]] = {}
     every: list[tuple[float, bool]] = []
     plain: list[tuple[float, bool]] = []
     misses: list[tuple[str, str, dict[str, Any], bool]] = []
@@ -43,6 +48,8 @@ def main() -> None:
                 for r in rows[1:]
             ]
             every += pairs
+            held = not path.name.startswith(FITTED_ON)
+            tools.setdefault((path.parent.name, held), []).extend(p for p, _ in pairs)
             if REDACTED not in path.name:
                 plain += pairs
             for i, row in enumerate(rows[1:], 1):
@@ -62,6 +69,14 @@ def main() -> None:
             f"| {name} | {run_name[:24]} | {row['call']} | {row['estimated_tokens']:,} "
             f"| {row['reported_tokens']:,} | {short:,} | {safety:,} | {'yes' if again else 'no'} |"
         )
+    print("\n| agent tool | fitted on: predictions | median | held out: predictions | median |")
+    print("|---|---:|---:|---:|---:|")
+    for tool in sorted({t for t, _ in tools}):
+        cells = []
+        for held in (False, True):
+            xs = tools.get((tool, held), [])
+            cells += [str(len(xs)), f"{statistics.median(xs):.3f}" if xs else "—"]
+        print(f"| {tool} | {' | '.join(cells)} |")
     for label, pairs in (
         ("all samples", every),
         (f"without the redacted ({REDACTED}) rollouts", plain),

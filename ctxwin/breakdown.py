@@ -16,8 +16,15 @@ its input (:attr:`~ctxwin.core.Plan.source`, before any edit)
   ``truncate-results`` at most the results it may cut, less their heads,
   tails and markers).
 
-Each figure is one part's estimate on its own (calibrated like the request),
-so the parts add up to about, not exactly, the request's estimate.
+One arithmetic with the request's estimate, ``overhead + ceil(raw ×
+calibration)`` (:class:`~ctxwin.pruning.Scale`): each part is what it adds to
+that estimate, taken in order (outside the messages, the head, each turn), so
+``outside_messages + head + turns`` is ``estimated_tokens`` exactly;
+``outside_messages`` includes the ``overhead`` learned from usage (a session's
+system prompt and tools its file never shows), and ``calibration`` and
+``raw_tokens`` say how the raw estimate was scaled. A step's saving is the
+estimate less the estimate without what it removes, so it is never more than
+what it could remove. ``largest`` rates each message on its own.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.estimate import calibrated
+from ctxwin.estimate import scaled
 from ctxwin.formats.base import RESULT, THINKING, Part
 from ctxwin.pruning import segment, superseded_turns
 from ctxwin.strategy import (
@@ -64,19 +71,35 @@ def explain(plan: Plan, largest: int = LARGEST) -> dict[str, Any]:
     width = len(view.base)
 
     def tokens(cost: Sequence[int]) -> int:
-        return calibrated(est.raw(cost), cal)
+        return scaled(est.raw(cost), cal)
 
     seg = segment(items, view.pinned)
     starts = [*seg.turn_starts, len(items)]
+    running = list(view.base)
+    before = tokens(running)
+
+    def part(a: int, b: int) -> int:
+        """What items ``[a, b)`` add to the estimate after everything before them."""
+        nonlocal before
+        for it in items[a:b]:
+            for k in range(width):
+                running[k] += it.cost[k]
+        now = tokens(running)
+        added, before = now - before, now
+        return added
+
+    outside = plan.result.overhead + before
+    head_tokens = part(0, starts[0])
     turns = [
-        {
-            "turn": n + 1,
-            "first": view.where(a),
-            "messages": b - a,
-            "tokens": tokens(_sum([it.cost for it in items[a:b]], width)),
-        }
+        {"turn": n + 1, "first": view.where(a), "messages": b - a, "tokens": part(a, b)}
         for n, (a, b) in enumerate(pairwise(starts))
     ]
+    whole = before
+
+    def saving(cost: Sequence[int]) -> int:
+        """What the estimate falls by without ``cost``."""
+        return whole - tokens([t - c for t, c in zip(running, cost, strict=True)])
+
     ranked = sorted(range(len(items)), key=lambda i: tokens(items[i].cost), reverse=True)
     strategy = plan.applied.strategy
     parts = t.adapter.parts(t.body, view, est)
@@ -87,24 +110,26 @@ def explain(plan: Plan, largest: int = LARGEST) -> dict[str, Any]:
     if view.superseded is not None:  # dropped as one block before any turn
         above += items[slice(*view.superseded)]
     droppable = _sum([it.cost for it in above], width)
-    head = items[: seg.head_end]
     found = clearable(t.body, view, t.adapter, est, cal, strategy)
     saved = {
-        CLEAR_RESULTS: (len(found), tokens(_sum([_saving(t, p, tokens) for p in found], width))),
+        CLEAR_RESULTS: (len(found), saving(_sum([_saving(t, p, tokens) for p in found], width))),
         CLEAR_THINKING: _count(
-            clearable(t.body, view, t.adapter, est, cal, strategy, THINKING), tokens
+            clearable(t.body, view, t.adapter, est, cal, strategy, THINKING), saving
         ),
         DROP_TURNS: (
             max(len(seg.unit_starts) - 1, 0) + superseded_turns(view),
-            tokens(droppable),
+            saving(droppable),
         ),
-        TRUNCATE_RESULTS: (len(cut), tokens(_sum([p.cost for p in cut], width))),
+        TRUNCATE_RESULTS: (len(cut), saving(_sum([p.cost for p in cut], width))),
     }
     return {
         "estimated_tokens": plan.result.estimated_tokens,
-        "outside_messages": tokens(view.base),
-        "head": {"messages": seg.head_end, "tokens": tokens(_sum([i.cost for i in head], width))},
+        "outside_messages": outside,
+        "head": {"messages": seg.head_end, "tokens": head_tokens},
         "turns": turns,
+        "overhead": plan.result.overhead,
+        "calibration": cal,
+        "raw_tokens": est.raw(running),
         "largest": [
             {"message": view.where(i), "role": items[i].role, "tokens": tokens(items[i].cost)}
             for i in ranked[:largest]

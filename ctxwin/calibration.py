@@ -24,11 +24,13 @@ a stateful caller needs:
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.estimate import calibrated
+from ctxwin.estimate import calibrated, scaled
 
 if TYPE_CHECKING:
     from ctxwin.rows import OverheadFit
@@ -101,123 +103,268 @@ def prompt_tokens_from_usage(usage: Mapping[str, Any]) -> int | None:
 
 
 FRESH_FACTOR = 3.0
-"""The least factor for content no report has counted yet (see :class:`OverheadLearner`)."""
+"""The factor for content no report has counted yet, until two reports measure one
+(see :class:`OverheadLearner`)."""
+
+LEAST_FACTOR = 0.25
+"""The least factor usage can teach: the raw estimate is an upper bound (opaque data
+such as encrypted reasoning counts at its bytes), so a provider may count much less,
+but a slope near or below 0 would predict that new content costs nothing."""
+
+SHARE = 2 / 3
+"""The factor is the slope that at least this share of the raw growth cost no more
+than (a weighted quantile): chosen on part of the samples (``docs/sessions.md``)."""
+
+
+class _Quantile:
+    """A running weighted quantile: two heaps, O(log n) per value."""
+
+    __slots__ = ("high", "low", "share", "w_high", "w_low")
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+        self.low: list[tuple[float, float]] = []  # (-value, weight): a max-heap
+        self.high: list[tuple[float, float]] = []  # (value, weight): a min-heap
+        self.w_low = 0.0
+        self.w_high = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.low or self.high)
+
+    def add(self, value: float, weight: float) -> None:
+        from heapq import heappop, heappush
+
+        if self.low and value <= -self.low[0][0]:
+            heappush(self.low, (-value, weight))
+            self.w_low += weight
+        else:
+            heappush(self.high, (value, weight))
+            self.w_high += weight
+        target = self.share * (self.w_low + self.w_high)
+        while self.high and self.w_low < target:
+            v, w = heappop(self.high)
+            self.w_high -= w
+            heappush(self.low, (-v, w))
+            self.w_low += w
+        while self.low and self.w_low - self.low[0][1] >= target:
+            v, w = heappop(self.low)
+            self.w_low -= w
+            heappush(self.high, (-v, w))
+            self.w_high += w
+
+    @property
+    def value(self) -> float:
+        """The least value with at least ``share`` of the weight at or below it."""
+        return -self.low[0][0]
+
+
+def _cross(o: tuple[int, int], a: tuple[int, int], b: tuple[int, int]) -> int:
+    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+
+class _Hull:
+    """The upper convex hull of ``(raw, reported)`` points: ``max(reported − factor ×
+    raw)`` over every point in O(log n). Points come mostly in raw order (a growing
+    transcript): those are added in O(1) amortized; another is rebuilt in O(n)."""
+
+    __slots__ = ("hull", "points")
+
+    def __init__(self) -> None:
+        self.points: list[tuple[int, int]] = []
+        self.hull: list[tuple[int, int]] = []
+
+    def add(self, raw: int, reported: int) -> None:
+        p = (raw, reported)
+        self.points.append(p)
+        if self.hull and raw < self.hull[-1][0]:
+            self.hull = _upper(sorted(self.points))
+            return
+        h = self.hull
+        if h and raw == h[-1][0]:
+            if reported <= h[-1][1]:
+                return
+            h.pop()
+        while len(h) >= 2 and _cross(h[-2], h[-1], p) >= 0:
+            h.pop()
+        h.append(p)
+
+    def top(self, factor: float) -> float:
+        """``max(reported − factor × raw)`` over the points."""
+        h = self.hull
+        lo, hi = 0, len(h) - 1
+        while lo < hi:  # edge slopes fall along the hull: find the first ≤ factor
+            mid = (lo + hi) // 2
+            (r0, p0), (r1, p1) = h[mid], h[mid + 1]
+            if p1 - p0 > factor * (r1 - r0):
+                lo = mid + 1
+            else:
+                hi = mid
+        raw, reported = h[lo]
+        return reported - factor * raw
+
+
+def _upper(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    h: list[tuple[int, int]] = []
+    for p in points:
+        if h and p[0] == h[-1][0]:
+            if p[1] <= h[-1][1]:
+                continue
+            h.pop()
+        while len(h) >= 2 and _cross(h[-2], h[-1], p) >= 0:
+            h.pop()
+        h.append(p)
+    return h
 
 
 @dataclass(slots=True)
 class OverheadLearner:
-    """``reported ≈ overhead + raw`` for what was counted, ``factor × raw`` for what is new.
+    """``reported ≈ overhead + factor × raw``, both fitted to one run's usage.
 
-    Learned online from one run's usage: after each call, ``observe(raw,
-    reported)`` with the uncalibrated estimate of what was sent and the prompt
-    tokens the provider reported.
+    Learned online: after each call, ``observe(raw, reported)`` with the
+    uncalibrated estimate of what was sent and the prompt tokens the provider
+    reported.
 
     * Before any report the prediction is ``seed × raw`` (nothing is known).
-    * The **overhead** is what usage proves: the largest ``reported − raw``
-      seen in the run, so a system prompt and tools the log never recorded
-      are counted from the first report on. It never shrinks within a run.
-    * The **factor** applies to content added since the last report (new tool
-      results, the reply): the provider has not counted it yet. It starts at
-      ``max(seed, FRESH_FACTOR)`` and grows, never shrinks, when a report
-      proves the content added since the previous one cost more (a slope over
-      at least ``min_tokens`` raw tokens, up to ``most``).
-    * The prediction is ``max(overhead + raw, last_reported + factor × (raw −
-      last_raw))``: the second term anchors on the last report, so only the
-      new content is estimated; the first keeps a pruned request honest.
+    * The **factor** is what the content the run adds costs per raw token: each
+      report after the previous one measures a slope ``Δreported ÷ Δraw`` (over at
+      least ``min_tokens`` raw tokens of growth), and the factor is the slope that
+      ``share`` of all that growth, weighted by its raw tokens, cost no more than,
+      within ``[least, most]``. Until a slope is measured it is ``max(seed, fresh)``.
+      One call whose report jumps (content the log does not show: a system prompt
+      and tools at the first call, an attached file later) is one slope over few
+      raw tokens: it cannot carry the quantile, so it never fixes the factor; and
+      the factor follows the run, down as well as up.
+    * The **overhead** is the least intercept that keeps the line on or above
+      every report seen: the model stays an upper bound on what was seen (the
+      estimate errs high), and a jump raises the overhead, which is where content
+      a provider keeps counting belongs. When every report is under ``factor ×
+      raw`` (no hidden overhead) the overhead is 0 and the factor is the largest
+      ``reported ÷ raw`` seen, so a small request is never predicted below it.
+    * The prediction is the line, ``overhead + factor × raw``.
 
-    On the agent-tool samples (``docs/sessions.md``) a fresh-content factor of
-    3 leaves 4 of 279 predictions after a run's first call under the reported
-    count (17 of 311 with the two redacted Codex rollouts), median prediction ÷
-    reported 1.08. The 4 miss what the session files never show (content
-    Claude Code adds to a request without logging it, paths shortened by the
-    files' publisher), by 6 to 695 tokens: no factor on the logged content
-    bounds that; the budget's safety margin (3 % of the window) does, and the
-    next report counts it.
+    On the agent-tool samples (``docs/sessions.md``) the median prediction ÷
+    reported after a run's first call is 1.00–1.09 per agent tool; a prediction
+    under the reported count is a step that cost more than the factor, by what
+    the budget's safety margin (3 % of the window) bounds, and the next report
+    counts it.
     """
 
     seed: float
     fresh: float = FRESH_FACTOR
     min_tokens: int = 64
     most: float = 2 * FRESH_FACTOR
-    """The factor grows no further than this (one noisy report cannot blow it up)."""
-    overhead: int = 0
-    factor: float = 0.0
+    """The factor grows no further than this."""
+    least: float = LEAST_FACTOR
+    share: float = SHARE
     last: tuple[int, int] | None = None
     """``(raw, reported)`` of the last call that reported usage."""
+    _slopes: _Quantile | None = None
+    _hull: _Hull | None = None
+    _line: tuple[int, float] = (0, 0.0)
+    _ratio: float = 0.0
 
     def __post_init__(self) -> None:
-        self.factor = max(self.seed, self.fresh)
+        self._slopes = _Quantile(self.share)
+        self._hull = _Hull()
+        self._line = (0, max(self.seed, self.fresh))
 
     @property
     def learned(self) -> bool:
-        """Whether any usage has been seen (an overhead is known)."""
+        """Whether any usage has been seen (the line is known)."""
         return self.last is not None
 
     @property
-    def anchor(self) -> int:
-        """The intercept of the fresh-content line: ``last_reported − factor × last_raw``."""
-        if self.last is None:
-            return 0
-        raw, reported = self.last
-        return reported - calibrated(raw, self.factor)
+    def overhead(self) -> int:
+        """The line's intercept: tokens every request costs beyond its content."""
+        return self._line[0]
+
+    @property
+    def factor(self) -> float:
+        """The line's slope (the seed's growth until a report measures one)."""
+        return self._line[1]
 
     def predict(self, raw: int) -> int:
         """The prompt tokens the provider should report for a request of ``raw``."""
         if self.last is None:
             return calibrated(raw, self.seed)
-        return max(self.anchor + calibrated(raw, self.factor), self.overhead + raw)
+        overhead, factor = self._line
+        return overhead + scaled(raw, factor)
 
     def observe(self, raw: int, reported: int) -> None:
         """Learn from one call: ``raw`` is the uncalibrated estimate of what was sent."""
         if raw < 0 or reported <= 0:
             return
-        if self.last is not None and reported > self.predict(raw):
+        slopes, hull = self._slopes, self._hull
+        assert slopes is not None and hull is not None
+        if self.last is not None:
             grew = raw - self.last[0]
             if grew >= self.min_tokens:
-                slope = min((reported - self.last[1]) / grew, self.most)
-                self.factor = max(self.factor, slope)
-        first = self.last is None
-        self.overhead = max(0 if first else self.overhead, reported - raw, 0)
+                slopes.add((reported - self.last[1]) / grew, grew)
+        hull.add(raw, reported)
         self.last = (raw, reported)
+        if slopes:
+            factor = round(min(max(slopes.value, self.least), self.most), 4)
+        else:
+            factor = max(self.seed, self.fresh)
+        if raw > 0:
+            self._ratio = max(self._ratio, reported / raw)
+        top = hull.top(factor)
+        if top < 0 and self._ratio > 0:
+            # every report is under factor × raw: no overhead, and the line turns
+            # down about 0 until it meets the steepest report (a negative intercept
+            # would predict a small request below what it holds)
+            factor = max(math.ceil(self._ratio * 10_000) / 10_000, self.least)
+            top = hull.top(factor)
+        # ceil(raw × factor) rounds up: the line is on or above every point
+        self._line = (max(0, math.ceil(top)), factor)
 
 
-def fit_overhead(
-    points: Sequence[tuple[int, int]], seed: float, *, step: float = 0.005
-) -> OverheadFit:
-    """The safe line ``overhead + factor × raw`` over a run's ``(raw, reported)`` points.
+def fit_overhead(points: Sequence[tuple[int, int]], seed: float = 1.0) -> OverheadFit:
+    """The safe line ``overhead + factor × raw`` with the least waste over a run's
+    ``(raw, reported)`` points.
 
-    Every factor from 1.0 to 3× the largest needed one is tried in ``step``
-    increments (and the seed); for each, the overhead is the smallest that
-    puts every point on or under the line. The factor with the least total
-    waste wins. Returns the factor, overhead, waste and the median of
-    prediction ÷ reported.
+    Safe: every point on or under the line. The total waste, ``n × overhead +
+    factor × Σraw − Σreported`` with ``overhead = max(0, max(reported − factor ×
+    raw))``, is convex in the factor and changes slope only at the slopes of the
+    points' upper hull, so the best factor (at least :data:`LEAST_FACTOR`) is one of
+    them: O(n log n). ``seed`` is kept for callers; it no longer bounds the factor.
+    Returns the factor, overhead, waste and the median of prediction ÷ reported.
     """
+    del seed
     pts = [(r, rep) for r, rep in points if r > 0 and rep > 0]
     if not pts:
         return {"calls": 0, "factor": None, "overhead": None}
-    top = max(3.0, max(rep / r for r, rep in pts))
-    candidates = {seed}
-    f = 1.0
-    while f <= top:
-        candidates.add(round(f, 6))
-        f += step
-    best: tuple[int, float, int] | None = None
-    for factor in sorted(candidates):
-        overhead = max(0, max(rep - calibrated(r, factor) for r, rep in pts))
-        waste = sum(overhead + calibrated(r, factor) - rep for r, rep in pts)
-        if best is None or waste < best[0]:
-            best = (waste, factor, overhead)
-    assert best is not None
+    h = _upper(sorted(pts))
+    hull = _Hull()
+    hull.hull = h
+    candidates = {LEAST_FACTOR}
+    for (r0, p0), (r1, p1) in itertools.pairwise(h):
+        slope = (p1 - p0) / (r1 - r0)
+        if slope > LEAST_FACTOR:
+            candidates.add(round(slope, 4))
+            candidates.add(math.ceil(slope * 10_000) / 10_000)
+    raw_sum = sum(r for r, _ in pts)
+    rep_sum = sum(rep for _, rep in pts)
+    n = len(pts)
+
+    def waste(factor: float) -> tuple[float, float]:
+        overhead = max(0.0, hull.top(factor))
+        return n * overhead + factor * raw_sum - rep_sum, factor
+
+    _, factor = min(waste(f) for f in candidates)
+    overhead = max(0, max(rep - scaled(r, factor) for r, rep in pts))
+    predictions = [overhead + scaled(r, factor) for r, _ in pts]
+    wasted = sum(predictions) - rep_sum
     import statistics  # here: importing it costs every replay's start-up
 
-    waste, factor, overhead = best
-    reported = sum(rep for _, rep in pts)
-    ratios = [(overhead + calibrated(r, factor)) / rep for r, rep in pts]
+    ratios = [round(p / rep, 4) for p, (_, rep) in zip(predictions, pts, strict=True)]
     return {
-        "calls": len(pts),
-        "factor": round(factor, 4),
+        "calls": n,
+        "factor": factor,
         "overhead": overhead,
-        "waste_tokens": waste,
-        "waste_percent": round(100 * waste / reported, 2),
+        "waste_tokens": wasted,
+        "reported_tokens": rep_sum,
+        "waste_percent": round(100 * wasted / rep_sum, 2),
         "median_ratio": round(statistics.median(ratios), 4),
+        "ratios": ratios,
     }

@@ -99,7 +99,7 @@ def plan(
     settings: Settings | None = None,
     *,
     overhead: int = 0,
-    floor: int | None = None,
+    learned: bool = False,
     **changes: Any,
 ) -> Plan:
     """Resolve the budget for ``transcript`` and fit it (never raises for overflow).
@@ -110,15 +110,15 @@ def plan(
     model (:func:`~ctxwin.estimate.default_calibration`: 1.15 for the seed
     formula). ``strategy`` (default: drop turns only) says which steps fit it
     (:mod:`ctxwin.strategy`). ``overhead`` is added to every estimate (tokens
-    the body does not show); ``floor`` bounds every estimate below by
-    ``floor + raw`` (see :class:`~ctxwin.calibration.OverheadLearner`).
+    the body does not show); with ``learned``, ``calibration`` is a factor learned
+    from usage, applied as it is (see :class:`~ctxwin.calibration.OverheadLearner`).
     """
     s = settings_with(settings, changes)
     budget = budget_for(transcript.view, s)
     calibration = s.calibration
     if calibration is None:
         calibration = default_calibration(transcript.estimator.name, budget.spec.name)
-    return fit_plan(transcript, budget, calibration, s.strategy, overhead=overhead, floor=floor)
+    return fit_plan(transcript, budget, calibration, s.strategy, overhead=overhead, learned=learned)
 
 
 def budget_for(view: View, settings: Settings) -> Budget:
@@ -142,7 +142,7 @@ def fit_plan(
     strategy: Strategy | None = None,
     *,
     overhead: int = 0,
-    floor: int | None = None,
+    learned: bool = False,
 ) -> Plan:
     """Fit ``transcript`` to a resolved ``budget`` with ``strategy`` (see :func:`plan`).
 
@@ -178,11 +178,11 @@ def fit_plan(
         adapter.problems,
         drop=DROP_TURNS in strategy.steps,
         overhead=overhead,
-        floor=floor,
+        learned=learned,
     )
     if fitted is not transcript:
         # the input's estimate, nothing checked
-        original = fit(view, 0, est, calibration, overhead=overhead, floor=floor)
+        original = fit(view, 0, est, calibration, overhead=overhead, learned=learned)
         result = replace(
             result,
             estimated_tokens=original.estimated_tokens,

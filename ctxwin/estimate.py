@@ -151,6 +151,16 @@ def calibrated(raw: int, calibration: float) -> int:
     return -((-raw * numerator) // denominator)
 
 
+def scaled(raw: int, factor: float) -> int:
+    """``ceil(raw × factor)`` in exact decimal arithmetic, for any factor ``>= 0``: a
+    factor learned from usage may be below 1 (the provider counted less than the raw
+    estimate's upper bound), where :func:`calibrated` counts a setting below 1 as 1."""
+    numerator, denominator = exact_decimal(factor)
+    if numerator == denominator:
+        return raw
+    return -((-raw * numerator) // denominator)
+
+
 SCALE = 10_000
 """Fixed-point unit of :class:`ContentEstimator`'s slot 1: 1/10,000 of a token."""
 

@@ -230,6 +230,7 @@ class Prefixes:
         self._near = 0
         """The units the last fit dropped: where the next search starts."""
         self._scale = Scale(1.0)
+        self._scale_key: tuple[float, int, bool] = (1.0, 0, False)
         """The last call's scale (a loop's calibration changes rarely)."""
         self._marks: list[int] | None = None
         """For a complete view: how many pairing problems the first ``i`` items have."""
@@ -351,7 +352,7 @@ class Prefixes:
         calibration: float,
         *,
         overhead: int = 0,
-        floor: int | None = None,
+        learned: bool = False,
     ) -> FitResult:
         """What :func:`ctxwin.pruning.fit` gives on a view of ``items[:i]``."""
         self.advance(i)
@@ -359,8 +360,10 @@ class Prefixes:
         total = self.total(i)
         raw = estimator.raw(total)
         scale = self._scale
-        if (scale.calibration, scale.overhead, scale.floor) != (calibration, overhead, floor):
-            scale = self._scale = Scale(calibration, overhead, floor)
+        key = (calibration, overhead, learned)
+        if self._scale_key != key:
+            scale = self._scale = Scale(calibration, overhead, learned)
+            self._scale_key = key
         estimate = scale.estimate(raw)
         seg = self.seg
         if budget <= 0 or estimate <= budget:

@@ -22,11 +22,12 @@ Promises:
   shared by many runs never carries one run's calibration into the next;
 * otherwise the calibration grows toward ``reported ÷ raw`` where ``raw`` is
   the uncalibrated estimate of the request that was sent; it never shrinks;
-* with ``learn_overhead=True`` the manager learns ``reported ≈ overhead +
-  raw`` for what was counted and ``factor × raw`` for what is new instead
+* with ``learn_overhead=True`` the manager fits ``reported ≈ overhead +
+  factor × raw`` to the run's usage instead
   (:class:`~ctxwin.calibration.OverheadLearner`): the overhead (a system
-  prompt and tools the caller's log never shows) is what usage proves and
-  never shrinks within a run; the factor never drops below the seed;
+  prompt and tools the caller's log never shows) and the factor (what the
+  content the run adds costs, robust to one call's jump) are fitted together,
+  and the line stays on or above every report seen;
 * a pruned request is what the caller keeps: the next request is built on
   ``sent.request``, so dropped turns stay dropped;
 * when even the floor (head + newest turn) exceeds the budget, nothing is
@@ -141,9 +142,9 @@ class ContextWindowManager:
         ``model`` and ``calibration_seed`` are the settings ``model`` and ``calibration``;
         ``estimator`` may be an estimator or its name. ``learn_overhead`` learns
         an overhead the requests do not show from usage (see the module docstring);
-        ``fresh_factor`` is where its factor for content added since the last report
-        starts (:class:`~ctxwin.calibration.OverheadLearner`; 1.0 when the requests
-        show every message as sent, as a framework's own history does).
+        ``fresh_factor`` is its factor until two reports measure one
+        (:class:`~ctxwin.calibration.OverheadLearner`; 1.0 when the requests show
+        every message as sent, as a framework's own history does).
         """
         if model is not None:
             changes["model"] = model
@@ -179,8 +180,8 @@ class ContextWindowManager:
 
     @property
     def overhead(self) -> int:
-        """Tokens usage proved every request costs beyond its estimate (0 unless
-        ``learn_overhead``); never shrinks within a run."""
+        """The intercept of the line learned from usage: tokens every request costs
+        beyond its content (0 unless ``learn_overhead``)."""
         return self._learner.overhead if self._learner is not None else 0
 
     @property
@@ -260,8 +261,8 @@ class ContextWindowManager:
             transcript,
             self.settings,
             calibration=self.calibration,
-            overhead=learner.anchor if learner is not None else 0,
-            floor=learner.overhead if learner is not None else None,
+            overhead=self.overhead,
+            learned=learner is not None,
         )
 
     def evaluate_prefix(self, prefixes: Prefixes, i: int) -> tuple[FitResult, Budget]:
@@ -283,8 +284,8 @@ class ContextWindowManager:
             i,
             budget.budget,
             self.calibration,
-            overhead=learner.anchor if learner is not None else 0,
-            floor=learner.overhead if learner is not None else None,
+            overhead=self.overhead,
+            learned=learner is not None,
         )
         return result, budget
 

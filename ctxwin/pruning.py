@@ -34,7 +34,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from ctxwin.errors import PairingError
-from ctxwin.estimate import SEED_CALIBRATION, Estimator, calibrated, exact_decimal
+from ctxwin.estimate import SEED_CALIBRATION, Estimator, exact_decimal, scaled
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
 from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
@@ -251,7 +251,7 @@ def fit(
     *,
     drop: bool = True,
     overhead: int = 0,
-    floor: int | None = None,
+    learned: bool = False,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
 
@@ -267,12 +267,13 @@ def fit(
     units that fit are found by binary search over prefix sums of the items'
     cost vectors: C-speed passes over the items, then O(log units) estimates.
     ``overhead`` (tokens the provider adds that the body does not show) is
-    added to every estimate; with ``floor``, an estimate is never below
-    ``floor + raw`` (see :class:`~ctxwin.calibration.OverheadLearner`).
+    added to every estimate; with ``learned``, ``calibration`` is a factor learned
+    from usage and applies as it is, below 1 too (see
+    :class:`~ctxwin.calibration.OverheadLearner`).
     (``ctxwin.incremental`` gives the same results for every prefix of a
     growing transcript at O(new items) each.)
     """
-    scale = Scale(calibration, overhead, floor)
+    scale = Scale(calibration, overhead, learned)
     items = view.items
     n = len(items)
     columns = cost_columns(view)
@@ -343,23 +344,24 @@ def superseded_turns(view: View) -> int:
 
 
 class Scale:
-    """How a raw estimate becomes the estimate a budget is checked against.
+    """How a raw estimate becomes the estimate a budget is checked against:
+    ``overhead + ceil(raw × calibration)``.
 
-    ``overhead`` is added to every estimate; when ``floor`` is set, no estimate is
-    below ``floor + raw``. (A plain class, read-only by convention: a dataclass
-    would cost its generated code at every start.)
+    A calibration from settings below 1 counts as 1 (``calibration`` holds the
+    factor applied); a ``learned`` one (the line
+    :class:`~ctxwin.calibration.OverheadLearner` fitted to usage) applies as it is.
+    (A plain class, read-only by convention: a dataclass would cost its generated
+    code at every start.)
     """
 
-    __slots__ = ("calibration", "floor", "overhead")
+    __slots__ = ("calibration", "overhead")
 
-    def __init__(self, calibration: float, overhead: int = 0, floor: int | None = None) -> None:
-        self.calibration = calibration
+    def __init__(self, calibration: float, overhead: int = 0, learned: bool = False) -> None:
+        self.calibration = calibration if learned or calibration >= 1 else 1.0
         self.overhead = overhead
-        self.floor = floor
 
     def estimate(self, raw: int) -> int:
-        scaled = self.overhead + calibrated(raw, self.calibration)
-        return scaled if self.floor is None else max(scaled, self.floor + raw)
+        return self.overhead + scaled(raw, self.calibration)
 
     def raw_limit(self, budget: int) -> int:
         """The largest raw estimate whose estimate is within ``budget`` (the estimate
@@ -367,13 +369,14 @@ class Scale:
         when ``raw <= raw_limit(budget)``)."""
         room = budget - self.overhead
         numerator, denominator = exact_decimal(self.calibration)
-        limit = room if numerator <= denominator else (room * denominator) // numerator
-        return limit if self.floor is None else min(limit, budget - self.floor)
+        if numerator == 0:
+            return room if room < 0 else 1 << 62
+        return (room * denominator) // numerator
 
     @property
     def reported_overhead(self) -> int:
         """What a result reports as its overhead."""
-        return self.overhead if self.floor is None else self.floor
+        return self.overhead
 
 
 def passed(n: int, estimate: int, budget: int, scale: Scale, turns: int, raw: int) -> FitResult:

@@ -167,6 +167,20 @@ class CalibrationRow(TypedDict, total=False):
     ratio: float | None
     needed: float | None
     error: str
+    shape: str
+    """The run's shape (an agent tool's session shape: its log omits the system prompt
+    and tools, so its calls are fitted with ``overhead + factor × raw`` instead)."""
+
+
+class SessionLines(TypedDict):
+    """The per-run lines ``overhead + factor × raw`` over the calls of session runs
+    (``calibrate --json``: ``summary.sessions``), pooled."""
+
+    calls: int
+    runs: int
+    median_ratio: float | None
+    """The median of prediction ÷ reported over every call, each at its run's line."""
+    waste_percent: float | None
 
 
 class CalibrationSummary(TypedDict, total=False):
@@ -184,6 +198,9 @@ class CalibrationSummary(TypedDict, total=False):
     waste_tokens: int
     waste_percent: float | None
     waste_percent_max: float | None
+    sessions: SessionLines
+    """Only when session runs were read: their calls are left out of the factor above
+    and summed up here."""
 
 
 class OverheadFit(TypedDict, total=False):
@@ -193,8 +210,12 @@ class OverheadFit(TypedDict, total=False):
     factor: Required[float | None]
     overhead: Required[int | None]
     waste_tokens: int
+    reported_tokens: int
     waste_percent: float
     median_ratio: float
+    ratios: list[float]
+    """Prediction ÷ reported per call, in call order (``calibrate`` pools them; not
+    printed in ``by_run``)."""
 
 
 class RunOverhead(OverheadFit, total=False):

@@ -30,6 +30,7 @@ from ctxwin.rows import (
     ReplayRow,
     RunCheck,
     RunOverhead,
+    SessionLines,
     Status,
 )
 from ctxwin.runs import Call, Run, prepared_calls
@@ -527,6 +528,8 @@ def calibration_rows(run: Run, settings: Settings) -> list[CalibrationRow]:
         if reported is None:
             continue
         row: CalibrationRow = {"run": run.name, "call": k, "where": call.where}
+        if run.shape in SESSION_SHAPES:
+            row["shape"] = run.shape
         manager = run_manager(settings, run, _hint(call), estimator)
         try:
             fitted = manager.evaluate(call.request)
@@ -573,8 +576,28 @@ def _ceil4(x: float) -> float:
     return math.ceil(x * 10_000 - 1e-9) / 10_000
 
 
+def session_lines(fits: list[RunOverhead]) -> SessionLines:
+    """The per-run lines of session runs (:func:`overhead_fits`), pooled."""
+    ratios = sorted(x for f in fits for x in f.get("ratios", []))
+    calls = sum(f["calls"] for f in fits)
+    reported = sum(f.get("reported_tokens", 0) for f in fits)
+    waste = sum(f.get("waste_tokens", 0) for f in fits)
+    import statistics
+
+    return {
+        "calls": calls,
+        "runs": sum(1 for f in fits if f["calls"]),
+        "median_ratio": round(statistics.median(ratios), 4) if ratios else None,
+        "waste_percent": round(100 * waste / reported, 2) if reported else None,
+    }
+
+
 def calibration_summary(rows: list[CalibrationRow]) -> CalibrationSummary:
-    """The factor that makes every estimate safe, and the waste at that factor."""
+    """The factor that makes every estimate safe, and the waste at that factor, over the
+    calls of runs that are no agent tool's session (a session's log omits its system
+    prompt and tools: :func:`overhead_fits` fits its line, and ``sessions`` pools them)."""
+    sessions = [r for r in rows if "shape" in r]
+    rows = [r for r in rows if "shape" not in r]
     usable = [r for r in rows if "raw_tokens" in r and r["raw_tokens"] > 0]
     seeds = sorted({r["calibration"] for r in usable})
     out: CalibrationSummary = {
@@ -582,6 +605,8 @@ def calibration_summary(rows: list[CalibrationRow]) -> CalibrationSummary:
         "skipped": len(rows) - len(usable),
         "seed_calibration": seeds[0] if len(seeds) == 1 else seeds or None,
     }
+    if sessions:
+        out["sessions"] = session_lines(overhead_fits(sessions))
     if not usable:
         out["safe_calibration"] = None
         return out

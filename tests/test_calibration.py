@@ -71,3 +71,21 @@ def test_dividing_by_the_calibrated_estimate_stalls() -> None:
 )
 def test_prompt_tokens_from_usage(usage: dict[str, object], expected: int | None) -> None:
     assert prompt_tokens_from_usage(usage) == expected
+
+
+def test_fit_overhead_is_the_least_waste_safe_line_in_n_log_n() -> None:
+    """A first call that logs almost nothing (reported ÷ raw 2,000) and 20,000 calls:
+    the fit takes the hull's slopes, not a factor grid up to the largest ratio."""
+    import time
+
+    from ctxwin.calibration import fit_overhead
+
+    points = [(10, 20_000)] + [(100 + 50 * k, 20_000 + 100 + 45 * k) for k in range(20_000)]
+    start = time.perf_counter()
+    fit = fit_overhead(points, 1.0)
+    assert time.perf_counter() - start < 2.0
+    assert fit["calls"] == 20_001
+    assert fit["factor"] is not None and fit["overhead"] is not None
+    assert 0.85 <= fit["factor"] <= 0.95
+    assert all(fit["overhead"] + fit["factor"] * r >= rep for r, rep in points)
+    assert fit["median_ratio"] <= 1.01

@@ -259,7 +259,8 @@ def test_a_growing_history_fits_as_a_fresh_one(chat: list[dict[str, Any]], conte
 def test_a_streamed_run_completes_with_the_processor() -> None:
     """``agent.run_stream`` streams each model request; the processor fits each one and
     learns from the streamed responses' usage (an estimator that counts fewer tokens than
-    the stand-in's tokenizer is corrected by it: an overhead, and no overflow)."""
+    the stand-in's tokenizer is corrected by it: a line above the seed's, and no
+    overflow)."""
     standin = Standin(window=WINDOW, final_after=TURNS)
     processor = history_processor(context_length=WINDOW, estimator=SEED)
 
@@ -275,4 +276,5 @@ def test_a_streamed_run_completes_with_the_processor() -> None:
     assert max(standin.prompts) + REPLY <= WINDOW
     fit = processor.last
     assert fit is not None and fit.pruned
-    assert processor.fitting.manager.overhead > 0
+    manager = processor.fitting.manager
+    assert manager.overhead > 0 or manager.calibration > 1.0

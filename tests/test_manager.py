@@ -242,8 +242,10 @@ def test_the_fresh_content_factor_of_overhead_learning_is_a_setting() -> None:
     seen = ctxwin.ContextWindowManager("gpt-4o", learn_overhead=True, fresh_factor=1.0)
     default = ctxwin.ContextWindowManager("gpt-4o", learn_overhead=True)
     for manager in (seen, default):
-        manager.observe({"prompt_tokens": 500}, raw_tokens=400)
-        assert manager.overhead == 100
+        manager.observe({"prompt_tokens": 500}, raw_tokens=100)
+        # one report: the line through it at the factor no report has measured yet
+        assert manager.overhead == 500 - manager.calibration * 100
+    assert seen.overhead == 400
     assert seen.calibration == 1.0
     assert default.calibration == ctxwin.calibration.FRESH_FACTOR == 3.0
 

@@ -175,6 +175,17 @@ def verdict(report: Report) -> str:
     return f"needs pruning: {', '.join(edits)} → {report['estimated_tokens_after']:,} tokens"
 
 
+def _estimate_text(report: Report) -> str:
+    """The estimate and its arithmetic: ``raw × calibration``, plus the overhead a
+    session's usage taught (``overhead + ceil(raw × calibration)`` is the estimate)."""
+    text = (
+        f"{report['estimated_tokens']:,} tokens  "
+        f"({report['estimator']}: raw {report['raw_tokens']:,} × {report['calibration']:g}"
+    )
+    overhead = report.get("overhead", 0)
+    return text + (f" + overhead {overhead:,})" if overhead else ")")
+
+
 def summary_rows(report: Report) -> list[tuple[str, str]]:
     """The summary for people: ``(label, text)`` lines."""
     model = report["model"] or "(no model named)"
@@ -184,11 +195,7 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
             "model",
             f"{model}  window {report['context_length']:,} ({report['context_length_source']})",
         ),
-        (
-            "estimate",
-            f"{report['estimated_tokens']:,} tokens  "
-            f"({report['estimator']}: raw {report['raw_tokens']:,} × {report['calibration']:g})",
-        ),
+        ("estimate", _estimate_text(report)),
         (
             "budget",
             f"{report['budget']:,} tokens  = {report['context_length']:,} window "
@@ -308,9 +315,14 @@ def render_explain(details: dict[str, Any], console: Console) -> None:
     table.add_column("part")
     table.add_column("messages", justify="right")
     table.add_column("tokens", justify="right")
+    overhead = details.get("overhead", 0)
     table.add_row(
-        "outside the messages (system, tools, framing)", "", f"{details['outside_messages']:,}"
+        "outside the messages (system, tools, framing)",
+        "",
+        f"{details['outside_messages'] - overhead:,}",
     )
+    if overhead:
+        table.add_row("overhead learned from usage (not in the file)", "", f"{overhead:,}")
     head = details["head"]
     table.add_row("head", f"{head['messages']:,}", f"{head['tokens']:,}")
     for turn in details["turns"]:
@@ -318,6 +330,13 @@ def render_explain(details: dict[str, Any], console: Console) -> None:
             f"turn {turn['turn']} (from {turn['first']})",
             f"{turn['messages']:,}",
             f"{turn['tokens']:,}",
+        )
+    if "calibration" in details:
+        table.add_row(
+            f"estimate (raw {details['raw_tokens']:,} × {details['calibration']:g}"
+            + (f" + {overhead:,} overhead)" if overhead else ")"),
+            "",
+            f"{details['estimated_tokens']:,}",
         )
     console.print(table)
     largest = Table(title="largest messages", title_justify="left", box=None, pad_edge=False)

@@ -382,9 +382,12 @@ def calibrate(
     summary = calibration_summary(rows)
     models: dict[str, list[CalibrationRow]] = {}
     for r in usable:
-        models.setdefault(r["model"] or "(unknown)", []).append(r)
+        if "shape" not in r:  # a session's calls: its line, in by_run
+            models.setdefault(r["model"] or "(unknown)", []).append(r)
     by_model = {m: calibration_summary(rs) for m, rs in sorted(models.items())}
     by_run = overhead_fits(rows)
+    for fit in by_run:
+        fit.pop("ratios", None)
     if json_:
         payload = {"summary": summary, "by_model": by_model, "by_run": by_run, "rows": rows}
         write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
@@ -392,7 +395,17 @@ def calibrate(
     from rich.console import Console
 
     console = Console()
-    _render_calibrate(usable, summary, by_model, console)
+    plain = [r for r in usable if "shape" not in r]
+    if plain:
+        _render_calibrate(plain, summary, by_model, console)
+    lines = summary.get("sessions")
+    if lines and lines["median_ratio"] is not None:
+        console.print(
+            f"sessions: {lines['calls']:,} calls in {lines['runs']:,} runs, each fitted with "
+            f"overhead + factor × raw: median prediction ÷ reported "
+            f"{lines['median_ratio']:.3f}, waste {lines['waste_percent']:.1f}%",
+            soft_wrap=True,
+        )
     _render_overheads(by_run, console)
 
 
