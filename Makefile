@@ -1,8 +1,12 @@
-# ctxwin — everything runs from a local virtualenv (.venv), created on demand.
+# ctxwin — everything runs from a local virtualenv (.venv), created on demand. Each target
+# installs only what it needs: ctxwin and its runtime dependencies (typer, rich, orjson)
+# for `make demo`, plus the test group for `make test`, the lint group for `make lint`.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev
+STAMP      := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+LINT_STAMP := $(VENV)/.installed-lint
 
 .DEFAULT_GOAL := help
 .PHONY: help venv demo test lint format clean bench bench-proxy fidelity fuzz slow docs
@@ -10,15 +14,25 @@ STAMP  := $(VENV)/.installed-dev
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
+# ctxwin alone (editable) with its runtime dependencies; pip 25.1 or later reads
+# [dependency-groups] for the stamps below.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
-	$(BIN)/python -m pip install --quiet -e . --group dev
+	$(BIN)/python -m pip install --quiet -e .
 	@touch $(STAMP)
 
-venv: $(STAMP) ## Create .venv and install ctxwin with its dev tools
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --group test
+	@touch $(TEST_STAMP)
 
-demo: venv ## Run ctxwin on the example agent run
+$(LINT_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --group lint
+	@touch $(LINT_STAMP)
+
+venv: $(TEST_STAMP) $(LINT_STAMP) ## Create .venv with ctxwin and its dev tools (test and lint groups)
+
+demo: $(STAMP) ## Run ctxwin on the example agent run (installs ctxwin's runtime only)
 	@echo '$$ ctxwin estimate examples/agent-run.json'
 	@$(BIN)/ctxwin estimate examples/agent-run.json
 	@echo
@@ -31,31 +45,31 @@ demo: venv ## Run ctxwin on the example agent run
 	@echo '$$ ctxwin estimate examples/agent-run.pruned.json --context-length 16000 --json'
 	@$(BIN)/ctxwin estimate examples/agent-run.pruned.json --context-length 16000 --json
 
-test: venv ## Run the test suite
+test: $(TEST_STAMP) ## Run the test suite (installs the test group)
 	$(BIN)/python -m pytest
 
-fuzz: venv ## Fuzz the CLI with 10,000 mutated transcripts and the session readers with damaged samples
+fuzz: $(TEST_STAMP) ## Fuzz the CLI with 10,000 mutated transcripts and the session readers with damaged samples
 	CTXWIN_FUZZ_EXAMPLES=$${CTXWIN_FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest tests/test_fuzz.py tests/test_fuzz_sessions.py -s -q
 
-slow: venv ## Slow tests: SIGKILL in the middle of a 200 MB prune (not part of `make test`)
+slow: $(TEST_STAMP) ## Slow tests: SIGKILL in the middle of a 200 MB prune (not part of `make test`)
 	CTXWIN_SLOW=1 $(BIN)/python -m pytest tests/test_kill.py -q
 
-lint: venv ## ruff + mypy --strict
+lint: $(TEST_STAMP) $(LINT_STAMP) ## ruff + mypy --strict (installs the lint group; mypy reads the tests' packages too)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-docs: venv ## Rewrite docs/cli.md from the commands' --help
+docs: $(STAMP) ## Rewrite docs/cli.md from the commands' --help
 	$(BIN)/python -m tests.docs_support
 
-format: venv ## Apply ruff's fixes and formatting
+format: $(LINT_STAMP) ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: venv bench-proxy ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
+bench: $(TEST_STAMP) bench-proxy ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
-bench-proxy: venv ## Load test of `ctxwin proxy` on loopback (PROXY_BENCH_ARGS="--turns 30,300")
+bench-proxy: $(TEST_STAMP) ## Load test of `ctxwin proxy` on loopback (PROXY_BENCH_ARGS="--turns 30,300")
 	$(BIN)/python bench/proxy.py --out bench/proxy-results.md $(PROXY_BENCH_ARGS)
 
 FIDELITY_STAMP := $(VENV)/.installed-fidelity

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwin.checking import check_chunk, chunks
 from ctxwin.errors import CtxwinError, UsageError
+from ctxwin.extras import install_hint
 
 if TYPE_CHECKING:
     from ctxwin.rows import CheckRow
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 # are Any here, so mypy --strict does not need stubs for it.
 Client = Any
 
-INSTALL = "pip install 'ctxwin[dask]'"
+INSTALL = install_hint("dask")
 KEY_PREFIX = "ctxwin-check-"
 """Task keys are ``ctxwin-check-<run id>-<chunk>-<attempt>``."""
 CONNECT_TIMEOUT = 20.0

@@ -23,6 +23,8 @@ from functools import lru_cache
 from typing import Protocol, runtime_checkable
 from zlib import adler32
 
+from ctxwin.extras import install_hint
+
 SEED_CALIBRATION = 1.15
 """The ADR's calibration seed: the estimate starts 15 % above the raw count."""
 
@@ -1031,7 +1033,7 @@ def auto_estimator(model: str | None, fallback: Estimator) -> Estimator:
 
 
 BPE_MISSING = (
-    "--tokenizer needs the optional BPE tokenizer: pip install 'ctxwin[bpe]' "
+    f"--tokenizer needs the optional BPE tokenizer: {install_hint('bpe')} "
     "(or leave --tokenizer out to use the built-in estimator)"
 )
 

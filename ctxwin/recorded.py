@@ -75,6 +75,18 @@ class Run:
             return [c.request for c in self.recorded]
         return [self.body]
 
+    def next_request(self) -> Any:
+        """The request the run's next call sends: the whole transcript, or the last
+        recorded request. Raises :class:`~ctxwin.errors.InputError` for a run that
+        has neither (an error, or no recorded call)."""
+        if self.error is not None:
+            raise InputError(self.error)
+        if self.recorded is None:
+            return self.body
+        if not self.recorded:
+            raise InputError("no requests in this run")
+        return self.recorded[-1].request
+
     def calls(self, estimator: Estimator | None = None, fmt: str = AUTO) -> list[Call]:
         """The provider calls of this run, in order (see the module docstring).
 

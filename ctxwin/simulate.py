@@ -338,21 +338,16 @@ def learned_manager(
     Each call's raw estimate is read from the request as recorded, as
     :func:`replay_run` does, without fitting it.
     """
-    if run.error is not None:
-        raise InputError(run.error)
+    nxt = run.next_request()
     estimator = settings.make_estimator(run_model(run))
     fmt = run.format_for(settings.fmt)
     if run.recorded is None:
         prepared = prepared_calls(run.body, run.usage_at, estimator, fmt, run.calls_at)
         calls = [c for c, _ in prepared]
         transcripts: list[Transcript | None] = [t for _, t in prepared]
-        nxt = run.body
     else:
         calls = list(run.recorded)
         transcripts = [None] * len(calls)
-        if not calls:
-            raise InputError("no requests in this run")
-        nxt = calls[-1].request
     hint = next((h for h in map(_hint, calls) if h), None)
     manager = run_manager(settings, run, hint, estimator, learns_overhead(run, learn_overhead))
     manager.reset()

@@ -4,9 +4,15 @@ A strategy is a comma-separated list of steps (``--strategy``):
 
 * ``clear-results``: replace the content of the oldest tool results with a
   placeholder that says how big they were (:data:`PLACEHOLDER`). Never the
-  head's results, the newest turn's, the newest ``keep_results`` results, or
-  those of the tools in ``exclude_tools``. Once it clears anything it clears
-  at least ``clear_at_least`` tokens (fewer edits that break a prompt cache).
+  head's results, the newest turn's, the newest ``keep_results`` results,
+  those of the tools in ``exclude_tools``, or a result its placeholder is not
+  cheaper than: the placeholder must cost fewer estimated tokens *and* hold
+  fewer UTF-8 bytes than the text it replaces. The estimate is an upper bound
+  that prices a digit at 1.75 tokens (Qwen 3 gives each its own), so by the
+  estimate alone ``20260212165422`` (25 tokens; 5 in o200k_base, 14 in Qwen 3)
+  would make way for a placeholder it puts at 12 (14 in o200k_base, 15 in Qwen 3).
+  Once it clears anything it clears at least ``clear_at_least`` tokens (fewer
+  edits that break a prompt cache).
 * ``clear-thinking``: remove thinking of earlier turns (never the head's or
   the newest turn's) where the provider lets a client leave it out (each
   adapter's :meth:`~ctxwin.formats.base.Adapter.parts` says where).
@@ -134,6 +140,11 @@ def _add(a: Sequence[int], b: Sequence[int]) -> list[int]:
     return [x + y for x, y in zip(a, b, strict=True)]
 
 
+def _size(text: str) -> int:
+    """UTF-8 bytes of ``text``."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 class _Edit:
     # A plain class: a dataclass here would cost its generated code at every start.
     __slots__ = ("part", "saving", "text", "tokens")
@@ -191,6 +202,8 @@ class _Planner:
                 continue
             tokens = self.tokens(p.cost)
             text = PLACEHOLDER.format(tokens=tokens)
+            if p.text is not None and _size(text) >= _size(p.text):
+                continue  # a placeholder as long as the result saves nothing real
             replaced = self.adapter.replaced_cost(p, text, self.estimator)
             if self.estimator.raw(replaced) < self.estimator.raw(p.cost):
                 out.append(_Edit(p, text, _sub(p.cost, replaced), tokens))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import builtins
+import errno
+import os
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import pytest
 
 if TYPE_CHECKING:
     from typer.testing import Result
@@ -57,3 +62,55 @@ def assert_one_line_error(
     prefix = "ctxwin: usage error: " if code == 2 else "ctxwin: error: "
     assert lines[0].startswith(prefix), stderr
     assert needle in lines[0], stderr
+
+
+ROOT = os.geteuid() == 0
+"""Whether the tests run as root, whom file modes do not stop."""
+
+
+def deny(monkeypatch: pytest.MonkeyPatch, target: Path, access: str) -> None:
+    """Make ``target`` refuse ``access`` (``"read"`` or ``"write"``) with ``EACCES``.
+
+    For a user whom its mode stops, after ``chmod``, nothing is needed and nothing is
+    done: the kernel refuses. Root's access is never refused, so for root the calls
+    that the kernel would refuse are made to raise the same ``PermissionError``
+    (``os.access`` answers ``False``): reading the file (``open``), writing it
+    (``os.open`` for writing, ``os.access(W_OK)``), or creating a file in the folder
+    (``os.open`` of the folder with ``O_TMPFILE`` or of a path in it with ``O_CREAT``).
+    The code under test takes the same error path either way.
+    """
+    if not ROOT:
+        return
+    denied = os.path.realpath(target)
+
+    def refused(path: Any, writing: bool) -> bool:
+        real = os.path.realpath(os.fspath(path))
+        if access == "read":
+            return real == denied and not writing
+        return writing and (real == denied or os.path.dirname(real) == denied)
+
+    def error(path: Any) -> PermissionError:
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+
+    real_open, real_os_open, real_access = builtins.open, os.open, os.access
+
+    def open_(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if isinstance(file, str | Path) and refused(file, any(c in mode for c in "wax+")):
+            raise error(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    def os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        writing = bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+        if dir_fd is None and refused(path, writing):
+            raise error(path)
+        return real_os_open(path, flags, mode, dir_fd=dir_fd)
+
+    def os_access(path: Any, mode: int, **kwargs: Any) -> bool:
+        writing = bool(mode & os.W_OK)
+        if refused(path, writing) or (access == "read" and mode & os.R_OK and refused(path, False)):
+            return False
+        return real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(os, "access", os_access)

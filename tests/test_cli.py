@@ -14,6 +14,7 @@ import pytest
 from ctxwin.cli.report import REPORT_KEYS
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.conftest import Cli
+from tests.hostile_util import deny
 
 SEED = ("--estimator", "seed")
 
@@ -250,12 +251,13 @@ def test_broken_pairing_refused_when_pruning_needed(tmp_path: Path, cli: Cli) ->
     assert orjson.loads(result.stdout) == msgs
 
 
-def test_unwritable_output_leaves_no_file(tmp_path: Path, cli: Cli) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root ignores folder permissions")
+def test_unwritable_output_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
+) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    deny(monkeypatch, folder, "write")  # root: made to refuse as the mode refuses others
     result = cli("prune", "-", str(folder / "out.json"), input=orjson.dumps([user()]))
     assert result.exit_code == 1 and "cannot write" in result.stderr
     assert list(folder.iterdir()) == []

@@ -157,3 +157,183 @@ def test_requests_providers_accepted_lint_clean() -> None:
         assert transcript.problems() == [], name
     assert len(bodies) >= 30
     assert formats >= {"openai-chat", "anthropic", "gemini"}
+
+
+# session files: linted as the request they would send next ---------------------------
+
+AGENT_TOOLS = CORPUS / "agent_tools"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _claude_code_session() -> bytes:
+    """A Claude Code session (JSONL, uuid/parentUuid chain): a call, its result, a reply."""
+    base = {"sessionId": "s1", "isSidechain": False, "cwd": "/w", "version": "2.1.0"}
+    lines = [
+        {
+            **base,
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "message": {"role": "user", "content": "list the files"},
+        },
+        {
+            **base,
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "message": {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}],
+                "usage": {"input_tokens": 900, "output_tokens": 20},
+            },
+        },
+        {
+            **base,
+            "type": "user",
+            "uuid": "u2",
+            "parentUuid": "a1",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py"}],
+            },
+        },
+        {
+            **base,
+            "type": "assistant",
+            "uuid": "a2",
+            "parentUuid": "u2",
+            "message": {
+                "id": "msg_2",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "one file: a.py"}],
+                "usage": {"input_tokens": 930, "output_tokens": 8},
+            },
+        },
+    ]
+    return b"\n".join(orjson.dumps(line) for line in lines) + b"\n"
+
+
+def test_a_claude_code_session_is_read(tmp_path: Path, cli: Cli) -> None:
+    src = tmp_path / "session.jsonl"
+    src.write_bytes(_claude_code_session())
+    run = cli("lint", "--json", str(src))
+    assert run.exit_code == 0, run.stderr
+    (record,) = orjson.loads(run.stdout_bytes)["files"]
+    assert record["problems"] == []
+    assert record["format"] == "anthropic" and record["messages"] == 4
+    assert record["session"]["shape"] == "claude-code"
+    assert run.stderr == "ctxwin: lint: no problems in 1 file\n"
+    # the same file from stdin, and a folder holding it (a .jsonl file is picked up)
+    assert cli("lint", "-q", input=src.read_bytes()).exit_code == 0
+    assert cli("lint", str(tmp_path)).stderr == "ctxwin: lint: no problems in 1 file\n"
+
+
+def test_a_session_s_next_request_is_what_is_linted(tmp_path: Path, cli: Cli) -> None:
+    # the result answers a call id no call made: the next request breaks a rule
+    data = _claude_code_session().replace(b'"tool_use_id":"toolu_1"', b'"tool_use_id":"toolu_9"')
+    src = tmp_path / "session.jsonl"
+    src.write_bytes(data)
+    run = cli("lint", "--json", str(src))
+    assert run.exit_code == 1
+    problems = orjson.loads(run.stdout_bytes)["files"][0]["problems"]
+    assert {p["rule"] for p in problems} >= {"orphan-result"}
+    # prune reads the same request and names the same problem
+    pruned = cli("prune", str(src), "-", "-c", "300", "--max-tokens", "0")
+    first = next(p for p in problems if p["rule"] == "orphan-result")
+    assert pruned.exit_code == 1 and first["message"] in pruned.stderr
+
+
+def test_an_openhands_trajectory_is_read(tmp_path: Path, cli: Cli) -> None:
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "fix the bug"}},
+        {
+            "id": 1,
+            "source": "agent",
+            "action": "run",
+            "args": {"command": "ls"},
+            "tool_call_metadata": {
+                "function_name": "execute_bash",
+                "tool_call_id": "call_1",
+                "model_response": {
+                    "id": "r1",
+                    "choices": [
+                        {
+                            "message": {
+                                "role": "assistant",
+                                "content": "",
+                                "tool_calls": [
+                                    {
+                                        "id": "call_1",
+                                        "type": "function",
+                                        "function": {
+                                            "name": "execute_bash",
+                                            "arguments": '{"command": "ls"}',
+                                        },
+                                    }
+                                ],
+                            }
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 500, "completion_tokens": 10},
+                },
+                "total_calls_in_response": 1,
+            },
+        },
+        {
+            "id": 2,
+            "source": "agent",
+            "observation": "run",
+            "content": "a.py",
+            "cause": 1,
+            "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": "call_1"},
+        },
+    ]
+    src = tmp_path / "trajectory.json"
+    src.write_bytes(orjson.dumps(events))
+    run = cli("lint", "--json", str(src))
+    assert run.exit_code == 0, run.stderr + run.stdout
+    (record,) = orjson.loads(run.stdout_bytes)["files"]
+    assert record["problems"] == [] and record["session"]["shape"] == "openhands-events"
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("tool", ["claude-code", "openhands-events", "codex", "gemini-cli"])
+def test_corpus_sessions_are_read(tool: str, cli: Cli) -> None:
+    folder = AGENT_TOOLS / tool
+    if not folder.is_dir():
+        pytest.skip(f"no corpus at {folder}")
+    run = cli("lint", "--json", "-q", str(folder))
+    records = orjson.loads(run.stdout_bytes)["files"]
+    assert records
+    for record in records:
+        assert "session" in record, record
+        assert not [p for p in record["problems"] if p["rule"] == "bad-input"], record
+
+
+def test_an_empty_folder_or_glob_is_an_error(tmp_path: Path, cli: Cli) -> None:
+    (tmp_path / "notes.txt").write_text("not a transcript")
+    run = cli("lint", str(tmp_path))
+    assert run.exit_code == 1 and run.stdout_bytes == b""
+    assert run.stderr == (
+        f"ctxwin: error: {tmp_path}: nothing to lint: no .json, .jsonl, .ndjson, .traj file in it\n"
+    )
+    run = cli("lint", str(tmp_path / "*.json"))
+    assert run.exit_code == 1 and run.stdout_bytes == b""
+    assert run.stderr == f"ctxwin: error: {tmp_path / '*.json'}: nothing to lint: no file matches\n"
+
+
+def test_a_folder_of_unreadable_files_fails_saying_so(tmp_path: Path, cli: Cli) -> None:
+    (tmp_path / "a.json").write_bytes(b"{not json")
+    (tmp_path / "b.jsonl").write_bytes(b'{"hello": 1}\n{"world": 2}\n')
+    run = cli("lint", "--json", str(tmp_path))
+    assert run.exit_code == 1
+    records = orjson.loads(run.stdout_bytes)["files"]
+    assert [r["format"] for r in records] == [None, None]
+    assert all(r["problems"][0]["rule"] == "bad-input" for r in records)
+    assert run.stderr == (
+        "ctxwin: lint: 2 problems in 2 of 2 files; "
+        "none could be read as a transcript or session file\n"
+    )

@@ -18,7 +18,7 @@ import pytest
 from ctxwin.cli import streams as _io
 from ctxwin.cli.streams import OutputError, write_output
 from tests.conftest import Cli
-from tests.hostile_util import assert_one_line_error, dump, transcript
+from tests.hostile_util import assert_one_line_error, deny, dump, transcript
 
 PRUNE_HARD = ["-c", "4000", "--max-tokens", "0", "-q"]
 DATA = dump(transcript())
@@ -208,11 +208,13 @@ def test_read_only_file_system(
     assert not out.exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_read_only_folder(src: Path, tmp_path: Path, cli: Cli) -> None:
+def test_read_only_folder(
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
+) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(0o555)
+    deny(monkeypatch, folder, "write")  # root: made to refuse as the mode refuses others
     try:
         run = cli("prune", str(src), str(folder / "out.json"), *PRUNE_HARD)
     finally:
@@ -221,11 +223,13 @@ def test_read_only_folder(src: Path, tmp_path: Path, cli: Cli) -> None:
     assert leftovers(folder) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any file")
-def test_read_only_out_is_not_replaced(src: Path, tmp_path: Path, cli: Cli) -> None:
+def test_read_only_out_is_not_replaced(
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
+) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"keep me")
     out.chmod(0o444)
+    deny(monkeypatch, out, "write")
     run = cli("prune", str(src), str(out), *PRUNE_HARD)
     assert_one_line_error(run, 1, "out.json: cannot write: permission denied")
     assert out.read_bytes() == b"keep me"

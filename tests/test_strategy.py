@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -98,6 +100,50 @@ def test_clear_results_keeps_the_newest_and_excluded(fmt: str) -> None:
         body, 1, Strategy(("clear-results",), keep_results=0, exclude_tools=frozenset({"read"}))
     )
     assert _results(p.output()) == before and not p.applied.edits
+
+
+@pytest.mark.parametrize("fmt", list(RENDER))
+def test_clear_results_leaves_a_result_its_placeholder_is_not_cheaper_than(fmt: str) -> None:
+    # 14 digits: the estimate (an upper bound, 1.75 tokens a digit) puts them above the
+    # placeholder, but the placeholder is longer and dearer in every tokenizer
+    body = RENDER[fmt](_shape())
+    for text in ("20260212165422", "ok"):
+        short = _with_results(body, text)
+        p = _fit(short, 1, Strategy(("clear-results",), keep_results=0))
+        assert not p.applied.edits and p.applied.cleared_results == 0
+        assert _results(p.output()) == _results(short)
+    # a longer run of digits is still cleared
+    long = _with_results(body, "20260212165422" * 4)
+    p = _fit(long, 1, Strategy(("clear-results",), keep_results=0))
+    assert p.applied.cleared_results == 5
+
+
+def _with_results(body: Any, text: str) -> Any:
+    """A copy of ``body`` with every tool result's text replaced by ``text``."""
+    body = copy.deepcopy(body)
+    set_results(body, lambda: text)
+    return body
+
+
+def set_results(body: dict[str, Any], text: Callable[[], str]) -> None:
+    """Give each tool result of ``body`` the next ``text()`` as its content, in place."""
+    if "contents" in body:
+        for c in body["contents"]:
+            for part in c["parts"]:
+                if "functionResponse" in part:
+                    part["functionResponse"]["response"] = {"out": text()}
+    elif "input" in body:
+        for x in body["input"]:
+            if x.get("type", "").endswith("_output"):
+                x["output"] = text()
+    else:
+        for m in body["messages"]:
+            if m["role"] in ("tool", "function"):
+                m["content"] = text()
+            elif isinstance(m["content"], list):
+                for b in m["content"]:
+                    if b.get("type") == "tool_result":
+                        b["content"] = text()
 
 
 def test_clear_at_least_clears_more_than_needed() -> None:

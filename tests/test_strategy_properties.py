@@ -13,7 +13,9 @@ and a budget between "far too small" and "more than enough". The output must:
 * be within the budget, or say the floor overflows;
 * change nothing when fitted again with the same strategy;
 * with the default strategy, be byte for byte what drop-turns alone gives;
-* with ``clear-results`` before ``drop-turns``, keep at least as many entries.
+* with ``clear-results`` before ``drop-turns``, keep at least as many entries;
+* never clear a result its placeholder is not cheaper than (fewer estimated tokens
+  and fewer UTF-8 bytes), whatever the result's characters.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ctxwin.strategy import (
 from tests.test_format_properties import (
     SHAPES,
     Shape,
+    Turn,
     anthropic,
     anthropic_rules,
     chat,
@@ -50,6 +53,7 @@ from tests.test_format_properties import (
     responses,
     responses_rules,
 )
+from tests.test_strategy import RENDER, set_results
 
 PROPERTY = settings(max_examples=300, deadline=None)
 
@@ -89,6 +93,14 @@ def _pairing(view: Any) -> list[tuple[list[int], list[int]]]:
         return [seen.setdefault(i, len(seen)) for i in ids]
 
     return [(number(x.calls), number(x.answers)) for x in view.items]
+
+
+def cheaper(x: Any, placeholder: str, t: core.Transcript) -> None:
+    """A cleared result's placeholder costs fewer estimated tokens and bytes than it did."""
+    est = t.estimator
+    assert est.raw(t.adapter.replaced_cost(x, placeholder, est)) < est.raw(x.cost)
+    if x.text is not None:
+        assert len(placeholder.encode()) < len(x.text.encode("utf-8", "surrogatepass"))
 
 
 def check(
@@ -134,6 +146,8 @@ def check(
     guarded = parts[len(parts) - strategy.keep_results :] if strategy.keep_results else []
     for x in parts:
         new = applied.edits.get((x.index, x.path), x.text)
+        if new is not None and new != x.text and new.startswith(CLEARED_PREFIX):
+            cheaper(x, new, t)
         if x.tool in strategy.exclude_tools or (x in guarded and not applied.truncated_results):
             assert (x.index, x.path) not in applied.edits
         if new is not None and new != x.text and not applied.truncated_results:
@@ -192,3 +206,30 @@ def test_gemini(shape: Shape, strategy: Strategy, fraction: float) -> None:
 @given(SHAPES, strategies(), FRACTION)
 def test_chat(shape: Shape, strategy: Strategy, fraction: float) -> None:
     check(chat(shape), "messages", strategy, fraction, chat_rules)
+
+
+RESULT_TEXT = st.text(st.sampled_from('0123456789abcdefXYZ :/-_.,\n"{}é漢🙂'), max_size=120)
+
+
+@PROPERTY
+@given(st.lists(RESULT_TEXT, min_size=1, max_size=6), st.sampled_from(list(RENDER)))
+def test_clearing_never_makes_a_result_dearer(texts: list[str], fmt: str) -> None:
+    """Results of any characters, digits and short strings included: each one cleared
+    is dearer than its placeholder, by the estimate and in bytes."""
+    shape = Shape(
+        system=20,
+        first=20,
+        first_media=False,
+        turns=[Turn(False, 5, [("read", 7)], 5, False) for _ in range(len(texts) + 1)],
+        flag=True,
+    )
+    body = RENDER[fmt](shape)
+    results = iter(texts)
+    set_results(body, lambda: next(results, "x"))
+    t = core.load(body)
+    p = core.fit_plan(t, _budget(1, 1, 0), 1.15, Strategy(("clear-results",), keep_results=0))
+    parts = {(x.index, x.path): x for x in t.adapter.parts(body, t.view, t.estimator)}
+    for key, new in p.applied.edits.items():
+        assert new is not None
+        cheaper(parts[key], new, t)
+    event(f"cleared {min(p.applied.cleared_results, 3)}+")

@@ -192,16 +192,7 @@ def _plan(
     data = read_input(input_, max_input_bytes)
     if data.startswith(codec.BOM) and not quiet:
         say("warning: ignoring the UTF-8 byte order mark at the start of the input")
-    session = None
-    if run_format != "auto":
-        session = _session_run(data, run_format)
-    else:
-        if codec.looks_like_jsonl(data):  # not one request body: a session, or an error below
-            session = _session_run(data, "auto")
-        if session is None:
-            body = codec.parse(data)
-            if _may_be_session(body):
-                session = _session_run(data, "auto", body)
+    body, session = read_body(data, run_format)
     if session is not None:
         data = b""  # the session's next request is written, never the file: free it now
     if session is None:
@@ -233,6 +224,27 @@ def _plan(
             # Nothing is dropped, so fit did not check the rules: say what a provider may reject.
             _warn_problems(transcript.problems())
     return plan, data, session
+
+
+def read_body(data: bytes, run_format: str = "auto") -> tuple[Any, Any]:
+    """What ``data`` holds: ``(body, None)`` for a request body, ``(None, run)`` for an
+    agent tool's session file (:mod:`ctxwin.sessions`), ``run`` being the conversation
+    it continues (:func:`ctxwin.simulate.current_run`). ``run_format`` names the session
+    reader, or ``auto`` detects one. Raises :class:`InputError` for what is neither."""
+    from ctxwin import codec
+
+    if run_format != "auto":
+        return None, _session_run(data, run_format)
+    if codec.looks_like_jsonl(data):  # not one request body: a session, or an error below
+        session = _session_run(data, "auto")
+        if session is not None:
+            return None, session
+    body = codec.parse(data)
+    if _may_be_session(body):
+        session = _session_run(data, "auto", body)
+        if session is not None:
+            return None, session
+    return body, None
 
 
 def check_run_format(run_format: str) -> None:

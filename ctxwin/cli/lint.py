@@ -4,17 +4,23 @@ The rules are those of :mod:`ctxwin.rules` (generic pairing rules plus the
 format's own), the very checks ``prune`` runs before it drops anything. A
 file that cannot be read or is not a transcript is reported as one
 ``bad-input`` problem, and linting goes on with the next file.
+
+Lint reads what ``estimate`` and ``prune`` read, detected the same way
+(:func:`ctxwin.cli.commands.read_body`): a request body, or an agent tool's
+session file, of which it lints the request the session would send next — the
+body ``prune`` fits and writes — so the places it names are in that request.
+Folders and globs are expanded as ``check`` expands them
+(:func:`ctxwin.checking.find_files`); one that holds nothing to read is an error.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated, TypedDict
+from typing import Annotated, NotRequired, TypedDict
 
 import typer
 
-from ctxwin.cli.options import AnyFormatOpt, MaxInputOpt
+from ctxwin.cli.options import AnyFormatOpt, MaxInputOpt, RunFormatOpt
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import ExitCode, InputError, UsageError
 
@@ -25,13 +31,29 @@ BIG_INTEGER_RULE = "big-integer"
 
 
 def expand(paths: list[str]) -> list[str]:
-    """The files to lint: files and ``-`` as given, folders as their ``*.json`` files (sorted)."""
+    """The files to lint, in order: ``-`` and files as given (a missing one too: it is
+    reported), folders and globs as ``check`` expands them (their ``.json``, ``.jsonl``,
+    ``.ndjson`` and ``.traj`` files, recursively, sorted). A folder or glob that names
+    no such file raises :class:`InputError`."""
+    from ctxwin.checking import SUFFIXES, find_files
+
     files: list[str] = []
     for path in paths:
-        if path != STDIO and Path(path).is_dir():
-            files.extend(str(p) for p in sorted(Path(path).rglob("*.json")) if p.is_file())
-        else:
+        if path == STDIO:
             files.append(path)
+            continue
+        found = find_files([path])
+        if found.unreadable:
+            raise InputError(f"{path}: {found.unreadable[0][1]}")
+        if found.files:
+            files.extend(found.files)
+        elif found.skipped or path not in found.missing:
+            kinds = ", ".join(SUFFIXES)
+            raise InputError(f"{path}: nothing to lint: no {kinds} file in it")
+        elif any(c in path for c in "*?["):
+            raise InputError(f"{path}: nothing to lint: no file matches")
+        else:
+            files.append(path)  # missing: read_input names it
     return files
 
 
@@ -44,6 +66,13 @@ class ProblemRecord(TypedDict):
     message: str
 
 
+class SessionRecord(TypedDict):
+    """The conversation of a session file whose next request was linted."""
+
+    run: str
+    shape: str
+
+
 class LintRecord(TypedDict):
     """One file's line of ``lint --json``: its format, message count and problems."""
 
@@ -51,16 +80,26 @@ class LintRecord(TypedDict):
     format: str | None
     messages: int | None
     problems: list[ProblemRecord]
+    session: NotRequired[SessionRecord]
+    """Only for a session file: which conversation's next request was linted."""
 
 
-def lint_file(path: str, fmt: str, max_input_bytes: int) -> LintRecord:
-    """The lint record of one file: path, format, message count and problems."""
+def lint_file(path: str, fmt: str, max_input_bytes: int, run_format: str = "auto") -> LintRecord:
+    """The lint record of one file: path, format, message count and problems (of the
+    request a session file would send next, for a session file)."""
     from ctxwin import codec, core
+    from ctxwin.cli.commands import read_body
 
     record: LintRecord = {"path": path, "format": None, "messages": None, "problems": []}
     try:
         data = read_input(path, max_input_bytes)
-        transcript = core.load(codec.parse(data), fmt)
+        body, session = read_body(data, run_format)
+        if session is not None:
+            record["session"] = {"run": session.name, "shape": session.shape}
+            data = b""  # the next request is linted, not the file's bytes
+            transcript = core.load(session.next_request(), session.format_for(fmt))
+        else:
+            transcript = core.load(body, fmt)
     except UsageError:
         raise
     except InputError as exc:
@@ -74,7 +113,7 @@ def lint_file(path: str, fmt: str, max_input_bytes: int) -> LintRecord:
         {"index": p.index, "where": p.where, "rule": p.rule, "message": p.message}
         for p in transcript.problems()
     ]
-    big = codec.find_big_integer(data)
+    big = codec.find_big_integer(data) if data else None
     if big is not None:
         record["problems"].append(
             {
@@ -118,12 +157,13 @@ def lint(
         list[str] | None,
         typer.Argument(
             metavar="PATH",
-            help="Transcript files, folders (their *.json files, recursively) or '-' for "
-            "stdin (the default).",
+            help="Transcript or session files, folders (their .json, .jsonl, .ndjson and "
+            ".traj files, recursively), globs, or '-' for stdin (the default).",
             show_default=False,
         ),
     ] = None,
     format_: AnyFormatOpt = "auto",
+    run_format: RunFormatOpt = "auto",
     json_: Annotated[
         bool, typer.Option("--json", help="Print the problems as JSON instead of a table.")
     ] = False,
@@ -134,8 +174,10 @@ def lint(
 
     Rules: orphan-result, duplicate-call-id, reused-call-id, duplicate-result, unanswered-call
     (a call with no result before the next turn), the format's own rules
-    (e.g. Anthropic's call-answered-next), bad-input and big-integer. Exit 0
-    when clean, 1 when any problem is found.
+    (e.g. Anthropic's call-answered-next), bad-input and big-integer. A session file
+    (Claude Code, Codex CLI, Gemini CLI, OpenHands, mini-swe-agent, OTel) is linted as
+    the request it would send next, the body prune writes. Exit 0 when clean, 1 when
+    any problem is found or a folder or glob holds nothing to lint.
     """
     import orjson
 
@@ -145,8 +187,11 @@ def lint(
         raise UsageError(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
         )
+    from ctxwin.cli.commands import check_run_format
+
+    check_run_format(run_format)
     files = expand(paths or [STDIO])
-    records = [lint_file(path, format_, max_input_bytes) for path in files]
+    records = [lint_file(path, format_, max_input_bytes, run_format) for path in files]
     total = sum(len(r["problems"]) for r in records)
     if json_:
         payload = {"clean": total == 0, "problems": total, "files": records}
@@ -160,6 +205,8 @@ def lint(
             summary = (
                 f"{total} problem{'s' if total != 1 else ''} in {bad} of {len(records)} {noun}"
             )
+            if all(r["format"] is None for r in records):
+                summary += "; none could be read as a transcript or session file"
         else:
             summary = f"no problems in {len(records)} {noun}"
         sys.stderr.write(f"ctxwin: lint: {summary}\n")

@@ -21,9 +21,7 @@ from ctxwin.settings import DEFAULT, Settings
 
 SERVER_PANEL = "Server"
 DEFAULT_PORT = 8787
-MISSING_EXTRA = (
-    "error: `ctxwin proxy` needs the optional extra: pip install 'ctxwin[proxy]' ({missing})"
-)
+MISSING_EXTRA = "error: `ctxwin proxy` needs the optional extra: {hint} ({missing})"
 
 
 def check_upstream(url: str) -> str:
@@ -116,7 +114,10 @@ def proxy(
     try:
         from ctxwin.proxy import server
     except ImportError as exc:
-        say(MISSING_EXTRA.format(missing=f"no module {exc.name!r}" if exc.name else exc))
+        from ctxwin.proxy import EXTRA_HINT
+
+        missing = f"no module {exc.name!r}" if exc.name else exc
+        say(MISSING_EXTRA.format(hint=EXTRA_HINT, missing=missing))
         raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
     from ctxwin.proxy import ProxyConfig
 

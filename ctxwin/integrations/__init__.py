@@ -3,7 +3,9 @@
 Each integration is a module of its own that works on the SDK's or framework's
 own objects, and is imported only when used; installing the matching extra
 (``pip install 'ctxwin[openai]'``, ``'ctxwin[anthropic]'``, ...) brings the
-package it wraps. See ``docs/integrations/``.
+package it wraps; imported without it, a module that needs the package raises
+:class:`ctxwin.extras.MissingExtra` (a ``ModuleNotFoundError``) naming the extra.
+See ``docs/integrations/``.
 
 * :mod:`ctxwin.integrations.openai`: ``wrap(client, **settings)`` for
   ``chat.completions.create`` and ``responses.create`` (sync, async, streamed);

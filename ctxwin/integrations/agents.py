@@ -37,20 +37,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import (
-    Agent,
-    FunctionTool,
-    Handoff,
-    ModelResponse,
-    RunContextWrapper,
-    RunHooks,
-    handoff,
-)
-from agents.run_config import CallModelData, ModelInputData
-
 from ctxwin.errors import truncated
+from ctxwin.extras import needs_extra
 from ctxwin.integrations._common import Conversations, sent_items, settings_for
 from ctxwin.manager import ManagedFit
+
+with needs_extra("ctxwin.integrations.agents", "agents"):
+    from agents import (
+        Agent,
+        FunctionTool,
+        Handoff,
+        ModelResponse,
+        RunContextWrapper,
+        RunHooks,
+        handoff,
+    )
+    from agents.run_config import CallModelData, ModelInputData
 
 
 def _model_name(agent: Agent[Any]) -> str | None:

@@ -44,29 +44,32 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
-from langchain.agents.middleware import (
-    AgentMiddleware,
-    AgentState,
-    ExtendedModelResponse,
-    ModelRequest,
-    ModelResponse,
-)
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    ChatMessage,
-    FunctionMessage,
-    HumanMessage,
-    RemoveMessage,
-    SystemMessage,
-    ToolMessage,
-)
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.runtime import Runtime
 
+from ctxwin.extras import needs_extra
 from ctxwin.integrations._common import settings_for
 from ctxwin.integrations._history import Converted, Entry, Fitted, HistoryFit
+
+with needs_extra("ctxwin.integrations.langchain", "langchain"):
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+    )
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        ChatMessage,
+        FunctionMessage,
+        HumanMessage,
+        RemoveMessage,
+        SystemMessage,
+        ToolMessage,
+    )
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.runtime import Runtime
 
 
 def _data_uri(block: Mapping[str, Any], default: str) -> str | None:

@@ -46,15 +46,17 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-import litellm
-from litellm.exceptions import ContextWindowExceededError
-from litellm.integrations.custom_logger import CustomLogger
-
 from ctxwin.budget import Budget
 from ctxwin.errors import ContextTruncated, NoBudget
+from ctxwin.extras import needs_extra
 from ctxwin.integrations._common import Conversations, plain, remember, sent_items, settings_for
 from ctxwin.manager import ManagedFit
 from ctxwin.pruning import FitResult
+
+with needs_extra("ctxwin.integrations.litellm", "litellm"):
+    import litellm
+    from litellm.exceptions import ContextWindowExceededError
+    from litellm.integrations.custom_logger import CustomLogger
 
 CONVERSATION_KEY = "ctxwin_conversation"
 """The ``metadata`` key that names a call's conversation."""

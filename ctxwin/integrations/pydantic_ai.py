@@ -36,27 +36,30 @@ import dataclasses
 from typing import Any
 
 import orjson
-from pydantic_ai import RunContext
-from pydantic_ai.messages import (
-    BaseToolCallPart,
-    BaseToolReturnPart,
-    BinaryContent,
-    ImageUrl,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    NativeToolCallPart,
-    NativeToolReturnPart,
-    RetryPromptPart,
-    SystemPromptPart,
-    TextPart,
-    ThinkingPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
 
+from ctxwin.extras import needs_extra
 from ctxwin.integrations._common import settings_for
 from ctxwin.integrations._history import Converted, Entry, Fitted, HistoryFit
+
+with needs_extra("ctxwin.integrations.pydantic_ai", "pydantic-ai"):
+    from pydantic_ai import RunContext
+    from pydantic_ai.messages import (
+        BaseToolCallPart,
+        BaseToolReturnPart,
+        BinaryContent,
+        ImageUrl,
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        NativeToolCallPart,
+        NativeToolReturnPart,
+        RetryPromptPart,
+        SystemPromptPart,
+        TextPart,
+        ThinkingPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
 
 
 def _json(value: Any) -> str:

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ctxwin.extras import install_hint
 from ctxwin.proxy.fitting import Fitted, Fitter, ProxyConfig
 
 if TYPE_CHECKING:
     from ctxwin.proxy.server import Proxy, serve
 
-EXTRA_HINT = "pip install 'ctxwin[proxy]'"
+EXTRA_HINT = install_hint("proxy")
 """How to install what the server needs."""
 
 

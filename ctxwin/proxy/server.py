@@ -25,9 +25,8 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
-from aiohttp import web
-
 from ctxwin.errors import InputError
+from ctxwin.extras import needs_extra
 from ctxwin.proxy.fitting import (
     CREDENTIAL_HEADERS,
     TRUNCATED,
@@ -40,6 +39,9 @@ from ctxwin.proxy.metrics import Metrics
 from ctxwin.proxy.routes import error_body, flavor_for, route_for
 from ctxwin.proxy.upstream import Response, Upstream, UpstreamError
 from ctxwin.proxy.usage import MAX_BUFFER, UsageReader
+
+with needs_extra("ctxwin.proxy.server", "proxy"):
+    from aiohttp import web
 
 log = logging.getLogger("ctxwin.proxy")
 

@@ -33,8 +33,11 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import cast
 
-from multidict import CIMultiDict
-from yarl import URL
+from ctxwin.extras import needs_extra
+
+with needs_extra("ctxwin.proxy.upstream", "proxy"):  # aiohttp's own dependencies
+    from multidict import CIMultiDict
+    from yarl import URL
 
 IDLE_SECONDS = 15.0
 """Idle pooled connections older than this are closed rather than reused."""
