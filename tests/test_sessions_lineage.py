@@ -82,6 +82,40 @@ def test_fresh_rollout_counts_every_call() -> None:
     assert (run.name, reported(run)) == ("p1", [5000, 5100])
 
 
+def codex_tool(ident: str, ts: str) -> list[Any]:
+    call = {"type": "function_call", "call_id": ident, "name": "shell", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": ident, "output": "ok " * 40}
+    return [line("response_item", call, ts), line("response_item", output, ts)]
+
+
+def reasoning(ts: str) -> Any:
+    return line("response_item", {"type": "reasoning", "summary": []}, ts)
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_each_count_goes_to_the_response_it_counts(early: bool) -> None:
+    """Codex 0.36-0.42 write a response's token count before its items (the count is
+    the next response's once an input item came after the open one); later versions
+    after its model items and before the tools' outputs. Either way each count is
+    the prompt of the response it was reported for, the first one included."""
+    ts = "2026-02-01T09:00:05.000Z"
+    first = [reasoning(ts), *codex_tool("a", ts)]
+    second = [reasoning(ts), *codex_tool("b", ts)]
+    third = [answer("done", ts)]
+    if early:
+        rest = [count(100, 100, ts), *first, count(300, 200, ts), *second, count(600, 300, ts)]
+        rest += third
+    else:
+        rest = [*first[:2], count(100, 100, ts), first[2], *second[:2], count(300, 200, ts)]
+        rest += [second[2], *third, count(600, 300, ts)]
+    [run] = read_runs(jsonl(meta("s1", ts), user("go", ts), *rest))
+    calls = run.calls()
+    assert [c.usage for c in calls] == [{"input_tokens": n} for n in (100, 200, 300)]
+    # each call's request ends with what came before its response: the prompt, then
+    # the outputs of the tools the response before it called
+    assert [len(c.request["input"]) for c in calls] == [1, 4, 7]
+
+
 def test_resumed_rollout_counts_only_its_new_calls_and_keeps_the_history() -> None:
     data = jsonl(
         meta("c1", COPY, forked_from_id="p1"),

@@ -10,8 +10,12 @@ One ``{"timestamp", "type", "payload"}`` object per line:
   the order the conversation holds them; consecutive model items are one
   response, so one call;
 * ``event_msg`` of type ``token_count``: ``info.last_token_usage.input_tokens``
-  is the prompt of the response just finished (repeated events that change
-  nothing are ignored); other events repeat what the items hold and are skipped;
+  is the prompt of one response (repeated events that change nothing are
+  ignored). Newer versions write it after the response's model items (before the
+  tools' outputs); Codex 0.36-0.42 wrote it before them, after the outputs of the
+  response before. So a count that comes while the open response has had no
+  input item after it is that response's; any other is the next response's.
+  Other events repeat what the items hold and are skipped;
 * ``compacted``: the history restarts from ``replacement_history`` (or the
   summary ``message``), so what follows is a run of its own.
 
@@ -86,6 +90,11 @@ class _Segment:
         self.usage_at: dict[int, Mapping[str, Any]] = {}
         self.open: int | None = None
         """Index of the first item of the response waiting for its token count."""
+        self.answered = False
+        """Whether an input item (a tool's output, a user message) came after the open
+        response: a count that comes now is the next response's."""
+        self.pending: Mapping[str, Any] | None = None
+        """A count that came before its response's items (as Codex 0.36-0.42 write them)."""
         self.own = False
         """Whether any line of this segment is the rollout's own (not replayed)."""
         self.calls: set[int] = set()
@@ -170,10 +179,16 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
                 continue
             if _is_model(item) and not (seg.items and _is_model(seg.items[-1])):
                 seg.open = len(seg.items)
+                seg.answered = False
                 if copied:
                     seg.replayed = True
                 else:
                     seg.calls.add(seg.open)
+                    if seg.pending is not None:
+                        seg.usage_at[seg.open] = seg.pending
+                seg.pending = None
+            elif not _is_model(item):
+                seg.answered = True
             seg.items.append(item)
         elif t == "event_msg" and payload.get("type") == "token_count":
             info = as_dict(payload.get("info"))
@@ -185,8 +200,11 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
             last_total = total
             if copied:
                 seg.open = None  # the parent's call, counted in its own file
-            elif seg.open is not None and seg.open not in seg.usage_at:
+                seg.pending = None
+            elif seg.open is not None and seg.open not in seg.usage_at and not seg.answered:
                 seg.usage_at[seg.open] = {"input_tokens": prompt}
+            else:  # written before its response's items: the next response's count
+                seg.pending = {"input_tokens": prompt}
         elif t == "compacted":
             fresh = _Segment()
             history = payload.get("replacement_history")
