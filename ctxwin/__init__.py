@@ -31,7 +31,10 @@ from ctxwin.errors import (
     PairingError,
     SpecError,
 )
-from ctxwin.estimate import (
+from ctxwin.pruning import FitResult, fit, pairing_problems, segment
+from ctxwin.settings import Settings
+from ctxwin.strategy import Applied, Strategy, parse_steps
+from ctxwin.tokens import (
     SEED_CALIBRATION,
     ContentEstimator,
     Estimator,
@@ -41,9 +44,6 @@ from ctxwin.estimate import (
     calibrated,
     default_calibration,
 )
-from ctxwin.pruning import FitResult, fit, pairing_problems, segment
-from ctxwin.settings import Settings
-from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.view import Item, Problem, View
 
 if TYPE_CHECKING:

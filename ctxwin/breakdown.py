@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.estimate import calibrated
 from ctxwin.formats.base import RESULT, THINKING, Part
 from ctxwin.pruning import segment, superseded_turns
 from ctxwin.strategy import (
@@ -37,6 +36,7 @@ from ctxwin.strategy import (
     TRUNCATE_RESULTS,
     clearable,
 )
+from ctxwin.tokens import calibrated
 
 if TYPE_CHECKING:
     from ctxwin.core import Plan, Transcript

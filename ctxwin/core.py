@@ -13,13 +13,13 @@ from typing import Any, NamedTuple
 
 from ctxwin.budget import Budget, compute_budget, resolve_spec
 from ctxwin.errors import ContextTruncated
-from ctxwin.estimate import Estimator, default_calibration, default_estimator
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
 from ctxwin.pruning import FitResult, fit
 from ctxwin.rules import problems as rule_problems
 from ctxwin.settings import Settings, body_model, settings_with
 from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
+from ctxwin.tokens import Estimator, default_calibration, default_estimator
 from ctxwin.view import Problem, View
 
 
@@ -107,7 +107,7 @@ def plan(
     ``settings`` with ``changes`` applied (:func:`~ctxwin.settings.settings_with`)
     give the model, budget, calibration and strategy; the estimator is the
     transcript's. ``calibration=None`` uses the estimator's default seed for the
-    model (:func:`~ctxwin.estimate.default_calibration`: 1.15 for the seed
+    model (:func:`~ctxwin.tokens.default_calibration`: 1.15 for the seed
     formula). ``strategy`` (default: drop turns only) says which steps fit it
     (:mod:`ctxwin.strategy`). ``overhead`` is added to every estimate (tokens
     the body does not show); ``floor`` bounds every estimate below by

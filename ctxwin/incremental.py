@@ -38,7 +38,6 @@ from typing import Any
 
 from ctxwin.core import Transcript, load
 from ctxwin.errors import CtxwinError
-from ctxwin.estimate import Estimator
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats._util import replace_key
 from ctxwin.formats.base import Adapter
@@ -57,6 +56,7 @@ from ctxwin.pruning import (
     scan_turns,
 )
 from ctxwin.rules import PairingScan, check
+from ctxwin.tokens import Estimator
 from ctxwin.view import SYSTEM, USER, Item, Problem, View
 
 

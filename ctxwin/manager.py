@@ -51,11 +51,11 @@ from ctxwin.budget import Budget
 from ctxwin.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import ContextTruncated
-from ctxwin.estimate import Estimator, default_calibration
 from ctxwin.incremental import Prefixes, Reader
 from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
 from ctxwin.strategy import DEFAULT_STEPS, Applied
+from ctxwin.tokens import Estimator, default_calibration
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ctxwin.estimate import (
+from ctxwin.formats import AUTO
+from ctxwin.tokens import (
     AUTO_TOKENIZER,
     Estimator,
     TokenizerEstimator,
@@ -25,7 +26,6 @@ from ctxwin.estimate import (
     default_estimator,
     get_estimator,
 )
-from ctxwin.formats import AUTO
 
 if TYPE_CHECKING:
     from ctxwin.strategy import Strategy
@@ -54,12 +54,12 @@ class Settings(NamedTuple):
     """Wire format, or ``auto`` to detect it from the body's shape."""
     estimator: str | Estimator | None = None
     """An estimator, or its name: ``content``, ``seed``, or ``tokenizer:ENCODING``;
-    ``None``: the default (:func:`~ctxwin.estimate.default_estimator`)."""
+    ``None``: the default (:func:`~ctxwin.tokens.default_estimator`)."""
     tokenizer: str | None = None
     """Count exactly with this BPE encoding (``o200k_base``, ``cl100k_base``, ``llama3``,
     ``qwen3``) instead of ``estimator``; or ``auto``: exactly when the model's tokenizer
     is one of those and the ``bpe`` extra is installed, else with ``estimator``
-    (:func:`~ctxwin.estimate.auto_estimator`)."""
+    (:func:`~ctxwin.tokens.auto_estimator`)."""
     strategy: Strategy | None = None
     """The steps that fit a request (:mod:`ctxwin.strategy`); ``None``: drop turns only."""
 

@@ -1,4 +1,4 @@
-"""Re-derive :class:`ctxwin.estimate.ContentEstimator`'s weights from the data.
+"""Re-derive :class:`ctxwin.tokens.ContentEstimator`'s weights from the data.
 
     python -m fidelity.fit [--corpus DIR]
 
@@ -27,10 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ctxwin.estimate import (
-    _BYTE,
-    _STEP,
-    EXTRA_STEPS,
+from ctxwin.formats import get_adapter
+from ctxwin.pruning import total_cost
+from ctxwin.tokens import (
     SCALE,
     TOKENIZERS,
     ContentEstimator,
@@ -38,8 +37,7 @@ from ctxwin.estimate import (
     default_calibration,
     provider_framing,
 )
-from ctxwin.formats import get_adapter
-from ctxwin.pruning import total_cost
+from ctxwin.tokens.content import _BYTE, _STEP, EXTRA_STEPS
 from fidelity import corpus, stress
 from fidelity.run import RealCount, count
 

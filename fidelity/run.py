@@ -5,7 +5,7 @@
 *Real* tokens of a body, for a tokenizer: the tokens of every string the
 adapter counts (message contents, tool names, arguments and call ids, the
 serialized ``tools`` block) + 3 per message + the request-level framing the
-estimators add (:func:`ctxwin.estimate.provider_framing`: 3 for the reply
+estimators add (:func:`ctxwin.tokens.provider_framing`: 3 for the reply
 priming, and a provider's hidden tool prompt when the body has tools) —
 applied alike to all four encodings. A stress sample is
 one user message holding the generated text. *Estimate*: the estimator's raw
@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxwin.estimate import (
+from ctxwin.formats import get_adapter
+from ctxwin.pruning import total_cost
+from ctxwin.tokens import (
     TOKENIZERS,
     Estimator,
     TokenizerEstimator,
@@ -34,8 +36,6 @@ from ctxwin.estimate import (
     default_calibration,
     get_estimator,
 )
-from ctxwin.formats import get_adapter
-from ctxwin.pruning import total_cost
 from fidelity import corpus, stress
 
 ADVERSARIAL = (1, 40, 2000)
@@ -253,7 +253,7 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
         "framing), worst call per model: "
         + ", ".join(f"{k} {v:.3f}" for k, v in sorted(growth.items()))
         + " (a seed at least this large keeps an estimate that bounds the four above "
-        "that model's calls: `ctxwin.estimate.BOUND_MODEL_CALIBRATION`)."
+        "that model's calls: `ctxwin.tokens.BOUND_MODEL_CALIBRATION`)."
     )
     lines.append(
         f"- `--tokenizer auto` (exact for the {auto_exact} calls whose model's tokenizer is "

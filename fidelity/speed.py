@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from ctxwin.core import load
-from ctxwin.estimate import Estimator, Kind, get_estimator
+from ctxwin.tokens import Estimator, Kind, get_estimator
 
 
 class _Collect:

@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.estimate import ContentEstimator, Estimator, SeedEstimator
 from ctxwin.formats.openai_chat import OpenAIChat
+from ctxwin.tokens import ContentEstimator, Estimator, SeedEstimator
 from ctxwin.view import View
 
 TEXT = st.text(max_size=30)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ctxwin import ExitCode
-from ctxwin.estimate import ContentEstimator, Kind
+from ctxwin.tokens import ContentEstimator, Kind
 from tests.docs_support import (
     CLI_PAGE,
     ROOT,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwin.estimate import Kind, SeedEstimator, calibrated, get_estimator
+from ctxwin.tokens import Kind, SeedEstimator, calibrated, get_estimator
 
 
 def cost_of(pairs: list[tuple[str, Kind]]) -> list[int]:

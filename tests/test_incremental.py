@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from ctxwin.core import load
 from ctxwin.errors import CtxwinError, PairingError
-from ctxwin.estimate import SeedEstimator
 from ctxwin.formats.anthropic import Anthropic
 from ctxwin.formats.openai_chat import OpenAIChat
 from ctxwin.formats.openai_responses import OpenAIResponses, ResponsesView
@@ -23,6 +22,7 @@ from ctxwin.pruning import Rules, fit, segment
 from ctxwin.runs import Run, calls_from_transcript, read_runs
 from ctxwin.settings import Settings
 from ctxwin.simulate import replay_run
+from ctxwin.tokens import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, View
 from tests.strategies import transcripts
 

@@ -13,7 +13,10 @@ import pytest
 import ctxwin
 from ctxwin.budget import compute_budget, lookup_model, model_table, resolve_spec
 from ctxwin.core import load
-from ctxwin.estimate import (
+from ctxwin.proxy.fitting import Fitter, ProxyConfig
+from ctxwin.proxy.routes import CHAT, MESSAGES
+from ctxwin.settings import Settings
+from ctxwin.tokens import (
     BOUND_MODEL_CALIBRATION,
     CLAUDE_NEXT_SEED,
     CLAUDE_TOKENIZER_GROWTH,
@@ -26,9 +29,6 @@ from ctxwin.estimate import (
     default_calibration,
     exact_encoding,
 )
-from ctxwin.proxy.fitting import Fitter, ProxyConfig
-from ctxwin.proxy.routes import CHAT, MESSAGES
-from ctxwin.settings import Settings
 from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None

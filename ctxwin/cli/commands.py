@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from typing import TypedDict, Unpack
 
     from ctxwin.cli.report import Report
-    from ctxwin.estimate import Estimator
     from ctxwin.settings import Settings
     from ctxwin.strategy import Strategy
+    from ctxwin.tokens import Estimator
 
     # Declared for the checker only: a TypedDict class costs start-up time.
     class PlanOptions(TypedDict):
@@ -124,17 +124,17 @@ def choose_estimator(
     Raises :class:`UsageError` (exit 2) for an unknown format or estimator, a
     calibration that is not finite, or a tokenizer that cannot count here.
     """
-    from ctxwin import estimate, formats
+    from ctxwin import formats, tokens
 
     if format_ != formats.AUTO and format_ not in formats.names():
         raise UsageError(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
         )
     check_calibration(calibration)
-    if tokenizer is not None and tokenizer != estimate.AUTO_TOKENIZER:
-        return estimate.TokenizerEstimator(tokenizer)
+    if tokenizer is not None and tokenizer != tokens.AUTO_TOKENIZER:
+        return tokens.TokenizerEstimator(tokenizer)
     try:
-        return estimate.get_estimator(estimator)
+        return tokens.get_estimator(estimator)
     except ValueError as exc:
         raise UsageError(f"--estimator: {exc}") from None
 

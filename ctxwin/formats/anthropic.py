@@ -34,7 +34,6 @@ from typing import Any
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.estimate import ANTHROPIC_TOOL_PROMPT, Estimator, Kind
 from ctxwin.formats._util import (
     _REMOVE,
     add_json,
@@ -54,6 +53,7 @@ from ctxwin.formats._util import (
     unknown_documents_note,
 )
 from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
+from ctxwin.tokens import ANTHROPIC_TOOL_PROMPT, Estimator, Kind
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
 ROLES = {"user": USER, "assistant": ASSISTANT}
@@ -463,7 +463,7 @@ With tool search the provider expands each ``tool_reference`` into the named
 tool's full definition (charged in place, from ``tools``) and brings in its
 tool-search instructions, which the body never shows and Anthropic does not
 publish a size for. They are charged as a second tool-use system prompt
-(:data:`ctxwin.estimate.ANTHROPIC_TOOL_PROMPT`, 346 tokens) — an assumption that
+(:data:`ctxwin.tokens.ANTHROPIC_TOOL_PROMPT`, 346 tokens) — an assumption that
 errs high: the one recorded ``count_tokens`` answer for such a body (641
 tokens) sits below the estimate, and 219 tokens above the body plus its
 documented tool prompt.

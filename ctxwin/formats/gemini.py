@@ -31,7 +31,6 @@ import orjson
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
     _REMOVE,
     add_json,
@@ -48,6 +47,7 @@ from ctxwin.formats._util import (
     unknown_documents_note,
 )
 from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
+from ctxwin.tokens import Estimator, Kind
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
 ROLES = {"user": USER, "model": ASSISTANT, "function": USER}
