@@ -36,7 +36,7 @@ from ctxwin.strategy import (
     TRUNCATE_RESULTS,
     clearable,
 )
-from ctxwin.tokens import calibrated
+from ctxwin.tokens.base import calibrated
 
 if TYPE_CHECKING:
     from ctxwin.core import Plan, Transcript

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.tokens import calibrated
+from ctxwin.tokens.base import calibrated
 
 if TYPE_CHECKING:
     from ctxwin.rows import OverheadFit

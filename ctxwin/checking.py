@@ -22,7 +22,7 @@ from ctxwin.rows import CheckRow, CheckSummary
 from ctxwin.runs import read_runs
 from ctxwin.settings import Settings, settings_with
 from ctxwin.simulate import INVALID, STATUSES, check_run
-from ctxwin.tokens import AUTO_TOKENIZER
+from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
 if TYPE_CHECKING:  # the pool's modules are imported when a pool starts (replay never does)
     import multiprocessing.context

@@ -19,7 +19,9 @@ from ctxwin.pruning import FitResult, fit
 from ctxwin.rules import problems as rule_problems
 from ctxwin.settings import Settings, body_model, settings_with
 from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
-from ctxwin.tokens import Estimator, default_calibration, default_estimator
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.registry import default_estimator
+from ctxwin.tokens.seeds import default_calibration
 from ctxwin.view import Problem, View
 
 

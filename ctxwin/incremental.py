@@ -56,7 +56,7 @@ from ctxwin.pruning import (
     scan_turns,
 )
 from ctxwin.rules import PairingScan, check
-from ctxwin.tokens import Estimator
+from ctxwin.tokens.base import Estimator
 from ctxwin.view import SYSTEM, USER, Item, Problem, View
 
 

@@ -55,7 +55,8 @@ from ctxwin.incremental import Prefixes, Reader
 from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
 from ctxwin.strategy import DEFAULT_STEPS, Applied
-from ctxwin.tokens import Estimator, default_calibration
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.seeds import default_calibration
 
 
 @dataclass(frozen=True, slots=True)

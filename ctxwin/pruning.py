@@ -36,7 +36,7 @@ from typing import NamedTuple
 from ctxwin.errors import PairingError
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
 from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
-from ctxwin.tokens import SEED_CALIBRATION, Estimator, calibrated, exact_decimal
+from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, calibrated, exact_decimal
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
 
 

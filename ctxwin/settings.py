@@ -18,14 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxwin.formats import AUTO
-from ctxwin.tokens import (
-    AUTO_TOKENIZER,
-    Estimator,
-    TokenizerEstimator,
-    auto_estimator,
-    default_estimator,
-    get_estimator,
-)
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.registry import estimator_for
 
 if TYPE_CHECKING:
     from ctxwin.strategy import Strategy
@@ -66,20 +60,7 @@ class Settings(NamedTuple):
     def make_estimator(self, model: str | None = None) -> Estimator:
         """The estimator these settings name (a fresh one when named). ``model`` names
         the model when :attr:`model` does not (the body's), for ``tokenizer="auto"``."""
-        if self.tokenizer is None:
-            return self._named_estimator()
-        if self.tokenizer == AUTO_TOKENIZER:
-            return auto_estimator(self.model or model, self._named_estimator())
-        return TokenizerEstimator(self.tokenizer)
-
-    def _named_estimator(self) -> Estimator:
-        if self.estimator is None:
-            return default_estimator()
-        if not isinstance(self.estimator, str):
-            return self.estimator
-        if self.estimator.startswith("tokenizer:"):
-            return TokenizerEstimator(self.estimator.partition(":")[2])
-        return get_estimator(self.estimator)
+        return estimator_for(self.estimator, self.tokenizer, self.model or model)
 
     def portable(self) -> Settings:
         """These settings with the estimator named rather than held (for worker processes)."""

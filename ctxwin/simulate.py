@@ -35,7 +35,7 @@ from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
 from ctxwin.strategy import DEFAULT_STEPS, Applied
-from ctxwin.tokens import Estimator, calibrated
+from ctxwin.tokens.base import Estimator, calibrated
 
 FITS: Final = "fits"
 NEEDS_PRUNING: Final = "needs_pruning"

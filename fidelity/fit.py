@@ -29,15 +29,11 @@ import numpy as np
 
 from ctxwin.formats import get_adapter
 from ctxwin.pruning import total_cost
-from ctxwin.tokens import (
-    SCALE,
-    TOKENIZERS,
-    ContentEstimator,
-    Kind,
-    default_calibration,
-    provider_framing,
-)
-from ctxwin.tokens.content import _BYTE, _STEP, EXTRA_STEPS
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.bpe import TOKENIZERS
+from ctxwin.tokens.content import _BYTE, _STEP, EXTRA_STEPS, SCALE, ContentEstimator
+from ctxwin.tokens.framing import provider_framing
+from ctxwin.tokens.seeds import default_calibration
 from fidelity import corpus, stress
 from fidelity.run import RealCount, count
 

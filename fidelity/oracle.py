@@ -102,16 +102,18 @@ from typing import Any
 
 from ctxwin.formats import get_adapter
 from ctxwin.pruning import total_cost
-from ctxwin.tokens import TOKENIZERS, BoundEstimator, Kind
+from ctxwin.tokens.base import Kind
 from ctxwin.tokens.bound import (
     _SEGMENT,
     BOUND_STRING_CENTS,
+    BoundEstimator,
     _pair_cents,
     bound_parts,
     bound_pieces,
     bound_vocabulary,
     fixed_cents,
 )
+from ctxwin.tokens.bpe import TOKENIZERS
 from fidelity.adversarial import vocab_tokens
 
 N = len(TOKENIZERS)

@@ -27,15 +27,10 @@ from typing import Any
 
 from ctxwin.formats import get_adapter
 from ctxwin.pruning import total_cost
-from ctxwin.tokens import (
-    TOKENIZERS,
-    Estimator,
-    TokenizerEstimator,
-    auto_estimator,
-    calibrated,
-    default_calibration,
-    get_estimator,
-)
+from ctxwin.tokens.base import Estimator, calibrated
+from ctxwin.tokens.bpe import TOKENIZERS, TokenizerEstimator, auto_estimator
+from ctxwin.tokens.registry import get_estimator
+from ctxwin.tokens.seeds import default_calibration
 from fidelity import corpus, stress
 
 ADVERSARIAL = (1, 40, 2000)

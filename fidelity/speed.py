@@ -25,7 +25,8 @@ from typing import Any
 import orjson
 
 from ctxwin.core import load
-from ctxwin.tokens import Estimator, Kind, get_estimator
+from ctxwin.tokens.base import Estimator, Kind
+from ctxwin.tokens.registry import get_estimator
 
 
 class _Collect:

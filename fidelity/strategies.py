@@ -50,7 +50,8 @@ from ctxwin.formats.base import Path as Path_
 from ctxwin.pruning import drop_options, fit, segment
 from ctxwin.rules import blocking
 from ctxwin.strategy import CLEAR_RESULTS, DROP_TURNS, PLACEHOLDER, Strategy, clearable
-from ctxwin.tokens import calibrated, default_calibration
+from ctxwin.tokens.base import calibrated
+from ctxwin.tokens.seeds import default_calibration
 from fidelity import corpus
 
 BUDGETS = ("half", "half-droppable")

@@ -13,13 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.tokens import BoundEstimator, Kind, default_calibration, get_estimator
+from ctxwin.tokens.base import Kind
 from ctxwin.tokens.bound import (
     _BCLASS,
     _BOPEN,
     _BPAIR,
     _BSPAN,
     BOUND_STRING_CENTS,
+    BoundEstimator,
     _bound_cents,
     _pair_cents,
     bound_parts,
@@ -29,6 +30,8 @@ from ctxwin.tokens.bound import (
     fixed_cents,
     run_cap,
 )
+from ctxwin.tokens.registry import get_estimator
+from ctxwin.tokens.seeds import default_calibration
 from fidelity import adversarial
 from tests.conftest import Cli
 

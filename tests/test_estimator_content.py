@@ -15,19 +15,17 @@ from hypothesis import strategies as st
 from ctxwin.core import load
 from ctxwin.errors import UsageError
 from ctxwin.pruning import total_cost
-from ctxwin.tokens import (
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.bpe import TokenizerEstimator
+from ctxwin.tokens.content import SCALE, ContentEstimator
+from ctxwin.tokens.framing import (
     ANTHROPIC_TOOL_PROMPT,
     OPENAI_REASONING_PREAMBLE,
-    SCALE,
-    ContentEstimator,
-    Kind,
-    TokenizerEstimator,
-    default_calibration,
-    default_estimator,
-    get_estimator,
     provider_framing,
     reasoning_model,
 )
+from ctxwin.tokens.registry import default_estimator, get_estimator
+from ctxwin.tokens.seeds import default_calibration
 from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None
@@ -301,7 +299,7 @@ def test_cli_prune_with_tokenizer(tmp_path: Path, cli: Cli) -> None:
 def test_exact_decimal_and_calibrated_match_fractions(value: float, raw: int) -> None:
     from fractions import Fraction
 
-    from ctxwin.tokens import calibrated, exact_decimal
+    from ctxwin.tokens.base import calibrated, exact_decimal
 
     numerator, denominator = exact_decimal(value)
     assert Fraction(numerator, denominator) == Fraction(repr(value))

@@ -13,7 +13,7 @@ from ctxwin import core, media
 from ctxwin.errors import InputError, PairingError
 from ctxwin.formats import get_adapter
 from ctxwin.formats.anthropic import Anthropic
-from ctxwin.tokens import SeedEstimator
+from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, USER
 from tests.conftest import Cli
 from tests.formats_support import (

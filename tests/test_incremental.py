@@ -22,7 +22,7 @@ from ctxwin.pruning import Rules, fit, segment
 from ctxwin.runs import Run, calls_from_transcript, read_runs
 from ctxwin.settings import Settings
 from ctxwin.simulate import replay_run
-from ctxwin.tokens import SeedEstimator
+from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, View
 from tests.strategies import transcripts
 

@@ -7,7 +7,7 @@ import pytest
 from ctxwin.core import load
 from ctxwin.errors import PairingError
 from ctxwin.pruning import fit, head_end, pairing_problems, segment
-from ctxwin.tokens import SeedEstimator
+from ctxwin.tokens.seed import SeedEstimator
 from tests.builders import Message, assistant, system, tool, user
 
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from ctxwin.core import load
 from ctxwin.pruning import fit, segment
-from ctxwin.tokens import SeedEstimator
+from ctxwin.tokens.seed import SeedEstimator
 from tests.builders import Message
 from tests.strategies import transcripts
 

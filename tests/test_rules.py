@@ -9,7 +9,7 @@ import pytest
 from ctxwin import core, rules
 from ctxwin.errors import PairingError
 from ctxwin.pruning import fit
-from ctxwin.tokens import SeedEstimator
+from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 from tests.hostile_util import transcript
 

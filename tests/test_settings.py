@@ -10,7 +10,7 @@ import pytest
 
 import ctxwin
 from ctxwin.settings import DEFAULT, Settings, settings_with
-from ctxwin.tokens import SeedEstimator
+from ctxwin.tokens.seed import SeedEstimator
 
 EXAMPLE = orjson.loads(
     (Path(__file__).resolve().parent.parent / "examples/agent-run.json").read_bytes()

@@ -16,18 +16,15 @@ from ctxwin.core import load
 from ctxwin.proxy.fitting import Fitter, ProxyConfig
 from ctxwin.proxy.routes import CHAT, MESSAGES
 from ctxwin.settings import Settings
-from ctxwin.tokens import (
+from ctxwin.tokens.bound import BoundEstimator
+from ctxwin.tokens.bpe import TOKENIZERS, TokenizerEstimator, auto_estimator, exact_encoding
+from ctxwin.tokens.content import ContentEstimator
+from ctxwin.tokens.seeds import (
     BOUND_MODEL_CALIBRATION,
     CLAUDE_NEXT_SEED,
     CLAUDE_TOKENIZER_GROWTH,
     MODEL_CALIBRATION,
-    TOKENIZERS,
-    BoundEstimator,
-    ContentEstimator,
-    TokenizerEstimator,
-    auto_estimator,
     default_calibration,
-    exact_encoding,
 )
 from tests.conftest import Cli
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ctxwin.cli.report import Report
     from ctxwin.settings import Settings
     from ctxwin.strategy import Strategy
-    from ctxwin.tokens import Estimator
+    from ctxwin.tokens.base import Estimator
 
     # Declared for the checker only: a TypedDict class costs start-up time.
     class PlanOptions(TypedDict):

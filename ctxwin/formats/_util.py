@@ -11,7 +11,7 @@ import orjson
 from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.formats.base import Edits, Path
-from ctxwin.tokens import Estimator, Kind
+from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import USER, Item, Problem, View
 
 

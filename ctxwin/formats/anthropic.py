@@ -53,7 +53,8 @@ from ctxwin.formats._util import (
     unknown_documents_note,
 )
 from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
-from ctxwin.tokens import ANTHROPIC_TOOL_PROMPT, Estimator, Kind
+from ctxwin.tokens.base import Estimator, Kind
+from ctxwin.tokens.framing import ANTHROPIC_TOOL_PROMPT
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
 ROLES = {"user": USER, "assistant": ASSISTANT}

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ctxwin.tokens import Estimator
+from ctxwin.tokens.base import Estimator
 from ctxwin.view import Problem, View
 
 RESULT = "result"

@@ -47,7 +47,7 @@ from ctxwin.formats._util import (
     unknown_documents_note,
 )
 from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
-from ctxwin.tokens import Estimator, Kind
+from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
 ROLES = {"user": USER, "model": ASSISTANT, "function": USER}

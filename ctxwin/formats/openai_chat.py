@@ -42,7 +42,7 @@ from ctxwin.formats._util import (
     unknown_documents_note,
 )
 from ctxwin.formats.base import RESULT, Edits, Part, Path
-from ctxwin.tokens import Estimator, Kind
+from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
 ROLES = {

@@ -18,7 +18,7 @@ import orjson
 from ctxwin.errors import ContextTruncated
 from ctxwin.manager import ContextWindowManager, ManagedFit
 from ctxwin.strategy import Strategy
-from ctxwin.tokens import Estimator
+from ctxwin.tokens.base import Estimator
 
 SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments of an SDK call that are not part of the request body."""

@@ -44,7 +44,8 @@ from ctxwin.errors import InputError
 from ctxwin.proxy.routes import Route
 from ctxwin.pruning import head_end
 from ctxwin.settings import DEFAULT, Settings, body_model
-from ctxwin.tokens import AUTO_TOKENIZER, Estimator
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
 FIT = "fit"
 PRUNED = "pruned"

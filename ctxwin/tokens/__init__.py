@@ -15,46 +15,98 @@ Split by concern, as tiktoken splits its own:
 
 from __future__ import annotations
 
-from ctxwin.tokens.base import (
-    SEED_CALIBRATION,
-    Estimator,
-    Kind,
-    calibrated,
-    exact_decimal,
-)
-from ctxwin.tokens.bound import BoundEstimator
-from ctxwin.tokens.bpe import (
-    AUTO_TOKENIZER,
-    BPE_MISSING,
-    OPEN_FAMILIES,
-    TOKENIZERS,
-    TokenizerEstimator,
-    auto_estimator,
-    exact_encoding,
-)
-from ctxwin.tokens.content import SCALE, ContentEstimator
-from ctxwin.tokens.framing import (
-    ANTHROPIC_TOOL_PROMPT,
-    OPENAI_REASONING_PREAMBLE,
-    OPENAI_REPLY_PRIMING,
-    OPENAI_TOOLS_PREAMBLE,
-    REASONING_FAMILIES,
-    TOOL_PROMPT_TOKENS,
-    provider_framing,
-    reasoning_model,
-)
-from ctxwin.tokens.models import name_family
-from ctxwin.tokens.registry import ESTIMATORS, default_estimator, get_estimator
-from ctxwin.tokens.seed import SeedEstimator
-from ctxwin.tokens.seeds import (
-    BOUND_MODEL_CALIBRATION,
-    CLAUDE_NEXT_SEED,
-    CLAUDE_TOKENIZER_GROWTH,
-    DEFAULT_CALIBRATION,
-    MODEL_CALIBRATION,
-    claude_seed,
-    default_calibration,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctxwin.tokens.base import (
+        SEED_CALIBRATION,
+        Estimator,
+        Kind,
+        calibrated,
+        exact_decimal,
+    )
+    from ctxwin.tokens.bound import BoundEstimator
+    from ctxwin.tokens.bpe import (
+        AUTO_TOKENIZER,
+        BPE_MISSING,
+        OPEN_FAMILIES,
+        TOKENIZERS,
+        TokenizerEstimator,
+        auto_estimator,
+        exact_encoding,
+    )
+    from ctxwin.tokens.content import SCALE, ContentEstimator
+    from ctxwin.tokens.framing import (
+        ANTHROPIC_TOOL_PROMPT,
+        OPENAI_REASONING_PREAMBLE,
+        OPENAI_REPLY_PRIMING,
+        OPENAI_TOOLS_PREAMBLE,
+        REASONING_FAMILIES,
+        TOOL_PROMPT_TOKENS,
+        provider_framing,
+        reasoning_model,
+    )
+    from ctxwin.tokens.models import name_family
+    from ctxwin.tokens.registry import ESTIMATORS, default_estimator, get_estimator
+    from ctxwin.tokens.seed import SeedEstimator
+    from ctxwin.tokens.seeds import (
+        BOUND_MODEL_CALIBRATION,
+        CLAUDE_NEXT_SEED,
+        CLAUDE_TOKENIZER_GROWTH,
+        DEFAULT_CALIBRATION,
+        MODEL_CALIBRATION,
+        claude_seed,
+        default_calibration,
+    )
+
+_SOURCES = {
+    "ANTHROPIC_TOOL_PROMPT": "framing",
+    "AUTO_TOKENIZER": "bpe",
+    "BOUND_MODEL_CALIBRATION": "seeds",
+    "BPE_MISSING": "bpe",
+    "BoundEstimator": "bound",
+    "CLAUDE_NEXT_SEED": "seeds",
+    "CLAUDE_TOKENIZER_GROWTH": "seeds",
+    "ContentEstimator": "content",
+    "DEFAULT_CALIBRATION": "seeds",
+    "ESTIMATORS": "registry",
+    "Estimator": "base",
+    "Kind": "base",
+    "MODEL_CALIBRATION": "seeds",
+    "OPENAI_REASONING_PREAMBLE": "framing",
+    "OPENAI_REPLY_PRIMING": "framing",
+    "OPENAI_TOOLS_PREAMBLE": "framing",
+    "OPEN_FAMILIES": "bpe",
+    "REASONING_FAMILIES": "framing",
+    "SCALE": "content",
+    "SEED_CALIBRATION": "base",
+    "SeedEstimator": "seed",
+    "TOKENIZERS": "bpe",
+    "TOOL_PROMPT_TOKENS": "framing",
+    "TokenizerEstimator": "bpe",
+    "auto_estimator": "bpe",
+    "calibrated": "base",
+    "claude_seed": "seeds",
+    "default_calibration": "seeds",
+    "default_estimator": "registry",
+    "exact_decimal": "base",
+    "exact_encoding": "bpe",
+    "get_estimator": "registry",
+    "name_family": "models",
+    "provider_framing": "framing",
+    "reasoning_model": "framing",
+}
+"""Each public name → the module of this package that defines it: a name is imported on
+first use, so a command loads only the modules it needs (start-up time)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxwin.tokens' has no attribute {name!r}")
+    return getattr(import_module(f"ctxwin.tokens.{module}"), name)
+
 
 __all__ = [
     "ANTHROPIC_TOOL_PROMPT",
