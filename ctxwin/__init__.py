@@ -35,7 +35,7 @@ from ctxwin.pruning import FitResult, fit, pairing_problems, segment
 from ctxwin.settings import Settings
 from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, Kind, calibrated
-from ctxwin.tokens.seeds import default_calibration
+from ctxwin.tokens.registry import default_calibration
 from ctxwin.view import Item, Problem, View
 
 if TYPE_CHECKING:

@@ -20,8 +20,7 @@ from ctxwin.rules import problems as rule_problems
 from ctxwin.settings import Settings, body_model, settings_with
 from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.tokens.base import Estimator
-from ctxwin.tokens.registry import default_estimator
-from ctxwin.tokens.seeds import default_calibration
+from ctxwin.tokens.registry import default_estimator, seed_of
 from ctxwin.view import Problem, View
 
 
@@ -109,7 +108,7 @@ def plan(
     ``settings`` with ``changes`` applied (:func:`~ctxwin.settings.settings_with`)
     give the model, budget, calibration and strategy; the estimator is the
     transcript's. ``calibration=None`` uses the estimator's default seed for the
-    model (:func:`~ctxwin.tokens.default_calibration`: 1.15 for the seed
+    model (:meth:`~ctxwin.tokens.base.Estimator.seed`: 1.15 for the seed
     formula). ``strategy`` (default: drop turns only) says which steps fit it
     (:mod:`ctxwin.strategy`). ``overhead`` is added to every estimate (tokens
     the body does not show); ``floor`` bounds every estimate below by
@@ -119,7 +118,7 @@ def plan(
     budget = budget_for(transcript.view, s)
     calibration = s.calibration
     if calibration is None:
-        calibration = default_calibration(transcript.estimator.name, budget.spec.name)
+        calibration = seed_of(transcript.estimator, budget.spec.name)
     return fit_plan(transcript, budget, calibration, s.strategy, overhead=overhead, floor=floor)
 
 

@@ -56,7 +56,7 @@ from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
 from ctxwin.strategy import DEFAULT_STEPS, Applied
 from ctxwin.tokens.base import Estimator
-from ctxwin.tokens.seeds import default_calibration
+from ctxwin.tokens.registry import seed_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +112,8 @@ class ManagedFit:
 
 
 def default_seed(estimator: Estimator, model: str | None) -> float:
-    """The calibration a run starts from when no seed is given (see ``default_calibration``)."""
-    return default_calibration(estimator.name, model)
+    """The calibration a run starts from when no seed is given (the estimator's ``seed``)."""
+    return seed_of(estimator, model)
 
 
 class ContextWindowManager:

@@ -33,7 +33,7 @@ from ctxwin.tokens.base import Kind
 from ctxwin.tokens.bpe import TOKENIZERS
 from ctxwin.tokens.content import _BYTE, _STEP, EXTRA_STEPS, SCALE, ContentEstimator
 from ctxwin.tokens.framing import provider_framing
-from ctxwin.tokens.seeds import default_calibration
+from ctxwin.tokens.registry import default_calibration
 from fidelity import corpus, stress
 from fidelity.run import RealCount, count
 
@@ -99,6 +99,9 @@ class _Features:
 
     def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return provider_framing(fmt, has_tools=has_tools, model=model)
+
+    def seed(self, model: str | None = None) -> float:
+        return 1.0
 
 
 def features(body: Any, fmt: str = "auto") -> list[int]:

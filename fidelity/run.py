@@ -29,8 +29,7 @@ from ctxwin.formats import get_adapter
 from ctxwin.pruning import total_cost
 from ctxwin.tokens.base import Estimator, calibrated
 from ctxwin.tokens.bpe import TOKENIZERS, TokenizerEstimator, auto_estimator
-from ctxwin.tokens.registry import get_estimator
-from ctxwin.tokens.seeds import default_calibration
+from ctxwin.tokens.registry import default_calibration, get_estimator
 from fidelity import corpus, stress
 
 ADVERSARIAL = (1, 40, 2000)

@@ -51,6 +51,9 @@ class _Collect:
     def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return 0
 
+    def seed(self, model: str | None = None) -> float:
+        return 1.0
+
 
 def _pass(est: Estimator, texts: list[str], blobs: list[bytes]) -> Callable[[], Any]:
     def run() -> None:

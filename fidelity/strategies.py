@@ -51,7 +51,7 @@ from ctxwin.pruning import drop_options, fit, segment
 from ctxwin.rules import blocking
 from ctxwin.strategy import CLEAR_RESULTS, DROP_TURNS, PLACEHOLDER, Strategy, clearable
 from ctxwin.tokens.base import calibrated
-from ctxwin.tokens.seeds import default_calibration
+from ctxwin.tokens.registry import default_calibration
 from fidelity import corpus
 
 BUDGETS = ("half", "half-droppable")

@@ -30,8 +30,7 @@ from ctxwin.tokens.bound import (
     fixed_cents,
     run_cap,
 )
-from ctxwin.tokens.registry import get_estimator
-from ctxwin.tokens.seeds import default_calibration
+from ctxwin.tokens.registry import default_calibration, get_estimator
 from fidelity import adversarial
 from tests.conftest import Cli
 

@@ -24,8 +24,7 @@ from ctxwin.tokens.framing import (
     provider_framing,
     reasoning_model,
 )
-from ctxwin.tokens.registry import default_estimator, get_estimator
-from ctxwin.tokens.seeds import default_calibration
+from ctxwin.tokens.registry import default_calibration, default_estimator, get_estimator
 from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None

@@ -19,12 +19,12 @@ from ctxwin.settings import Settings
 from ctxwin.tokens.bound import BoundEstimator
 from ctxwin.tokens.bpe import TOKENIZERS, TokenizerEstimator, auto_estimator, exact_encoding
 from ctxwin.tokens.content import ContentEstimator
+from ctxwin.tokens.registry import default_calibration
 from ctxwin.tokens.seeds import (
     BOUND_MODEL_CALIBRATION,
     CLAUDE_NEXT_SEED,
     CLAUDE_TOKENIZER_GROWTH,
     MODEL_CALIBRATION,
-    default_calibration,
 )
 from tests.conftest import Cli
 

@@ -48,16 +48,22 @@ if TYPE_CHECKING:
         reasoning_model,
     )
     from ctxwin.tokens.models import name_family
-    from ctxwin.tokens.registry import ESTIMATORS, default_estimator, get_estimator
+    from ctxwin.tokens.registry import (
+        ESTIMATORS,
+        default_calibration,
+        default_estimator,
+        estimator_for,
+        get_estimator,
+        seed_of,
+    )
     from ctxwin.tokens.seed import SeedEstimator
     from ctxwin.tokens.seeds import (
         BOUND_MODEL_CALIBRATION,
         CLAUDE_NEXT_SEED,
         CLAUDE_TOKENIZER_GROWTH,
-        DEFAULT_CALIBRATION,
         MODEL_CALIBRATION,
         claude_seed,
-        default_calibration,
+        family_seed,
     )
 
 _SOURCES = {
@@ -69,8 +75,8 @@ _SOURCES = {
     "CLAUDE_NEXT_SEED": "seeds",
     "CLAUDE_TOKENIZER_GROWTH": "seeds",
     "ContentEstimator": "content",
-    "DEFAULT_CALIBRATION": "seeds",
     "ESTIMATORS": "registry",
+    "estimator_for": "registry",
     "Estimator": "base",
     "Kind": "base",
     "MODEL_CALIBRATION": "seeds",
@@ -88,7 +94,9 @@ _SOURCES = {
     "auto_estimator": "bpe",
     "calibrated": "base",
     "claude_seed": "seeds",
-    "default_calibration": "seeds",
+    "default_calibration": "registry",
+    "family_seed": "seeds",
+    "seed_of": "registry",
     "default_estimator": "registry",
     "exact_decimal": "base",
     "exact_encoding": "bpe",
@@ -115,7 +123,6 @@ __all__ = [
     "BPE_MISSING",
     "CLAUDE_NEXT_SEED",
     "CLAUDE_TOKENIZER_GROWTH",
-    "DEFAULT_CALIBRATION",
     "ESTIMATORS",
     "MODEL_CALIBRATION",
     "OPENAI_REASONING_PREAMBLE",
@@ -138,10 +145,13 @@ __all__ = [
     "claude_seed",
     "default_calibration",
     "default_estimator",
+    "estimator_for",
     "exact_decimal",
     "exact_encoding",
+    "family_seed",
     "get_estimator",
     "name_family",
     "provider_framing",
     "reasoning_model",
+    "seed_of",
 ]

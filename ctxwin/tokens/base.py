@@ -59,6 +59,11 @@ class Estimator(Protocol):
         """Request-level tokens the provider adds that the body does not show (``model``:
         the body's, if it names one)."""
 
+    def seed(self, model: str | None = None) -> float:
+        """The calibration factor a run with ``model`` starts at (before any usage is
+        reported): how far this estimator's raw count can fall short of that model's
+        tokenizer."""
+
 
 @lru_cache(maxsize=64)
 def exact_decimal(value: float) -> tuple[int, int]:

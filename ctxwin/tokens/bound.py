@@ -10,6 +10,7 @@ from zlib import adler32
 
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.content import _ADLER_MOD, _SHORT, SCALE, ContentEstimator, _memoize
+from ctxwin.tokens.seeds import BOUND_MODEL_CALIBRATION, family_seed
 
 BOUND_CLASSES = (
     ("e", b"e"),
@@ -475,3 +476,9 @@ class BoundEstimator(ContentEstimator):
 
     def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
         cost[1] += _bound_units(data)
+
+    def seed(self, model: str | None = None) -> float:
+        """1.0, or the seed of the model's family in
+        :data:`~ctxwin.tokens.seeds.BOUND_MODEL_CALIBRATION`: the bound sits closer to the
+        four tokenizers than ``content`` and cannot borrow its seeds."""
+        return family_seed(model, BOUND_MODEL_CALIBRATION)

@@ -126,3 +126,7 @@ class TokenizerEstimator:
 
     def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return provider_framing(fmt, has_tools=has_tools, model=model)
+
+    def seed(self, model: str | None = None) -> float:
+        """1.0: exact counts (the framing is added on top)."""
+        return 1.0

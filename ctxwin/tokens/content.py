@@ -7,6 +7,7 @@ from zlib import adler32
 
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.framing import provider_framing
+from ctxwin.tokens.seeds import MODEL_CALIBRATION, family_seed
 
 SCALE = 10_000
 """Fixed-point unit of :class:`ContentEstimator`'s slot 1: 1/10,000 of a token."""
@@ -153,3 +154,9 @@ class ContentEstimator:
 
     def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return provider_framing(fmt, has_tools=has_tools, model=model)
+
+    def seed(self, model: str | None = None) -> float:
+        """1.0: the weights bound the four open tokenizer families from above; more for
+        the families of :data:`~ctxwin.tokens.seeds.MODEL_CALIBRATION`, whose tokenizers
+        count more."""
+        return family_seed(model, MODEL_CALIBRATION)

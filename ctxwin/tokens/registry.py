@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.base import SEED_CALIBRATION, Estimator
 
 
 def _seed() -> Estimator:
@@ -80,3 +80,23 @@ def _named(estimator: str | Estimator | None) -> Estimator:
     if isinstance(estimator, str):
         return get_estimator(estimator)
     return estimator
+
+
+def seed_of(estimator: Estimator, model: str | None = None) -> float:
+    """The calibration ``estimator`` starts at with ``model`` (its
+    :meth:`~ctxwin.tokens.base.Estimator.seed`); the ADR's 1.15 for an estimator of
+    another library that states none."""
+    seed = getattr(estimator, "seed", None)
+    return SEED_CALIBRATION if seed is None else float(seed(model))
+
+
+def default_calibration(name: str, model: str | None = None) -> float:
+    """The calibration seed of the estimator called ``name`` used with ``model``
+    (:func:`seed_of`): 1.15 for ``seed``; 1.0 for ``tokenizer:ENCODING``; for
+    ``content`` and ``bound`` 1.0 or their model family's measured seed
+    (:mod:`ctxwin.tokens.seeds`). A name this registry does not know gets the ADR's
+    1.15."""
+    if name.startswith("tokenizer:"):
+        return 1.0  # exact counts, without needing the bpe extra to say so
+    factory = ESTIMATORS.get(name)
+    return SEED_CALIBRATION if factory is None else seed_of(factory(), model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ctxwin.tokens.base import Kind, _ceil_div, _ratio
+from ctxwin.tokens.base import SEED_CALIBRATION, Kind, _ceil_div, _ratio
 from ctxwin.tokens.framing import TOOL_PROMPT_TOKENS
 
 
@@ -44,3 +44,8 @@ class SeedEstimator:
 
     def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return TOOL_PROMPT_TOKENS.get(fmt, 0) if has_tools else 0
+
+    def seed(self, model: str | None = None) -> float:
+        """The ADR's 1.15 (:data:`~ctxwin.tokens.base.SEED_CALIBRATION`) for every model:
+        the formula can under-count."""
+        return SEED_CALIBRATION

@@ -1,15 +1,14 @@
-"""Calibration seeds: the factor an estimate starts at, per estimator and model family."""
+"""Calibration seeds: the factor an estimate starts at, per model family.
+
+Each estimator states its own seed (:meth:`~ctxwin.tokens.base.Estimator.seed`): the
+ADR's 1.15 for its formula, which can under-count; 1.0 for exact counts; for
+``content`` and ``bound``, 1.0 or the measured seed of the model's family in their
+table here (:func:`family_seed`).
+"""
 
 from __future__ import annotations
 
 from functools import lru_cache
-
-from ctxwin.tokens.base import SEED_CALIBRATION
-
-DEFAULT_CALIBRATION = {"seed": SEED_CALIBRATION, "content": 1.0, "bound": 1.0}
-"""Calibration seed per estimator: the ADR's 1.15 for its formula, which can
-under-count; 1.0 for :class:`ContentEstimator`, whose weights already bound
-the four open tokenizer families from above (README, "Estimator fidelity")."""
 
 MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
     ("claude", 1.35),
@@ -77,22 +76,13 @@ def claude_seed(model: str, first: float = MODEL_CALIBRATION[0][1]) -> float:
     return CLAUDE_NEXT_SEED
 
 
-def default_calibration(name: str, model: str | None = None) -> float:
-    """The calibration seed for estimator ``name`` used with ``model``.
-
-    The seed formula always starts at the ADR's 1.15; the content and bound
-    estimators start at 1.0, or at their model family's measured seed
-    (:data:`MODEL_CALIBRATION`, :data:`BOUND_MODEL_CALIBRATION`; Claude by the
-    generation of its tokenizer, :func:`claude_seed`).
-    """
-    if name.startswith("tokenizer:"):
-        return 1.0  # exact counts; the framing is added on top
-    if name not in ("content", "bound"):
-        return DEFAULT_CALIBRATION.get(name, SEED_CALIBRATION)
+def family_seed(model: str | None, table: tuple[tuple[str, float], ...]) -> float:
+    """The seed ``table`` gives ``model``'s family (:data:`MODEL_CALIBRATION`,
+    :data:`BOUND_MODEL_CALIBRATION`), a Claude model's by the generation of its tokenizer
+    (:func:`claude_seed`); 1.0 for a model no row names."""
     if model:
         lowered = model.lower()
-        table = BOUND_MODEL_CALIBRATION if name == "bound" else MODEL_CALIBRATION
         for needle, seed in table:
             if needle in lowered:
                 return claude_seed(model, seed) if needle in ("claude", "anthropic") else seed
-    return DEFAULT_CALIBRATION[name]
+    return 1.0
