@@ -372,6 +372,8 @@ def check_files(
         rows = check_paths_on_dask(
             found.files,
             settings,
+            work=check_chunk,
+            split=chunks,
             scheduler=scheduler,
             max_bytes=max_bytes,
             on_file_done=on_file_done,

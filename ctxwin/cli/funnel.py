@@ -2,7 +2,7 @@
 
 Both ways into the command line use it: the Typer commands (through
 :func:`ctxwin.cli.options.guard`) and the plain ``estimate``/``prune`` fast
-path (:func:`ctxwin.cli.commands.run`). So a given failure reads the same and
+path (:func:`ctxwin.cli.main.run_plain`). So a given failure reads the same and
 exits the same, whichever parser read the command line.
 
 - a ctxwin error (:class:`~ctxwin.errors.CtxwinError`): its message and its code
