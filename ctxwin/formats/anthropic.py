@@ -52,7 +52,7 @@ from ctxwin.formats._util import (
     required_str,
     unknown_documents_note,
 )
-from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
+from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.tokens.framing import ANTHROPIC_TOOL_PROMPT
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
@@ -160,6 +160,7 @@ def _is_anthropic_block(block: Any) -> bool:
 class Anthropic:
     name = "anthropic"
     items_key = "messages"
+    format_rules = True
     local_rules = True
     """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = (
@@ -395,6 +396,9 @@ class Anthropic:
         what spans messages (tool search, unknown documents) shows in the base cost
         and the notes, which the incremental reader compares."""
         return True
+
+    def extend_view(self, view: View, part: View) -> bool:
+        return extend_plain(view, part)
 
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
         """Each ``tool_result`` block's content, and the ``thinking`` /

@@ -93,6 +93,7 @@ class ResponsesView(View):
 class OpenAIResponses:
     name = "openai-responses"
     items_key = "input"
+    format_rules = True
     local_rules = True
     """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = 'OpenAI Responses body {"input": "..." | [...], "instructions": ...}'
