@@ -363,7 +363,7 @@ def check_files(
     names a session reader (:mod:`ctxwin.sessions`) instead of detecting shapes.
     """
     if engine not in ENGINES:
-        raise UsageError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        raise UsageError(f"{engine!r}: choose one of {', '.join(ENGINES)}", setting="engine")
     found = paths if isinstance(paths, Found) else find_files(paths)
     settings = settings_with(settings, changes).portable()
     if engine == "dask":
@@ -381,7 +381,7 @@ def check_files(
         )
     else:
         if scheduler is not None:
-            raise UsageError("a scheduler is for engine 'dask' (--engine dask)")
+            raise UsageError("a scheduler is for engine 'dask'", setting="scheduler")
         rows = check_paths(
             found.files,
             settings,

@@ -50,7 +50,9 @@ def _distributed() -> Any:
     try:
         import distributed
     except ImportError as exc:
-        raise UsageError(f"--engine dask needs dask.distributed: {INSTALL} ({exc})") from exc
+        raise UsageError(
+            f"'dask' needs dask.distributed: {INSTALL} ({exc})", setting="engine"
+        ) from exc
     return distributed
 
 
@@ -64,21 +66,27 @@ def connect(scheduler: str | None, timeout: float = CONNECT_TIMEOUT) -> Client:
 
         scheduler = dask.config.get("scheduler-address", None)
         if not scheduler:
-            raise UsageError("--engine dask needs --scheduler ADDRESS (or DASK_SCHEDULER_ADDRESS)")
+            raise UsageError(
+                "engine 'dask' needs the address of a scheduler "
+                "(or DASK_SCHEDULER_ADDRESS in the environment)",
+                setting="scheduler",
+            )
     where = {"address": scheduler}
     if scheduler.endswith(".json") and "://" not in scheduler:
         if not os.path.isfile(scheduler):
-            raise CtxwinError(f"--scheduler {scheduler}: no such scheduler file")
+            raise CtxwinError(f"{scheduler}: no such scheduler file", setting="scheduler")
         where = {"scheduler_file": scheduler}
     try:
         client: Client = distributed.Client(
             **where, timeout=timeout, set_as_default=False, name="ctxwin-check"
         )
     except ValueError as exc:
-        raise UsageError(f"--scheduler {scheduler}: not a Dask scheduler address ({exc})") from exc
+        raise UsageError(
+            f"{scheduler}: not a Dask scheduler address ({exc})", setting="scheduler"
+        ) from exc
     except (OSError, TimeoutError) as exc:
         raise CtxwinError(
-            f"--scheduler {scheduler}: cannot reach the Dask scheduler ({exc})"
+            f"{scheduler}: cannot reach the Dask scheduler ({exc})", setting="scheduler"
         ) from exc
     return client
 

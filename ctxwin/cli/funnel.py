@@ -44,7 +44,8 @@ def exit_code_for(exc: BaseException) -> int:
         say("error: output closed before all data was written (broken pipe)")
         return int(ExitCode.BAD_INPUT)
     if isinstance(exc, CtxwinError):
-        say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {exc}")
+        text = f"{flag_for(exc.setting)}: {exc.message}" if exc.setting else str(exc)
+        say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {text}")
         return int(exc.exit_code)
     if isinstance(exc, MemoryError):
         say("error: out of memory (try a smaller input)")
@@ -59,6 +60,16 @@ def exit_code_for(exc: BaseException) -> int:
         )
         return int(ExitCode.BAD_INPUT)
     raise exc
+
+
+def flag_for(setting: str) -> str:
+    """The flag that sets ``setting``: the one declared for it in
+    :data:`ctxwin.cli.flags.FLAGS`, else its name as a flag (``scheduler`` →
+    ``--scheduler``)."""
+    from ctxwin.cli.flags import FLAGS
+
+    flag = FLAGS.get(setting)
+    return flag.names[0] if flag is not None else "--" + setting.replace("_", "-")
 
 
 def quiet_stdout() -> None:

@@ -79,8 +79,8 @@ def auto_estimator(model: str | None, fallback: Estimator) -> Estimator:
 
 
 BPE_MISSING = (
-    "--tokenizer needs the optional BPE tokenizer: pip install 'ctxwin[bpe]' "
-    "(or leave --tokenizer out to use the built-in estimator)"
+    "exact counts need the optional BPE tokenizer: pip install 'ctxwin[bpe]' "
+    "(or leave the tokenizer unset to use the built-in estimator)"
 )
 
 
@@ -100,13 +100,14 @@ class TokenizerEstimator:
 
         if encoding not in TOKENIZERS:
             raise UsageError(
-                f"--tokenizer: unknown encoding {encoding!r} "
-                f"(choose from: {AUTO_TOKENIZER}, {', '.join(TOKENIZERS)})"
+                f"unknown encoding {encoding!r} "
+                f"(choose from: {AUTO_TOKENIZER}, {', '.join(TOKENIZERS)})",
+                setting="tokenizer",
             )
         try:
             import quicktok
         except ImportError:
-            raise UsageError(BPE_MISSING) from None
+            raise UsageError(BPE_MISSING, setting="tokenizer") from None
         self.name = f"tokenizer:{encoding}"
         self.encoding = encoding
         self.per_message = per_message
