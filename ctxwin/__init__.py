@@ -32,19 +32,11 @@ from ctxwin.errors import (
     PairingError,
     SpecError,
 )
-from ctxwin.estimate import (
-    SEED_CALIBRATION,
-    ContentEstimator,
-    Estimator,
-    Kind,
-    SeedEstimator,
-    TokenizerEstimator,
-    calibrated,
-    default_calibration,
-)
 from ctxwin.pruning import FitResult, fit, pairing_problems, segment
 from ctxwin.settings import Settings
 from ctxwin.strategy import Applied, Strategy, parse_steps
+from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, Kind, calibrated
+from ctxwin.tokens.registry import default_calibration
 from ctxwin.view import Item, Problem, View
 
 if TYPE_CHECKING:
@@ -52,6 +44,9 @@ if TYPE_CHECKING:
     from ctxwin.checking import Checked, check_files
     from ctxwin.manager import ContextWindowManager, ManagedFit
     from ctxwin.repairing import Repaired, repair
+    from ctxwin.tokens.bpe import TokenizerEstimator
+    from ctxwin.tokens.content import ContentEstimator
+    from ctxwin.tokens.seed import SeedEstimator
 
 
 def __getattr__(name: str) -> Any:
@@ -68,6 +63,10 @@ def __getattr__(name: str) -> Any:
         from ctxwin import repairing
 
         return getattr(repairing, name)
+    if name in ("ContentEstimator", "SeedEstimator", "TokenizerEstimator"):
+        from ctxwin import tokens  # each estimator's module loads when first named
+
+        return getattr(tokens, name)
     if name == "explain":
         from ctxwin.breakdown import explain
 

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.estimate import scaled
 from ctxwin.formats.base import RESULT, THINKING, Part
 from ctxwin.pruning import segment, superseded_turns
 from ctxwin.strategy import (
@@ -44,6 +43,7 @@ from ctxwin.strategy import (
     TRUNCATE_RESULTS,
     clearable,
 )
+from ctxwin.tokens.base import scaled
 
 if TYPE_CHECKING:
     from ctxwin.core import Plan, Transcript

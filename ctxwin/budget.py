@@ -76,7 +76,7 @@ class ModelRow(NamedTuple):
     tokenizer_generation: int | None = None
     """Claude only: 1 for Claude 3 through Opus 4.6 / Sonnet 4.6 / Haiku 4.5, 2 for the
     tokenizer of Claude Opus 4.7 and later (up to 1.35× the tokens of generation 1,
-    :data:`ctxwin.estimate.CLAUDE_TOKENIZER_GROWTH`)."""
+    :data:`ctxwin.tokens.CLAUDE_TOKENIZER_GROWTH`)."""
     max_input_tokens: int | None = None
     """The provider's cap on the prompt where it is below ``context_length`` minus the
     output cap (GPT-5: 272,000 of 400,000); ``None``: the window is the only cap."""

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.estimate import calibrated, scaled
+from ctxwin.tokens.base import calibrated, scaled
 
 if TYPE_CHECKING:
     from ctxwin.rows import OverheadFit

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.errors import ExitCode, UsageError
-from ctxwin.estimate import AUTO_TOKENIZER
 from ctxwin.rows import CheckRow, CheckSummary
 from ctxwin.runs import read_runs
 from ctxwin.settings import Settings, settings_with
 from ctxwin.simulate import INVALID, STATUSES, check_run
+from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
 if TYPE_CHECKING:  # the pool's modules are imported when a pool starts (replay never does)
     import multiprocessing.context
@@ -363,7 +363,7 @@ def check_files(
     names a session reader (:mod:`ctxwin.sessions`) instead of detecting shapes.
     """
     if engine not in ENGINES:
-        raise UsageError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        raise UsageError(f"{engine!r}: choose one of {', '.join(ENGINES)}", setting="engine")
     found = paths if isinstance(paths, Found) else find_files(paths)
     settings = settings_with(settings, changes).portable()
     if engine == "dask":
@@ -372,6 +372,8 @@ def check_files(
         rows = check_paths_on_dask(
             found.files,
             settings,
+            work=check_chunk,
+            split=chunks,
             scheduler=scheduler,
             max_bytes=max_bytes,
             on_file_done=on_file_done,
@@ -379,7 +381,7 @@ def check_files(
         )
     else:
         if scheduler is not None:
-            raise UsageError("a scheduler is for engine 'dask' (--engine dask)")
+            raise UsageError("a scheduler is for engine 'dask'", setting="scheduler")
         rows = check_paths(
             found.files,
             settings,

@@ -2,11 +2,12 @@
 
 Needs the ``dask`` extra (``pip install 'ctxwin[dask]'``, which brings
 ``distributed``), imported here on first use only. The client lists the files
-once, splits them into chunks balanced by size (:func:`ctxwin.checking.chunks`,
-about 16 per worker thread) and submits one task per chunk: each runs
-:func:`ctxwin.checking.check_chunk`, the very function of the local process pool,
-so a worker reads the paths itself (a shared filesystem, or fsspec URLs) and
-returns the rows.
+once, splits them into chunks balanced by size (``split``: the caller's, e.g.
+:func:`ctxwin.checking.chunks`, about 16 per worker thread) and submits one task per
+chunk: each runs ``work`` (e.g. :func:`ctxwin.checking.check_chunk`, the very function
+of the local process pool), so a worker reads the paths itself (a shared filesystem,
+or fsspec URLs) and returns the rows. This module knows nothing of what a row is: the
+caller passes the work, so the layers above import this one and never the reverse.
 
 A worker lost mid-run: the scheduler gives its chunk to another worker; a chunk
 that has been on too many lost workers (Dask's ``allowed-failures``) is submitted
@@ -20,15 +21,20 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxwin.checking import check_chunk, chunks
 from ctxwin.errors import CtxwinError, UsageError
 from ctxwin.extras import install_hint
 
 if TYPE_CHECKING:
-    from ctxwin.rows import CheckRow
     from ctxwin.settings import Settings
+
+Row = TypeVar("Row")
+Work = Callable[[list[str], "Settings", int, str], list[Row]]
+"""What a worker runs on one chunk: ``work(paths, settings, max_bytes, run_format)``
+→ one row per path (a module-level function, so Dask can send it by name)."""
+Split = Callable[[list[str], int], list[list[str]]]
+"""How the files are cut into chunks for a number of worker threads."""
 
 # distributed is typed only in part (Client.close, .cancel, .nthreads are not): clients
 # are Any here, so mypy --strict does not need stubs for it.
@@ -45,7 +51,9 @@ def _distributed() -> Any:
     try:
         import distributed
     except ImportError as exc:
-        raise UsageError(f"--engine dask needs dask.distributed: {INSTALL} ({exc})") from exc
+        raise UsageError(
+            f"'dask' needs dask.distributed: {INSTALL} ({exc})", setting="engine"
+        ) from exc
     return distributed
 
 
@@ -59,21 +67,27 @@ def connect(scheduler: str | None, timeout: float = CONNECT_TIMEOUT) -> Client:
 
         scheduler = dask.config.get("scheduler-address", None)
         if not scheduler:
-            raise UsageError("--engine dask needs --scheduler ADDRESS (or DASK_SCHEDULER_ADDRESS)")
+            raise UsageError(
+                "engine 'dask' needs the address of a scheduler "
+                "(or DASK_SCHEDULER_ADDRESS in the environment)",
+                setting="scheduler",
+            )
     where = {"address": scheduler}
     if scheduler.endswith(".json") and "://" not in scheduler:
         if not os.path.isfile(scheduler):
-            raise CtxwinError(f"--scheduler {scheduler}: no such scheduler file")
+            raise CtxwinError(f"{scheduler}: no such scheduler file", setting="scheduler")
         where = {"scheduler_file": scheduler}
     try:
         client: Client = distributed.Client(
             **where, timeout=timeout, set_as_default=False, name="ctxwin-check"
         )
     except ValueError as exc:
-        raise UsageError(f"--scheduler {scheduler}: not a Dask scheduler address ({exc})") from exc
+        raise UsageError(
+            f"{scheduler}: not a Dask scheduler address ({exc})", setting="scheduler"
+        ) from exc
     except (OSError, TimeoutError) as exc:
         raise CtxwinError(
-            f"--scheduler {scheduler}: cannot reach the Dask scheduler ({exc})"
+            f"{scheduler}: cannot reach the Dask scheduler ({exc})", setting="scheduler"
         ) from exc
     return client
 
@@ -82,14 +96,17 @@ def check_paths_on_dask(
     paths: list[str],
     settings: Settings,
     *,
+    work: Work[Row],
+    split: Split,
     scheduler: Client | str | None,
     max_bytes: int = 0,
     on_file_done: Callable[[int], None] | None = None,
     retries: int = 3,
     run_format: str = "auto",
-) -> Iterator[CheckRow]:
-    """Rows for every file in ``paths``, checked by the workers of ``scheduler`` (a
-    :class:`distributed.Client`, or what :func:`connect` takes).
+) -> Iterator[Row]:
+    """Rows for every file in ``paths``, made by ``work`` on the workers of ``scheduler``
+    (a :class:`distributed.Client`, or what :func:`connect` takes), in chunks cut by
+    ``split``.
 
     Rows come chunk by chunk in completion order; ``on_file_done(n)`` is called as
     each chunk of ``n`` files finishes, once per chunk whatever was retried.
@@ -101,9 +118,9 @@ def check_paths_on_dask(
     client: Client = connect(scheduler) if own else scheduler
     try:
         threads = ready_threads(client)
-        parts = chunks(paths, threads)
+        parts = split(paths, threads)
         for i, rows in run_chunks(
-            client, parts, settings, max_bytes, retries=retries, run_format=run_format
+            client, parts, work, settings, max_bytes, retries=retries, run_format=run_format
         ):
             yield from rows
             if on_file_done is not None:
@@ -138,12 +155,13 @@ def ready_threads(client: Client, timeout: float = CONNECT_TIMEOUT) -> int:
 def run_chunks(
     client: Client,
     parts: list[list[str]],
+    work: Work[Row],
     settings: Settings,
     max_bytes: int,
     *,
     retries: int = 3,
     run_format: str = "auto",
-) -> Iterator[tuple[int, list[CheckRow]]]:
+) -> Iterator[tuple[int, list[Row]]]:
     """``(chunk index, rows)`` for every chunk of ``parts``, each exactly once, in
     completion order. A chunk whose task was lost with its workers (``KilledWorker``)
     or cancelled is submitted again, at most ``retries`` times."""
@@ -156,9 +174,7 @@ def run_chunks(
         key = f"{KEY_PREFIX}{run_id}-{i}-{attempt}"
         attempts[key] = (i, attempt)
         submitted.append(
-            client.submit(
-                check_chunk, parts[i], settings, max_bytes, run_format, key=key, pure=False
-            )
+            client.submit(work, parts[i], settings, max_bytes, run_format, key=key, pure=False)
         )
         return submitted[-1]
 
@@ -175,7 +191,7 @@ def _collect(
     submit: Callable[[int, int], Any],
     parts: list[list[str]],
     retries: int,
-) -> Iterator[tuple[int, list[CheckRow]]]:
+) -> Iterator[tuple[int, list[Row]]]:
     distributed = _distributed()
     done: set[int] = set()
     for future in pending:
@@ -183,7 +199,7 @@ def _collect(
         if i in done:  # a chunk that finished twice counts once
             continue
         try:
-            rows: list[CheckRow] = future.result()
+            rows: list[Row] = future.result()
         except (distributed.KilledWorker, distributed.CancelledError) as exc:
             if attempt >= retries:
                 raise CtxwinError(

@@ -13,13 +13,14 @@ from typing import Any, NamedTuple
 
 from ctxwin.budget import Budget, compute_budget, resolve_spec
 from ctxwin.errors import truncated
-from ctxwin.estimate import Estimator, default_calibration, default_estimator
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
 from ctxwin.pruning import FitResult, fit
 from ctxwin.rules import problems as rule_problems
 from ctxwin.settings import Settings, body_model, settings_with
 from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.registry import default_estimator, seed_of
 from ctxwin.view import Problem, View
 
 
@@ -107,7 +108,7 @@ def plan(
     ``settings`` with ``changes`` applied (:func:`~ctxwin.settings.settings_with`)
     give the model, budget, calibration and strategy; the estimator is the
     transcript's. ``calibration=None`` uses the estimator's default seed for the
-    model (:func:`~ctxwin.estimate.default_calibration`: 1.15 for the seed
+    model (:meth:`~ctxwin.tokens.base.Estimator.seed`: 1.15 for the seed
     formula). ``strategy`` (default: drop turns only) says which steps fit it
     (:mod:`ctxwin.strategy`). ``overhead`` is added to every estimate (tokens
     the body does not show); with ``learned``, ``calibration`` is a factor learned
@@ -117,7 +118,7 @@ def plan(
     budget = budget_for(transcript.view, s)
     calibration = s.calibration
     if calibration is None:
-        calibration = default_calibration(transcript.estimator.name, budget.spec.name)
+        calibration = seed_of(transcript.estimator, budget.spec.name)
     return fit_plan(transcript, budget, calibration, s.strategy, overhead=overhead, learned=learned)
 
 

@@ -33,9 +33,22 @@ class ExitCode(IntEnum):
 
 
 class CtxwinError(Exception):
-    """Base of every error ctxwin raises on purpose."""
+    """Base of every error ctxwin raises on purpose.
+
+    ``setting`` names the setting the error is about, when it is about one: a field of
+    :class:`~ctxwin.settings.Settings` or a keyword argument of the function called
+    (``tokenizer``, ``engine``, ``scheduler``). The message then starts with it
+    (``tokenizer: unknown encoding 'x'``); the command line names its flag instead.
+    """
 
     exit_code: ExitCode = ExitCode.BAD_INPUT
+    setting: str | None = None
+    message: str = ""
+
+    def __init__(self, message: str = "", *, setting: str | None = None) -> None:
+        self.message = message
+        self.setting = setting
+        super().__init__(f"{setting}: {message}" if setting else message)
 
 
 class InputError(CtxwinError):
@@ -46,9 +59,9 @@ class InputError(CtxwinError):
     """
 
     def __init__(self, message: str, where: str | None = None) -> None:
-        self.message = message
         self.where = where
         super().__init__(f"{where}: {message}" if where else message)
+        self.message = message
 
 
 class PairingError(InputError):

@@ -38,7 +38,6 @@ from typing import Any
 
 from ctxwin.core import Transcript, load
 from ctxwin.errors import CtxwinError
-from ctxwin.estimate import Estimator
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats._util import replace_key
 from ctxwin.formats.base import Adapter
@@ -57,6 +56,7 @@ from ctxwin.pruning import (
     scan_turns,
 )
 from ctxwin.rules import PairingScan, check
+from ctxwin.tokens.base import Estimator
 from ctxwin.view import SYSTEM, USER, Item, Problem, View
 
 
@@ -214,10 +214,10 @@ class Prefixes:
         self.view = view
         self.estimator = estimator
         adapter = getattr(rules, "__self__", None)
-        if getattr(adapter, "format_rules", True) is False:
+        if adapter is not None and not adapter.format_rules:
             rules = None  # the adapter's rules never find anything
         self.rules = rules
-        self.local_rules = rules is not None and bool(getattr(adapter, "local_rules", False))
+        self.local_rules = rules is not None and adapter is not None and adapter.local_rules
         width = len(view.base)
         self.n = 0
         self.prefix: list[list[int]] = [[0] for _ in range(width)]
@@ -466,12 +466,7 @@ class Reader:
         else:
             messages, rest = body, None
         prefixes = None
-        if (
-            isinstance(messages, list)
-            and adapter is self._adapter
-            and getattr(adapter, "reads_alone", None) is not None
-            and rest == self._rest
-        ):
+        if isinstance(messages, list) and adapter is self._adapter and rest == self._rest:
             prefixes = self._extend(body, adapter, messages)
         if prefixes is None:
             t = load(body, self.fmt, self.estimator)
@@ -510,13 +505,11 @@ class Reader:
         else:
             return None
         new = messages[start:]
-        reads_alone = adapter.reads_alone  # type: ignore[attr-defined]
-        if not all(map(reads_alone, new)):
+        if not all(map(adapter.reads_alone, new)):
             return None
-        # an adapter whose items depend on the ones before them (the Responses format:
-        # ``joins``, reasoning indices) appends them itself, to the whole history only
-        extend_view = getattr(adapter, "extend_view", None)
-        if extend_view is not None and items is not None:
+        # a view that holds more than its items (the Responses format: ``joins``,
+        # reasoning indices) is extended on the whole history only, never on a kept part
+        if items is not None and type(view) is not View:
             return None
         part: View | None = None
         if new:
@@ -527,18 +520,11 @@ class Reader:
                 return None
             if part.notes or view.notes or part.base != view.base:
                 return None
-            if type(part) is not View and (extend_view is None or type(part) is not type(view)):
-                return None
-        added = part.items if part is not None else []
-        if extend_view is not None:
-            if part is not None and not extend_view(view, part):
-                return None
-        elif items is None:
-            view.items.extend(added)
+        target = view if items is None else replace(view, items=items, notes=[])
         if part is not None:
-            self.messages_read += len(added)
+            if not adapter.extend_view(target, part):
+                return None
+            self.messages_read += len(part.items)
         if items is None:
             return prefixes
-        return Prefixes(
-            replace(view, items=items + added, notes=[]), self.estimator, adapter.problems
-        )
+        return Prefixes(target, self.estimator, adapter.problems)

@@ -54,11 +54,12 @@ from ctxwin.budget import Budget
 from ctxwin.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import truncated
-from ctxwin.estimate import Estimator, default_calibration
 from ctxwin.incremental import Prefixes, Reader
 from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
 from ctxwin.strategy import DEFAULT_STEPS, Applied
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.registry import seed_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +115,8 @@ class ManagedFit:
 
 
 def default_seed(estimator: Estimator, model: str | None) -> float:
-    """The calibration a run starts from when no seed is given (see ``default_calibration``)."""
-    return default_calibration(estimator.name, model)
+    """The calibration a run starts from when no seed is given (the estimator's ``seed``)."""
+    return seed_of(estimator, model)
 
 
 class ContextWindowManager:

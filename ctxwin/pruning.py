@@ -34,9 +34,9 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from ctxwin.errors import PairingError
-from ctxwin.estimate import SEED_CALIBRATION, Estimator, exact_decimal, scaled
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
 from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
+from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, exact_decimal, scaled
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
 from ctxwin.words import and_more
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from ctxwin.core import Transcript, load
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator
 from ctxwin.formats import AUTO
+from ctxwin.tokens.base import Estimator
 from ctxwin.view import ASSISTANT, View
 
 __all__ = ["Call", "Run", "calls_from_transcript", "prepared_calls"]

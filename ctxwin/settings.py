@@ -17,15 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ctxwin.estimate import (
-    AUTO_TOKENIZER,
-    Estimator,
-    TokenizerEstimator,
-    auto_estimator,
-    default_estimator,
-    get_estimator,
-)
 from ctxwin.formats import AUTO
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.registry import estimator_for
 
 if TYPE_CHECKING:
     from ctxwin.strategy import Strategy
@@ -54,32 +48,19 @@ class Settings(NamedTuple):
     """Wire format, or ``auto`` to detect it from the body's shape."""
     estimator: str | Estimator | None = None
     """An estimator, or its name: ``content``, ``seed``, or ``tokenizer:ENCODING``;
-    ``None``: the default (:func:`~ctxwin.estimate.default_estimator`)."""
+    ``None``: the default (:func:`~ctxwin.tokens.default_estimator`)."""
     tokenizer: str | None = None
     """Count exactly with this BPE encoding (``o200k_base``, ``cl100k_base``, ``llama3``,
     ``qwen3``) instead of ``estimator``; or ``auto``: exactly when the model's tokenizer
     is one of those and the ``bpe`` extra is installed, else with ``estimator``
-    (:func:`~ctxwin.estimate.auto_estimator`)."""
+    (:func:`~ctxwin.tokens.auto_estimator`)."""
     strategy: Strategy | None = None
     """The steps that fit a request (:mod:`ctxwin.strategy`); ``None``: drop turns only."""
 
     def make_estimator(self, model: str | None = None) -> Estimator:
         """The estimator these settings name (a fresh one when named). ``model`` names
         the model when :attr:`model` does not (the body's), for ``tokenizer="auto"``."""
-        if self.tokenizer is None:
-            return self._named_estimator()
-        if self.tokenizer == AUTO_TOKENIZER:
-            return auto_estimator(self.model or model, self._named_estimator())
-        return TokenizerEstimator(self.tokenizer)
-
-    def _named_estimator(self) -> Estimator:
-        if self.estimator is None:
-            return default_estimator()
-        if not isinstance(self.estimator, str):
-            return self.estimator
-        if self.estimator.startswith("tokenizer:"):
-            return TokenizerEstimator(self.estimator.partition(":")[2])
-        return get_estimator(self.estimator)
+        return estimator_for(self.estimator, self.tokenizer, self.model or model)
 
     def portable(self) -> Settings:
         """These settings with the estimator named rather than held (for worker processes)."""

@@ -14,7 +14,6 @@ from typing import Any, Final
 from ctxwin.calibration import fit_overhead, prompt_tokens_from_usage
 from ctxwin.core import Transcript, load
 from ctxwin.errors import CtxwinError, InputError
-from ctxwin.estimate import Estimator, calibrated
 from ctxwin.formats import get_adapter
 from ctxwin.incremental import Prefixes
 from ctxwin.manager import ContextWindowManager, ManagedFit
@@ -37,6 +36,7 @@ from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
 from ctxwin.strategy import DEFAULT_STEPS, Applied
+from ctxwin.tokens.base import Estimator, calibrated
 
 FITS: Final = "fits"
 NEEDS_PRUNING: Final = "needs_pruning"

@@ -39,9 +39,9 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ctxwin.errors import UsageError
-from ctxwin.estimate import Estimator, Kind, calibrated
 from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
 from ctxwin.pruning import Rules, cost_columns, drop_options, refuse_broken, segment, total_cost
+from ctxwin.tokens.base import Estimator, Kind, calibrated
 from ctxwin.view import View
 
 CLEAR_RESULTS = "clear-results"

@@ -2,7 +2,7 @@
 
 An adapter (``ctxwin.formats``) reads a provider's request body into a
 :class:`View`: one :class:`Item` per entry of the body's message list, in
-order, each with its role, its cost vector (see ``ctxwin.estimate``), the
+order, each with its role, its cost vector (see ``ctxwin.tokens``), the
 tool-call ids it makes and the ids it answers. The body itself is never
 modified; the adapter writes the kept entries back from the original objects.
 """

@@ -613,7 +613,7 @@ def encoders() -> list[object]:
     """The four reference encodings (needs the ``bpe`` extra)."""
     import quicktok
 
-    from ctxwin.estimate import TOKENIZERS
+    from ctxwin.tokens.bpe import TOKENIZERS
 
     return [quicktok.get_encoding(e) for e in TOKENIZERS]
 
@@ -634,7 +634,8 @@ ESTIMATORS = ("content", "bound")
 
 def estimate_tokens(text: str, estimator: str = "content") -> int:
     """Raw tokens of ``text`` alone (no message framing) by the estimator so named."""
-    from ctxwin.estimate import Kind, get_estimator
+    from ctxwin.tokens.base import Kind
+    from ctxwin.tokens.registry import get_estimator
 
     est = get_estimator(estimator)
     cost = [0] * est.width

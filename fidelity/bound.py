@@ -1,8 +1,8 @@
-"""Derive the prices of :class:`ctxwin.estimate.BoundEstimator` from the four tokenizers.
+"""Derive the prices of :class:`ctxwin.tokens.BoundEstimator` from the four tokenizers.
 
     python -m fidelity.bound [--margin 1.1] [--check] [--walks] [--words] [--vocab] [--chars]
 
-The estimator cuts text into pieces (:func:`ctxwin.estimate.bound_pieces`, as the
+The estimator cuts text into pieces (:func:`ctxwin.tokens.bound.bound_pieces`, as the
 four tokenizers' pre-tokenizers cut ASCII), counts a piece of its vocabulary at its
 exact count and a run of non-ASCII bytes at the most tokens the four can start in it
 (one a byte or fewer, ``--chars``; of its NFC form if that is more), and prices every
@@ -14,7 +14,7 @@ four vocabularies that is one whole ASCII piece without digits (:func:`vocab_sha
 and that each of the four tokenizers encodes in one or two tokens, and the forms of
 the commonest English words (:func:`word_forms`, needs ``wordfreq``). ``--chars``
 writes the characters none of the four tokenizers can split into a token a byte
-(:func:`char_cap_table`, :func:`ctxwin.estimate.char_caps`). This
+(:func:`char_cap_table`, :func:`ctxwin.tokens.bound.char_caps`). This
 module builds the texts each price is derived from and solves for the prices
 with a linear program (``scipy``, in the ``fidelity`` dependency group):
 
@@ -47,7 +47,7 @@ is rounded up). Among the prices that satisfy them all, the program takes those 
 lowest estimate on the natural-text classes of the fit half (code, prose,
 data formats, scripts, logs; :data:`NATURAL_SEED`), with the constraint texts
 as a tie-break — the recorded corpus is never used. ``--check`` compares the
-solution with the tables in ``ctxwin/estimate.py`` (``python -m fidelity.oracle``
+solution with the tables in ``ctxwin/tokens/bound.py`` (``python -m fidelity.oracle``
 gives the corpus median the estimator would reach with every piece at its exact
 count, the least any price table for these pieces can give); ``--words`` checks the bound
 on random words the program never saw (:data:`HELD_OUT_WORDS`); ``--walks`` prints why a
@@ -69,7 +69,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxwin.estimate import (
+from ctxwin.tokens.bound import (
     _BCLASS,
     BOUND_BYTE_CENTS,
     BOUND_CLASSES,
@@ -90,7 +90,7 @@ NW = len(BOUND_WORD)
 NC = len(BOUND_CLASSES)
 NON_ASCII = NC - 1
 """Code of the ``non-ascii`` class: its bytes are priced by
-:func:`ctxwin.estimate.run_cap`, never by pairs, so its prices are not derived but
+:func:`ctxwin.tokens.bound.run_cap`, never by pairs, so its prices are not derived but
 fixed (1 token a byte, no run price)."""
 
 
@@ -274,7 +274,7 @@ def features(text: str) -> tuple[np.ndarray, int]:
 
 
 def current_prices() -> np.ndarray:
-    """The prices in ``ctxwin/estimate.py``, in tokens, in :func:`features` order."""
+    """The prices in ``ctxwin/tokens/bound.py``, in tokens, in :func:`features` order."""
     # u by class, s by class, then w row by row
     cents = [*BOUND_BYTE_CENTS, *BOUND_RUN_CENTS, *(c for row in BOUND_WORD_CENTS for c in row)]
     return np.array(cents, float) / 100
@@ -326,7 +326,7 @@ def _cents(x: np.ndarray) -> list[int]:
 def vocab_shaped(token: bytes) -> bool:
     """Whether the vocabulary may hold ``token``: ASCII without digits (a digit run is
     priced exactly anyway) or NUL (it ends a record of the file), and one whole piece of
-    :func:`ctxwin.estimate.bound_pieces` (`` the``, ``_id``, ``.\\n\\n``, ``'s``,
+    :func:`ctxwin.tokens.bound.bound_pieces` (`` the``, ``_id``, ``.\\n\\n``, ``'s``,
     eight spaces)."""
     if not token.isascii() or any(c in b"0123456789\0" for c in token):
         return False
@@ -402,7 +402,7 @@ def most_starts(char: bytes, tokens: set[bytes], heads: set[bytes], tails: set[b
     token, except that the first may be the tail of a longer token (``tails``) and the last
     the head of one (``heads``), and no two neighbouring one-byte parts make a two-byte
     token (BPE would have merged them), unless one of them is such a tail or head. See
-    :func:`ctxwin.estimate.char_caps`."""
+    :func:`ctxwin.tokens.bound.char_caps`."""
     n = len(char)
     best = 1
     for k in range(1, n):
@@ -573,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m fidelity.bound", description=__doc__.splitlines()[0]
     )
     p.add_argument("--margin", type=float, default=1.1)
-    p.add_argument("--check", action="store_true", help="compare with ctxwin/estimate.py")
+    p.add_argument("--check", action="store_true", help="compare with ctxwin/tokens/bound.py")
     p.add_argument("--walks", action="store_true", help="print the letter-walk rates")
     p.add_argument("--words", action="store_true", help="the bound on held-out random words")
     p.add_argument("--vocab", action="store_true", help=f"write {VOCAB_PATH.name}")
@@ -603,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         same = np.array(c) == np.round(current_prices() * 100)
         verdict = "matches" if same.all() else "differs from"
-        out.write(f"{verdict} ctxwin/estimate.py\n")
+        out.write(f"{verdict} ctxwin/tokens/bound.py\n")
         return 0 if same.all() else 1
     return 0
 

@@ -1,4 +1,4 @@
-"""Re-derive :class:`ctxwin.estimate.ContentEstimator`'s weights from the data.
+"""Re-derive :class:`ctxwin.tokens.ContentEstimator`'s weights from the data.
 
     python -m fidelity.fit [--corpus DIR]
 
@@ -27,19 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from ctxwin.estimate import (
-    _BYTE,
-    _STEP,
-    EXTRA_STEPS,
-    SCALE,
-    TOKENIZERS,
-    ContentEstimator,
-    Kind,
-    default_calibration,
-    provider_framing,
-)
 from ctxwin.formats import get_adapter
 from ctxwin.pruning import total_cost
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.bpe import TOKENIZERS
+from ctxwin.tokens.content import _BYTE, _STEP, EXTRA_STEPS, SCALE, ContentEstimator
+from ctxwin.tokens.framing import provider_framing
+from ctxwin.tokens.registry import default_calibration
 from fidelity import corpus, stress
 from fidelity.run import RealCount, count
 
@@ -105,6 +99,9 @@ class _Features:
 
     def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return provider_framing(fmt, has_tools=has_tools, model=model)
+
+    def seed(self, model: str | None = None) -> float:
+        return 1.0
 
 
 def features(body: Any, fmt: str = "auto") -> list[int]:

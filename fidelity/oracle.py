@@ -2,8 +2,8 @@
 
     python -m fidelity.oracle [--corpus DIR] [--every N] [--vocab]
 
-:class:`ctxwin.estimate.BoundEstimator` cuts text into pieces
-(:func:`ctxwin.estimate.bound_pieces`) and adds up one price per piece, the
+:class:`ctxwin.tokens.BoundEstimator` cuts text into pieces
+(:func:`ctxwin.tokens.bound.bound_pieces`) and adds up one price per piece, the
 largest count any of o200k_base, cl100k_base, Llama 3 and Qwen 3 gives it.
 The tokenizers are not worst on the same pieces (Qwen 3 gives every digit its
 own token, the others group three), so a sum of per-piece maxima pays for the
@@ -15,7 +15,7 @@ o200k_base count (:class:`fidelity.run.RealCount`), median over transcripts.
 
 Cuts:
 
-* ``bound``: :func:`ctxwin.estimate.bound_pieces`, as the estimator cuts;
+* ``bound``: :func:`ctxwin.tokens.bound.bound_pieces`, as the estimator cuts;
 * ``union``: at every place where one of the four tokenizers' pre-tokenizers
   (:data:`PRETOKENIZE`) cuts — the finest cut none of them crosses;
 * ``shared``: only where all four cut (each piece is whole pre-tokens of all
@@ -30,10 +30,10 @@ Figures, per cut: *largest per piece* (every piece at the largest of its four
 exact counts, summed: the least any price table of per-piece maxima can give)
 and *four sums* (each piece at each tokenizer's exact count, the largest of the
 four sums). Priced variants, pieces not known exactly at the estimator's pair
-price (:func:`ctxwin.estimate.bound_parts`, the same in all four sums):
+price (:func:`ctxwin.tokens.bound.bound_parts`, the same in all four sums):
 
 * ``bound`` cut, *vocabulary exact*: the pieces
-  :func:`ctxwin.estimate.fixed_cents` prices (the shipped vocabulary, digit
+  :func:`ctxwin.tokens.bound.fixed_cents` prices (the shipped vocabulary, digit
   runs, non-ASCII runs) at each tokenizer's count — for a non-ASCII run that is
   below the estimator's price, one token a byte, which the corpus seldom needs;
 * ``ascii`` cut, *coverable exact*: digit runs, and the ASCII pieces without
@@ -45,7 +45,7 @@ price (:func:`ctxwin.estimate.bound_parts`, the same in all four sums):
   token for each cut.
 
 Each is given without the per-string price K
-(:data:`ctxwin.estimate.BOUND_STRING_CENTS`, 2 tokens) and with it, as the
+(:data:`ctxwin.tokens.bound.BOUND_STRING_CENTS`, 2 tokens) and with it, as the
 estimator has it. The report also gives the share of the o200k_base tokens in
 pair-priced pieces, and counts the strings and transcripts where a tokenizer's
 sum falls below its exact count (a cut finer than a tokenizer's relies on BPE
@@ -100,20 +100,20 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxwin.estimate import (
+from ctxwin.formats import get_adapter
+from ctxwin.pruning import total_cost
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.bound import (
     _SEGMENT,
     BOUND_STRING_CENTS,
-    TOKENIZERS,
     BoundEstimator,
-    Kind,
     _pair_cents,
     bound_parts,
     bound_pieces,
     bound_vocabulary,
     fixed_cents,
 )
-from ctxwin.formats import get_adapter
-from ctxwin.pruning import total_cost
+from ctxwin.tokens.bpe import TOKENIZERS
 from fidelity.adversarial import vocab_tokens
 
 N = len(TOKENIZERS)
@@ -137,11 +137,11 @@ tokenizer never makes a token across the cuts between its matches. The report ch
 that each tokenizer's count of a string is the sum over these matches."""
 
 ASCII_CUT = re.compile(_SEGMENT)
-"""The ``ascii`` cut: the estimator's own pattern (:data:`ctxwin.estimate._SEGMENT`, the
+"""The ``ascii`` cut: the estimator's own pattern (:data:`ctxwin.tokens.bound._SEGMENT`, the
 pre-tokenizers' shared grammar on ASCII: o200k_base's cut for letter case, a contraction
 apart as the other three have it, a digit run whole — every tokenizer cuts digits from
 what surrounds them; a run of non-ASCII bytes is one piece) over the whole text, where
-:func:`ctxwin.estimate.bound_pieces` first splits at single spaces."""
+:func:`ctxwin.tokens.bound.bound_pieces` first splits at single spaces."""
 
 
 class Cut:

@@ -5,7 +5,7 @@
 *Real* tokens of a body, for a tokenizer: the tokens of every string the
 adapter counts (message contents, tool names, arguments and call ids, the
 serialized ``tools`` block) + 3 per message + the request-level framing the
-estimators add (:func:`ctxwin.estimate.provider_framing`: 3 for the reply
+estimators add (:func:`ctxwin.tokens.provider_framing`: 3 for the reply
 priming, and a provider's hidden tool prompt when the body has tools) —
 applied alike to all four encodings. A stress sample is
 one user message holding the generated text. *Estimate*: the estimator's raw
@@ -25,17 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxwin.estimate import (
-    TOKENIZERS,
-    Estimator,
-    TokenizerEstimator,
-    auto_estimator,
-    calibrated,
-    default_calibration,
-    get_estimator,
-)
 from ctxwin.formats import get_adapter
 from ctxwin.pruning import total_cost
+from ctxwin.tokens.base import Estimator, calibrated
+from ctxwin.tokens.bpe import TOKENIZERS, TokenizerEstimator, auto_estimator
+from ctxwin.tokens.registry import default_calibration, get_estimator
 from fidelity import corpus, stress
 
 ADVERSARIAL = (1, 40, 2000)
@@ -253,7 +247,7 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
         "framing), worst call per model: "
         + ", ".join(f"{k} {v:.3f}" for k, v in sorted(growth.items()))
         + " (a seed at least this large keeps an estimate that bounds the four above "
-        "that model's calls: `ctxwin.estimate.BOUND_MODEL_CALIBRATION`)."
+        "that model's calls: `ctxwin.tokens.BOUND_MODEL_CALIBRATION`)."
     )
     lines.append(
         f"- `--tokenizer auto` (exact for the {auto_exact} calls whose model's tokenizer is "

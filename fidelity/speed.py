@@ -25,7 +25,8 @@ from typing import Any
 import orjson
 
 from ctxwin.core import load
-from ctxwin.estimate import Estimator, Kind, get_estimator
+from ctxwin.tokens.base import Estimator, Kind
+from ctxwin.tokens.registry import get_estimator
 
 
 class _Collect:
@@ -49,6 +50,9 @@ class _Collect:
 
     def framing(self, fmt: str, *, has_tools: bool, model: str | None = None) -> int:
         return 0
+
+    def seed(self, model: str | None = None) -> float:
+        return 1.0
 
 
 def _pass(est: Estimator, texts: list[str], blobs: list[bytes]) -> Callable[[], Any]:

@@ -45,12 +45,13 @@ from pathlib import Path
 
 from ctxwin import core
 from ctxwin.budget import Budget, resolve_spec
-from ctxwin.estimate import calibrated, default_calibration
 from ctxwin.formats.base import RESULT, Part
 from ctxwin.formats.base import Path as Path_
 from ctxwin.pruning import drop_options, fit, segment
 from ctxwin.rules import blocking
 from ctxwin.strategy import CLEAR_RESULTS, DROP_TURNS, PLACEHOLDER, Strategy, clearable
+from ctxwin.tokens.base import calibrated
+from ctxwin.tokens.registry import default_calibration
 from fidelity import corpus
 
 BUDGETS = ("half", "half-droppable")

@@ -35,7 +35,7 @@ class LocalDaskCluster:
         self.procs: list[subprocess.Popen[bytes]] = []
         self._start("scheduler", "--host", "127.0.0.1", "--port", "0")
         deadline = time.monotonic() + 60
-        while not self.scheduler_file.exists():
+        while not self._scheduler_file_written():
             if time.monotonic() > deadline or self.procs[0].poll() is not None:
                 self.close()
                 raise RuntimeError(f"dask scheduler did not start: see {directory}/scheduler.log")
@@ -55,6 +55,16 @@ class LocalDaskCluster:
                 str(directory / f"w{i}"),
                 log=f"worker{i}.log",
             )
+
+    def _scheduler_file_written(self) -> bool:
+        """Whether the scheduler has written its whole file: it appears before its JSON
+        is complete, and a reader in between gets a decode error."""
+        import json
+
+        try:
+            return "address" in json.loads(self.scheduler_file.read_text())
+        except (OSError, ValueError):
+            return False
 
     def _start(self, role: str, *args: str, log: str = "") -> None:
         out = (self.directory / (log or f"{role}.log")).open("wb")

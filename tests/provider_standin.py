@@ -35,7 +35,7 @@ import orjson
 import quicktok
 
 from ctxwin.calibration import grow
-from ctxwin.estimate import SeedEstimator
+from ctxwin.tokens.seed import SeedEstimator
 
 ENCODING = quicktok.get_encoding("o200k_base")
 COMPLETION_TOKENS = 12

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwin.calibration import grow, prompt_tokens_from_usage
-from ctxwin.estimate import calibrated
+from ctxwin.tokens.base import calibrated
 
 
 @settings(max_examples=200)

@@ -7,8 +7,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.estimate import ContentEstimator, Estimator, SeedEstimator
 from ctxwin.formats.openai_chat import OpenAIChat
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.content import ContentEstimator
+from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import View
 
 TEXT = st.text(max_size=30)

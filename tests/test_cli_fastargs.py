@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ctxwin.cli import commands, options
 from ctxwin.cli import fastargs as _fastargs
+from ctxwin.cli import replay as replay_module
 from ctxwin.cli.app import app
 from tests.conftest import Cli
 
@@ -186,14 +187,16 @@ def test_every_accepted_command_line_means_what_typer_reads(argv: list[str], cli
         seen["debug"] = options.state["debug"]
         return 0
 
-    name = f"{command}_command"
-    original = getattr(commands, name)
-    setattr(commands, name, capture)
+    module, name = (
+        (replay_module, "replay") if command == "replay" else (commands, f"{command}_command")
+    )
+    original = getattr(module, name)
+    setattr(module, name, capture)
     try:
         options.state["debug"] = False
         result = cli(*argv)
     finally:
-        setattr(commands, name, original)
+        setattr(module, name, original)
         options.state["debug"] = False
     assert result.exit_code == 0, (argv, result.output)
     assert seen == {**kwargs, "debug": debug}

@@ -154,7 +154,7 @@ def test_check_command_engine_flags(
     lonely = cli("check", *paths, "--scheduler", running.address)
     assert lonely.exit_code == 2 and "--scheduler needs --engine dask" in lonely.stderr
     nowhere = cli("check", *paths, "--engine", "dask")
-    assert nowhere.exit_code == 2 and "needs --scheduler" in nowhere.stderr
+    assert nowhere.exit_code == 2 and "--scheduler: engine 'dask' needs" in nowhere.stderr
     assert "Traceback" not in lonely.stderr + nowhere.stderr
 
 
@@ -296,10 +296,12 @@ def test_a_worker_lost_mid_chunk_is_retried_and_counted_once(
 def test_engine_errors_are_clear() -> None:
     from ctxwin.cluster import connect
 
-    with pytest.raises(UsageError, match="engine 'spark'"):
+    with pytest.raises(UsageError, match="engine: 'spark'") as usage:
         check_files([], SETTINGS, engine="spark")
-    with pytest.raises(UsageError, match="needs --scheduler"):
+    assert usage.value.setting == "engine"
+    with pytest.raises(UsageError, match="needs the address of a scheduler") as usage:
         connect(None)
+    assert usage.value.setting == "scheduler" and "--" not in str(usage.value)
     with pytest.raises(CtxwinError, match="cannot reach the Dask scheduler") as info:
         connect("tcp://127.0.0.1:9", timeout=1)
     assert info.value.exit_code == ExitCode.BAD_INPUT

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ctxwin import ExitCode
-from ctxwin.estimate import ContentEstimator, Kind
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.content import ContentEstimator
 from tests.docs_support import (
     CLI_PAGE,
     ROOT,

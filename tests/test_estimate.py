@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwin.estimate import Kind, SeedEstimator, calibrated, get_estimator
+from ctxwin.tokens.base import Kind, calibrated
+from ctxwin.tokens.registry import get_estimator
+from ctxwin.tokens.seed import SeedEstimator
 
 
 def cost_of(pairs: list[tuple[str, Kind]]) -> list[int]:

@@ -13,25 +13,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.estimate import (
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.bound import (
     _BCLASS,
     _BOPEN,
     _BPAIR,
     _BSPAN,
     BOUND_STRING_CENTS,
     BoundEstimator,
-    Kind,
     _bound_cents,
     _pair_cents,
     bound_parts,
     bound_pieces,
     bound_vocabulary,
     char_caps,
-    default_calibration,
     fixed_cents,
-    get_estimator,
     run_cap,
 )
+from ctxwin.tokens.registry import default_calibration, get_estimator
 from fidelity import adversarial
 from tests.conftest import Cli
 
@@ -86,7 +85,7 @@ def test_fast_pair_price_equals_the_pair_by_pair_price(data: bytes, pad: bytes) 
 
 def test_fast_pair_price_past_one_chunk() -> None:
     """Strings longer than one summed chunk, made of the dearest pair."""
-    from ctxwin.estimate import _BCHUNK
+    from ctxwin.tokens.bound import _BCHUNK
 
     x, y = divmod(max(range(256), key=_BPAIR.__getitem__), 16)
     pad = bytes([_BCLASS.index(x), _BCLASS.index(y)])

@@ -14,20 +14,17 @@ from hypothesis import strategies as st
 
 from ctxwin.core import load
 from ctxwin.errors import UsageError
-from ctxwin.estimate import (
+from ctxwin.pruning import total_cost
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.bpe import TokenizerEstimator
+from ctxwin.tokens.content import SCALE, ContentEstimator
+from ctxwin.tokens.framing import (
     ANTHROPIC_TOOL_PROMPT,
     OPENAI_REASONING_PREAMBLE,
-    SCALE,
-    ContentEstimator,
-    Kind,
-    TokenizerEstimator,
-    default_calibration,
-    default_estimator,
-    get_estimator,
     provider_framing,
     reasoning_model,
 )
-from ctxwin.pruning import total_cost
+from ctxwin.tokens.registry import default_calibration, default_estimator, get_estimator
 from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None
@@ -65,7 +62,7 @@ def test_monotonic(a: str, b: str) -> None:
 
 def reference_cost(data: bytes) -> int:
     """The documented price, one byte at a time."""
-    from ctxwin.estimate import _BYTE, _STEP, _WEIGHTS
+    from ctxwin.tokens.content import _BYTE, _STEP, _WEIGHTS
 
     return sum(_BYTE + _STEP * _WEIGHTS[b] for b in data)
 
@@ -73,7 +70,7 @@ def reference_cost(data: bytes) -> int:
 @settings(max_examples=200)
 @given(st.binary(max_size=20_000), st.sampled_from([b"", b"0", b"\xf0", b"A7"]))
 def test_fast_sum_equals_the_byte_by_byte_price(data: bytes, pad: bytes) -> None:
-    from ctxwin.estimate import _SUM_SPAN, _cost
+    from ctxwin.tokens.content import _SUM_SPAN, _cost
 
     # Long runs of the dearest bytes exceed one Adler-32 span several times over.
     for sample in (data, pad * (3 * _SUM_SPAN), data + pad * _SUM_SPAN):
@@ -301,7 +298,7 @@ def test_cli_prune_with_tokenizer(tmp_path: Path, cli: Cli) -> None:
 def test_exact_decimal_and_calibrated_match_fractions(value: float, raw: int) -> None:
     from fractions import Fraction
 
-    from ctxwin.estimate import calibrated, exact_decimal
+    from ctxwin.tokens.base import calibrated, exact_decimal
 
     numerator, denominator = exact_decimal(value)
     assert Fraction(numerator, denominator) == Fraction(repr(value))

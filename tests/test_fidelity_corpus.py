@@ -29,7 +29,7 @@ def test_no_under_count_against_provider_usage(name: str) -> None:
     assert ROOT is not None
     seen = 0
     under = []
-    from ctxwin.estimate import get_estimator
+    from ctxwin.tokens.registry import get_estimator
 
     est = get_estimator(name)
     for u in corpus.usages(ROOT):
@@ -46,7 +46,8 @@ def test_tokenizer_auto_never_under_counts_provider_usage() -> None:
     """Exact counts plus the framing stay above what the provider reported: gpt-5.4-mini
     was 13 tokens over before its reasoning header was counted (OPENAI_REASONING_PREAMBLE)."""
     assert ROOT is not None
-    from ctxwin.estimate import ContentEstimator, auto_estimator
+    from ctxwin.tokens.bpe import auto_estimator
+    from ctxwin.tokens.content import ContentEstimator
 
     exact = under = 0
     for u in corpus.usages(ROOT):
@@ -64,7 +65,8 @@ def test_tokenizer_auto_never_under_counts_provider_usage() -> None:
 def test_no_under_count_against_tokenizers_and_median(name: str) -> None:
     import statistics
 
-    from ctxwin.estimate import TOKENIZERS, get_estimator
+    from ctxwin.tokens.bpe import TOKENIZERS
+    from ctxwin.tokens.registry import get_estimator
     from fidelity.run import RealCount
 
     assert ROOT is not None

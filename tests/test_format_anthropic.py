@@ -11,9 +11,9 @@ import pytest
 
 from ctxwin import core, media
 from ctxwin.errors import InputError, PairingError
-from ctxwin.estimate import SeedEstimator
 from ctxwin.formats import get_adapter
 from ctxwin.formats.anthropic import Anthropic
+from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, USER
 from tests.conftest import Cli
 from tests.formats_support import (

@@ -10,7 +10,7 @@ import pytest
 
 from ctxwin import core, media
 from ctxwin.errors import InputError, PairingError
-from ctxwin.estimate import SeedEstimator
+from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER
 from tests.conftest import Cli
 from tests.formats_support import FIXTURES, cassette_bodies, check_report, fixture, squeeze

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from ctxwin.core import load
 from ctxwin.errors import CtxwinError, PairingError
-from ctxwin.estimate import SeedEstimator
 from ctxwin.formats.anthropic import Anthropic
 from ctxwin.formats.openai_chat import OpenAIChat
 from ctxwin.formats.openai_responses import OpenAIResponses, ResponsesView
@@ -23,6 +22,7 @@ from ctxwin.pruning import Rules, fit, segment
 from ctxwin.runs import Run, calls_from_transcript, read_runs
 from ctxwin.settings import Settings
 from ctxwin.simulate import replay_run
+from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, View
 from tests.strategies import transcripts
 
@@ -449,3 +449,48 @@ def test_cover_counts_the_ids_spanning_a_boundary(
             for c in IDS
         )
         assert cover.spanned(boundary, which) == spanning, boundary
+
+
+def _gemini_history(calls: int, ids: bool) -> list[list[Any]]:
+    """The ``contents`` of each call of a Gemini loop: a call and its response per step,
+    the function parts with an ``id`` or (as Gemini pairs them) by name and order."""
+    history: list[Any] = [{"role": "user", "parts": [{"text": "u"}]}]
+    bodies = []
+    for k in range(calls):
+        call: dict[str, Any] = {"name": "f", "args": {}}
+        response: dict[str, Any] = {"name": "f", "response": {"out": "x" * 200}}
+        if ids:
+            call["id"] = response["id"] = f"c{k}"
+        history = [
+            *history,
+            {"role": "model", "parts": [{"functionCall": call}]},
+            {"role": "user", "parts": [{"functionResponse": response}]},
+        ]
+        bodies.append(history)
+    return bodies
+
+
+@pytest.mark.parametrize("ids", [True, False])
+def test_a_gemini_loop_equals_reading_every_request_whole(ids: bool) -> None:
+    """Gemini contents are read alone when their function parts carry ids (each is read
+    once over the loop); without ids a call is named by its position and answered by
+    name and order across contents, so the whole body is read again. Either way the
+    decisions are those of a whole read."""
+    incremental = ContextWindowManager(context_length=3000, estimator=EST)
+    scratch = ContextWindowManager(context_length=3000, estimator=EST, incremental=False)
+    usage: Any = None
+    pruned = 0
+    bodies = _gemini_history(120, ids)
+    for contents in bodies:
+        body = {"contents": contents}
+        got = attempt(incremental, body, usage)
+        want = attempt(scratch, body, usage)
+        assert got[:5] == want[:5]
+        pruned += got[5].pruned
+        usage = {"promptTokenCount": got[5].estimated_tokens_after}
+    assert pruned > 50
+    total = len(bodies[-1])
+    if ids:
+        assert incremental.messages_read == total
+    else:
+        assert incremental.messages_read > 10 * total

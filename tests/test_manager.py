@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import ctxwin
 from ctxwin.calibration import grow, prompt_tokens_from_usage
-from ctxwin.estimate import SeedEstimator
 from ctxwin.manager import default_seed
 from ctxwin.pruning import pairing_problems
+from ctxwin.tokens.seed import SeedEstimator
 from tests.builders import assistant, system, tool, user
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -6,8 +6,8 @@ import pytest
 
 from ctxwin.core import load
 from ctxwin.errors import PairingError
-from ctxwin.estimate import SeedEstimator
 from ctxwin.pruning import fit, head_end, pairing_problems, segment
+from ctxwin.tokens.seed import SeedEstimator
 from tests.builders import Message, assistant, system, tool, user
 
 

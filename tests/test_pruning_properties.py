@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwin.core import load
-from ctxwin.estimate import SeedEstimator
 from ctxwin.pruning import fit, segment
+from ctxwin.tokens.seed import SeedEstimator
 from tests.builders import Message
 from tests.strategies import transcripts
 

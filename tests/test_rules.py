@@ -8,8 +8,8 @@ import pytest
 
 from ctxwin import core, rules
 from ctxwin.errors import PairingError
-from ctxwin.estimate import SeedEstimator
 from ctxwin.pruning import fit
+from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 from tests.hostile_util import transcript
 

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 import ctxwin
-from ctxwin.estimate import SeedEstimator
 from ctxwin.settings import DEFAULT, Settings, settings_with
+from ctxwin.tokens.seed import SeedEstimator
 
 EXAMPLE = orjson.loads(
     (Path(__file__).resolve().parent.parent / "examples/agent-run.json").read_bytes()

@@ -13,22 +13,19 @@ import pytest
 import ctxwin
 from ctxwin.budget import compute_budget, lookup_model, model_table, resolve_spec
 from ctxwin.core import load
-from ctxwin.estimate import (
+from ctxwin.proxy.fitting import Fitter, ProxyConfig
+from ctxwin.proxy.routes import CHAT, MESSAGES
+from ctxwin.settings import Settings
+from ctxwin.tokens.bound import BoundEstimator
+from ctxwin.tokens.bpe import TOKENIZERS, TokenizerEstimator, auto_estimator, exact_encoding
+from ctxwin.tokens.content import ContentEstimator
+from ctxwin.tokens.registry import default_calibration
+from ctxwin.tokens.seeds import (
     BOUND_MODEL_CALIBRATION,
     CLAUDE_NEXT_SEED,
     CLAUDE_TOKENIZER_GROWTH,
     MODEL_CALIBRATION,
-    TOKENIZERS,
-    BoundEstimator,
-    ContentEstimator,
-    TokenizerEstimator,
-    auto_estimator,
-    default_calibration,
-    exact_encoding,
 )
-from ctxwin.proxy.fitting import Fitter, ProxyConfig
-from ctxwin.proxy.routes import CHAT, MESSAGES
-from ctxwin.settings import Settings
 from tests.conftest import Cli
 
 HAS_BPE = importlib.util.find_spec("quicktok") is not None

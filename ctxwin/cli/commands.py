@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.cli.funnel import exit_code_for, say
+from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import read_input, write_output, write_stdout
 from ctxwin.errors import ExitCode, InputError, SpecError, UsageError
 from ctxwin.words import plural
@@ -27,9 +26,9 @@ if TYPE_CHECKING:
     from typing import TypedDict, Unpack
 
     from ctxwin.cli.report import Report
-    from ctxwin.estimate import Estimator
     from ctxwin.settings import Settings
     from ctxwin.strategy import Strategy
+    from ctxwin.tokens.base import Estimator
 
     # Declared for the checker only: a TypedDict class costs start-up time.
     class PlanOptions(TypedDict):
@@ -54,33 +53,22 @@ if TYPE_CHECKING:
         clear_at_least: int
 
 
-retain: Callable[[Any], object] = id
-"""Called with each parsed body. The entry point (:mod:`ctxwin.cli.main`) makes it
-keep the bodies alive until the process ends; by default it does nothing."""
+_kept: list[Any] | None = None
 
 
-def run(command: str, debug: bool, kwargs: dict[str, Any]) -> int:
-    """Run ``estimate``, ``prune`` or ``replay`` with the keyword arguments the Typer
-    command would pass (:func:`ctxwin.cli.fastargs.parse`); the exit code.
+def keep_until_exit() -> None:
+    """From now on, :func:`retain` keeps what it is given alive until the process ends
+    (the entry point, :mod:`ctxwin.cli.main`, asks for it when it turns the collector
+    off and ends the process without freeing)."""
+    global _kept
+    _kept = []
 
-    Errors go through the same funnel as the Typer app's
-    (:func:`ctxwin.cli.funnel.exit_code_for`): one line and its code; with
-    ``debug``, the exception propagates (a traceback).
-    """
-    commands: dict[str, Callable[..., int]] = {
-        "estimate": estimate_command,
-        "prune": prune_command,
-        "replay": replay_command,
-    }
-    fn = commands[command]
-    try:
-        return fn(**kwargs)
-    except KeyboardInterrupt as exc:
-        return exit_code_for(exc)
-    except Exception as exc:
-        if debug:
-            raise
-        return exit_code_for(exc)
+
+def retain(value: Any) -> None:
+    """Called with each parsed body (and a replay's runs and reports): kept alive until
+    the process ends after :func:`keep_until_exit`; otherwise nothing is done."""
+    if _kept is not None:
+        _kept.append(value)
 
 
 def check_calibration(calibration: float | None) -> None:
@@ -125,17 +113,17 @@ def choose_estimator(
     Raises :class:`UsageError` (exit 2) for an unknown format or estimator, a
     calibration that is not finite, or a tokenizer that cannot count here.
     """
-    from ctxwin import estimate, formats
+    from ctxwin import formats, tokens
 
     if format_ != formats.AUTO and format_ not in formats.names():
         raise UsageError(
             f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
         )
     check_calibration(calibration)
-    if tokenizer is not None and tokenizer != estimate.AUTO_TOKENIZER:
-        return estimate.TokenizerEstimator(tokenizer)
+    if tokenizer is not None and tokenizer != tokens.AUTO_TOKENIZER:
+        return tokens.TokenizerEstimator(tokenizer)
     try:
-        return estimate.get_estimator(estimator)
+        return tokens.get_estimator(estimator)
     except ValueError as exc:
         raise UsageError(f"--estimator: {exc}") from None
 
@@ -410,11 +398,3 @@ def _did(plan: Any) -> str:
 def _looks_indented(data: bytes) -> bool:
     head = data[:259].removeprefix(b"\xef\xbb\xbf").lstrip()
     return head[:1] in (b"{", b"[") and head[1:2] == b"\n"
-
-
-def replay_command(**kwargs: Any) -> int:
-    """``ctxwin replay``: replay the recorded runs (:func:`ctxwin.cli.replay.replay`);
-    the exit code."""
-    from ctxwin.cli.replay import replay
-
-    return replay(**kwargs)

@@ -2,7 +2,7 @@
 
 Both ways into the command line use it: the Typer commands (through
 :func:`ctxwin.cli.options.guard`) and the plain ``estimate``/``prune`` fast
-path (:func:`ctxwin.cli.commands.run`). So a given failure reads the same and
+path (:func:`ctxwin.cli.main.run_plain`). So a given failure reads the same and
 exits the same, whichever parser read the command line.
 
 - a ctxwin error (:class:`~ctxwin.errors.CtxwinError`): its message and its code
@@ -49,7 +49,8 @@ def exit_code_for(exc: BaseException) -> int:
         say(no_budget_message(exc))
         return int(exc.exit_code)
     if isinstance(exc, CtxwinError):
-        say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {exc}")
+        text = f"{flag_for(exc.setting)}: {exc.message}" if exc.setting else str(exc)
+        say(f"{'usage error' if isinstance(exc, UsageError) else 'error'}: {text}")
         return int(exc.exit_code)
     if isinstance(exc, MemoryError):
         say("error: out of memory (try a smaller input)")
@@ -104,6 +105,16 @@ def no_budget_message(exc: NoBudget) -> str:
         f"{exc.safety:,} tokens of safety (3% of the window) leaves {exc.budget:,} for the "
         f"prompt; nothing was written. Pass {' or '.join(fixes)}."
     )
+
+
+def flag_for(setting: str) -> str:
+    """The flag that sets ``setting``: the one declared for it in
+    :data:`ctxwin.cli.flags.FLAGS`, else its name as a flag (``scheduler`` →
+    ``--scheduler``)."""
+    from ctxwin.cli.flags import FLAGS
+
+    flag = FLAGS.get(setting)
+    return flag.names[0] if flag is not None else "--" + setting.replace("_", "-")
 
 
 def quiet_stdout() -> None:

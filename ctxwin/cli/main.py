@@ -30,8 +30,6 @@ TRANSCRIPT_COMMANDS = frozenset({"estimate", "prune", "replay"})
 """The commands that run with the cyclic garbage collector off."""
 ROOT_FLAGS = frozenset({"--debug"})
 
-_KEEP_UNTIL_EXIT: list[Any] = []
-
 
 def command_in(argv: list[str], among: frozenset[str] = LEAN_COMMANDS) -> str | None:
     """The command named in ``argv`` (after root flags), if it is one of ``among``."""
@@ -57,6 +55,37 @@ def finish(code: int) -> None:
     os._exit(code)
 
 
+def run_plain(command: str, debug: bool, kwargs: dict[str, Any]) -> int:
+    """Run ``estimate``, ``prune`` or ``replay`` with the keyword arguments the Typer
+    command would pass (:func:`ctxwin.cli.fastargs.parse`); the exit code.
+
+    Errors go through the same funnel as the Typer app's
+    (:func:`ctxwin.cli.funnel.exit_code_for`): one line and its code; with
+    ``debug``, the exception propagates (a traceback).
+    """
+    from collections.abc import Callable
+
+    from ctxwin.cli.funnel import exit_code_for
+
+    fn: Callable[..., int]
+    if command == "replay":
+        from ctxwin.cli.replay import replay
+
+        fn = replay
+    else:
+        from ctxwin.cli import commands
+
+        fn = commands.estimate_command if command == "estimate" else commands.prune_command
+    try:
+        return fn(**kwargs)
+    except KeyboardInterrupt as exc:
+        return exit_code_for(exc)
+    except Exception as exc:
+        if debug:
+            raise
+        return exit_code_for(exc)
+
+
 def run() -> None:
     """Console-script entry point (``ctxwin``)."""
     argv = sys.argv[1:]
@@ -65,12 +94,12 @@ def run() -> None:
 
     if command_in(argv, TRANSCRIPT_COMMANDS) is not None:
         gc.disable()
-        commands.retain = _KEEP_UNTIL_EXIT.append
+        commands.keep_until_exit()
     from ctxwin.cli.fastargs import parse
 
     plain = parse(argv)
     if plain is not None:
-        finish(commands.run(*plain))
+        finish(run_plain(*plain))
     from ctxwin.cli.app import main_exit_code
 
     finish(main_exit_code(argv, only=requested))

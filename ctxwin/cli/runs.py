@@ -82,9 +82,9 @@ def replay(
     truncated. Exit 0 when every run survives (fits or is pruned), 3 when
     some call would be truncated, 1 when the run cannot be read.
     """
-    from ctxwin.cli import commands
+    from ctxwin.cli.replay import replay
 
-    code = commands.replay_command(run_files=run_files, **flags)
+    code = replay(run_files=run_files, **flags)
     if code:
         raise typer.Exit(code)
 

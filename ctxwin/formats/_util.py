@@ -10,8 +10,8 @@ import orjson
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats.base import Edits, Path
+from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import USER, Item, Problem, View
 
 

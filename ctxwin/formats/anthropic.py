@@ -34,7 +34,6 @@ from typing import Any
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.estimate import ANTHROPIC_TOOL_PROMPT, Estimator, Kind
 from ctxwin.formats._util import (
     _REMOVE,
     add_json,
@@ -53,7 +52,9 @@ from ctxwin.formats._util import (
     required_str,
     unknown_documents_note,
 )
-from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
+from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
+from ctxwin.tokens.base import Estimator, Kind
+from ctxwin.tokens.framing import ANTHROPIC_TOOL_PROMPT
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
 ROLES = {"user": USER, "assistant": ASSISTANT}
@@ -159,6 +160,7 @@ def _is_anthropic_block(block: Any) -> bool:
 class Anthropic:
     name = "anthropic"
     items_key = "messages"
+    format_rules = True
     local_rules = True
     """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = (
@@ -395,6 +397,9 @@ class Anthropic:
         and the notes, which the incremental reader compares."""
         return True
 
+    def extend_view(self, view: View, part: View) -> bool:
+        return extend_plain(view, part)
+
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
         """Each ``tool_result`` block's content, and the ``thinking`` /
         ``redacted_thinking`` blocks of earlier turns (the API lets a client omit
@@ -463,7 +468,7 @@ With tool search the provider expands each ``tool_reference`` into the named
 tool's full definition (charged in place, from ``tools``) and brings in its
 tool-search instructions, which the body never shows and Anthropic does not
 publish a size for. They are charged as a second tool-use system prompt
-(:data:`ctxwin.estimate.ANTHROPIC_TOOL_PROMPT`, 346 tokens) — an assumption that
+(:data:`ctxwin.tokens.ANTHROPIC_TOOL_PROMPT`, 346 tokens) — an assumption that
 errs high: the one recorded ``count_tokens`` answer for such a body (641
 tokens) sits below the estimate, and 219 tokens above the body plus its
 documented tool prompt.

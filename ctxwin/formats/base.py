@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ctxwin.estimate import Estimator
+from ctxwin.tokens.base import Estimator
 from ctxwin.view import Problem, View
 
 RESULT = "result"
@@ -56,6 +56,12 @@ class Adapter(Protocol):
     description: str
     items_key: str
     """Top-level key of the body's message list (``messages``, ``input``, ``contents``)."""
+    format_rules: bool
+    """Whether :meth:`problems` can find anything (False: the format has no rules beyond
+    pairing, and :mod:`ctxwin.incremental` skips it)."""
+    local_rules: bool
+    """Whether :meth:`problems` at an item depends only on the items next to it, so the
+    incremental reader re-checks only the newest ones."""
 
     def detect(self, body: Any) -> bool:
         """Whether ``body`` has this format's shape."""
@@ -79,3 +85,21 @@ class Adapter(Protocol):
     def edit(self, body: Any, edits: Edits) -> Any:
         """``body`` with the parts named in ``edits`` replaced (or removed); nothing else
         changes, and the objects not on an edited path are the original ones."""
+
+    def reads_alone(self, entry: Any) -> bool:
+        """Whether ``entry`` of the message list reads the same alone as in its list
+        (after the entries before it), so :mod:`ctxwin.incremental` may read only the
+        entries a request appends; False sends it back to reading the whole body."""
+
+    def extend_view(self, view: View, part: View) -> bool:
+        """Append to ``view`` the items of ``part`` (the entries after ``view``'s, read
+        alone), as reading them in one list gives; False (nothing done) when it cannot."""
+
+
+def extend_plain(view: View, part: View) -> bool:
+    """:meth:`Adapter.extend_view` of a format whose items need nothing from the items
+    before them: ``part``'s items are appended as they are."""
+    if type(view) is not View or type(part) is not View:
+        return False
+    view.items.extend(part.items)
+    return True

@@ -31,7 +31,6 @@ import orjson
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
     _REMOVE,
     add_json,
@@ -47,7 +46,8 @@ from ctxwin.formats._util import (
     required_str,
     unknown_documents_note,
 )
-from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path
+from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
+from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
 ROLES = {"user": USER, "model": ASSISTANT, "function": USER}
@@ -74,9 +74,29 @@ def _function_part(
 class Gemini:
     name = "gemini"
     items_key = "contents"
+    format_rules = True
     local_rules = True
     """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = 'Google Gemini generateContent body {"contents": [{"role", "parts"}, ...]}'
+
+    def reads_alone(self, content: Any) -> bool:
+        """Whether ``content`` reads the same alone as in its list (``ctxwin.incremental``):
+        unless a function call or response in it lacks an ``id``. Gemini pairs those by
+        name and order across contents, and names an unnamed call by its position."""
+        parts = content.get("parts") if type(content) is dict else None
+        if type(parts) is not list:
+            return False  # read as part of the whole body, which says what is wrong
+        for part in parts:
+            if type(part) is not dict:
+                return False
+            for key in ("functionCall", "function_call", "functionResponse", "function_response"):
+                value = part.get(key)
+                if value is not None and (type(value) is not dict or "id" not in value):
+                    return False
+        return True
+
+    def extend_view(self, view: View, part: View) -> bool:
+        return extend_plain(view, part)
 
     def detect(self, body: Any) -> bool:
         return isinstance(body, dict) and isinstance(body.get("contents"), list)

@@ -27,7 +27,6 @@ import orjson
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
     add_json,
     dense_cost,
@@ -42,7 +41,8 @@ from ctxwin.formats._util import (
     replace_key,
     unknown_documents_note,
 )
-from ctxwin.formats.base import RESULT, Edits, Part, Path
+from ctxwin.formats.base import RESULT, Edits, Part, Path, extend_plain
+from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
 ROLES = {
@@ -286,6 +286,9 @@ class OpenAIChat:
         return type(message) is not dict or (
             message.get("function_call") is None and message.get("role") != "function"
         )
+
+    def extend_view(self, view: View, part: View) -> bool:
+        return extend_plain(view, part)
 
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
         """Each ``tool`` (or legacy ``function``) message's content; Chat has no thinking."""

@@ -32,7 +32,6 @@ from typing import Any
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.estimate import Estimator, Kind
 from ctxwin.formats._util import (
     add_json,
     dense_cost,
@@ -49,6 +48,7 @@ from ctxwin.formats._util import (
     unknown_documents_note,
 )
 from ctxwin.formats.base import RESULT, Edits, Part, Path
+from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
 ROLES = {"user": USER, "system": SYSTEM, "developer": SYSTEM, "assistant": ASSISTANT}
@@ -93,6 +93,7 @@ class ResponsesView(View):
 class OpenAIResponses:
     name = "openai-responses"
     items_key = "input"
+    format_rules = True
     local_rules = True
     """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = 'OpenAI Responses body {"input": "..." | [...], "instructions": ...}'

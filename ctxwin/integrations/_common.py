@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 
 from ctxwin.errors import truncated
-from ctxwin.estimate import Estimator
 from ctxwin.manager import ContextWindowManager, ManagedFit
 from ctxwin.strategy import Strategy
+from ctxwin.tokens.base import Estimator
 
 SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments of an SDK call that are not part of the request body."""

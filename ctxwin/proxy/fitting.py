@@ -41,10 +41,11 @@ from ctxwin.calibration import grow
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
 from ctxwin.core import Plan, Transcript, load, plan
 from ctxwin.errors import InputError
-from ctxwin.estimate import AUTO_TOKENIZER, Estimator
 from ctxwin.proxy.routes import Route
 from ctxwin.pruning import head_end
 from ctxwin.settings import DEFAULT, Settings, body_model
+from ctxwin.tokens.base import Estimator
+from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
 FIT = "fit"
 PRUNED = "pruned"

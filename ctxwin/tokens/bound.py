@@ -1,0 +1,484 @@
+"""The bound estimator: pieces cut as the tokenizers cut text, priced by their worst case
+(``--estimator bound``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+from zlib import adler32
+
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.content import _ADLER_MOD, _SHORT, SCALE, ContentEstimator, _memoize
+from ctxwin.tokens.seeds import BOUND_MODEL_CALIBRATION, family_seed
+
+BOUND_CLASSES = (
+    ("e", b"e"),
+    ("vowel", b"aoiu"),
+    ("th", b"ths"),
+    ("consonant", b"nrldcm"),
+    ("rare letter", b"bfgjkpqvwxyz"),
+    ("upper", bytes(range(0x41, 0x5B))),
+    ("digit", bytes(range(0x30, 0x3A))),
+    ("space", b" \t"),
+    ("newline", b"\n\r\x0b\x0c"),
+    ("punct", b".,:;'\"()[]{}-_/="),
+    ("other ascii", bytes(range(0x80))),
+    ("non-ascii", bytes(range(0x80, 0x100))),
+)
+"""The 12 byte classes of :class:`BoundEstimator`, by code. A byte takes the first
+class that lists it (``other ascii`` is the rest of ASCII: other punctuation and
+control characters). ``non-ascii`` bytes never reach a pair price (a run of them is
+one piece, priced by :func:`fixed_cents`); their entries are 1 token a byte, the
+most a byte-level BPE gives, should one ever be priced by pairs."""
+
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 75, 107, 100)
+"""u: what a byte of each class costs, in 1/100 token (by class code), unless it
+follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
+
+BOUND_RUN_CENTS = (105, 105, 104, 104, 105, 105, 0, 98, 132, 38, 6, 0)
+"""s: what a byte costs on top of u when it starts a run of its class (the byte
+before it is of another class, or it opens the string)."""
+
+BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
+"""Class codes of the *word* classes (the five lower-case letter groups, upper, space):
+between two of them a pair price applies in place of u and s."""
+
+BOUND_WORD_CENTS = (
+    (36, 111, 97, 90, 111, 0, 0),
+    (21, 60, 0, 0, 68, 0, 0),
+    (0, 94, 55, 92, 97, 0, 0),
+    (0, 91, 45, 61, 83, 0, 0),
+    (0, 43, 24, 41, 84, 0, 0),
+    (107, 104, 110, 108, 111, 73, 0),
+    (33, 21, 0, 3, 0, 0, 0),
+)
+"""w[x][y]: what a byte of word class y costs after one of word class x (by the
+order of :data:`BOUND_WORD`)."""
+
+BOUND_STRING_CENTS = 200
+"""K: what every non-empty string costs on top of its bytes (2 tokens)."""
+
+
+def _bound_tables() -> tuple[bytes, bytes, bytes, bytes]:
+    """(byte → class code, pair code → price, byte → opening price, byte → tail price).
+
+    The pair code of two adjacent bytes is ``16 × class(first) + class(second)``;
+    its price is that of the second byte in the context of the first.
+    """
+    code = bytearray(256)
+    seen: set[int] = set()
+    for c, (_, members) in enumerate(BOUND_CLASSES):
+        for b in members:
+            if b not in seen:
+                seen.add(b)
+                code[b] = c
+    word = {c: i for i, c in enumerate(BOUND_WORD)}
+    pair = bytearray(256)
+    classes = range(len(BOUND_CLASSES))
+    for x in classes:
+        for y in classes:
+            if x in word and y in word:
+                price = BOUND_WORD_CENTS[word[x]][word[y]]
+            else:
+                price = BOUND_BYTE_CENTS[y] + (BOUND_RUN_CENTS[y] if x != y else 0)
+            pair[16 * x + y] = price
+    opening = bytes(BOUND_BYTE_CENTS[code[b]] + BOUND_RUN_CENTS[code[b]] for b in range(256))
+    tail = bytes(pair[16 * code[b]] for b in range(256))
+    return bytes(code), bytes(pair), opening, tail
+
+
+_BCLASS, _BPAIR, _BOPEN, _BTAIL = _bound_tables()
+_BSPAN = (_ADLER_MOD - 2) // max(_BPAIR)
+"""Longest run of pair prices whose sum Adler-32 alone gives exactly."""
+
+_BCHUNK = _ADLER_MOD - 1
+"""Longest run of pair prices summed in one go: their sum is below 255 × 65,521,
+so it is fixed by its remainders modulo 65,521 (Adler-32) and 255."""
+
+_BINV = pow(_ADLER_MOD % 255, -1, 255)
+"""65,521's inverse modulo 255, to combine the two remainders."""
+
+
+def _sum_prices(prices: bytes | memoryview) -> int:
+    """The sum of the bytes of ``prices`` (at most :data:`_BCHUNK` of them), at C speed.
+
+    Adler-32's low half is one plus the sum modulo 65,521; the integer whose
+    base-256 digits are the bytes is the sum modulo 255 (256 ≡ 1); the sum
+    is below 255 × 65,521, so the two remainders fix it (Chinese remainder
+    theorem). Runs up to :data:`_BSPAN` bytes need only the first.
+    """
+    low = ((adler32(prices) & 0xFFFF) - 1) % _ADLER_MOD
+    if len(prices) <= _BSPAN:
+        return low
+    high = int.from_bytes(prices, "little") % 255
+    return low + _ADLER_MOD * (((high - low) * _BINV) % 255)
+
+
+def _pair_cents(data: bytes) -> int:
+    """Pair price of UTF-8 ``data`` in 1/100 token, its first byte at its opening price
+    (no string price K); see :class:`BoundEstimator`.
+
+    Classes are translated to 4-bit codes; one big-integer shift-and-add puts
+    ``16 × code[i] + code[i+1]`` in byte ``i`` (no carries: each sum is at most
+    255), a second translate maps those pair codes to prices, and
+    :func:`_sum_prices` adds them up. The last byte's code is paired with code
+    0 (nothing follows it): that price is taken off again.
+    """
+    n = len(data)
+    if not n:
+        return 0
+    a = int.from_bytes(data.translate(_BCLASS), "little")
+    prices = ((a << 4) + (a >> 8)).to_bytes(n, "little").translate(_BPAIR)
+    total = _BOPEN[data[0]] - _BTAIL[data[-1]]
+    if n <= _BCHUNK:
+        return total + _sum_prices(prices)
+    view = memoryview(prices)
+    return total + sum(_sum_prices(view[i : i + _BCHUNK]) for i in range(0, n, _BCHUNK))
+
+
+_PREFIX = rb"[\x00-\t\x0b\x0c\x0e-/:-@\[-`{-\x7f]"
+"""One ASCII byte that is neither a letter, a digit nor a line break: it may open a
+letter run (the ``[^\\r\\n\\p{L}\\p{N}]?`` of the tokenizers' patterns)."""
+
+_MARK = rb"[\x00-\x08\x0e-\x1f!-/:-@\[-`{-~\x7f]"
+"""An ASCII byte that is neither whitespace, a letter nor a digit."""
+
+_SEGMENT = (
+    rb"'(?:[sdmtSDMT]|[lL][lL]|[vV][eE]|[rR][eE])"
+    rb"|" + _PREFIX + rb"?[A-Z]*[a-z]+|" + _PREFIX + rb"?[A-Z]+"
+    rb"|[0-9]+| ?" + _MARK + rb"+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+|[\x80-\xff]+"
+)
+"""The pieces :class:`BoundEstimator` prices one by one, cut as o200k_base,
+cl100k_base, Llama 3 and Qwen 3 cut ASCII text before they tokenize it: a
+contraction (``'s``, ``'ll``); a run of letters (upper-case ones, then lower-case
+ones) with the one space, tab or punctuation byte before it (`` the``, ``_id``,
+``.get``); a run of digits; a run of punctuation with the space before it and the
+line breaks after it (``.\n\n``); whitespace up to its last line break; a run of
+whitespace, its last character apart when something else follows it (it joins that
+instead); a run of non-ASCII bytes."""
+
+
+@lru_cache(maxsize=1)
+def bound_vocabulary() -> dict[bytes, int]:
+    """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
+    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin.gz``: each record is the
+    count byte, the piece and NUL; written by ``python -m fidelity.bound --vocab``).
+    261,793 pieces, each ASCII without digits and one whole piece of
+    :func:`bound_pieces`: the 131,456 tokens of the four vocabularies that count 1 or
+    2 in all four (`` the``, ``_id``, ``.get``, ``'s``, ``.\n\n``, eight spaces), and
+    130,337 more forms of the 20,000 commonest English words (lower-case, capitalized,
+    upper-case; alone, after a space, after ``_``), which count 2 to 8 (`` economy``,
+    ``_baggages``, ``JFK``)."""
+    import gzip
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "data" / "bound-vocab.bin.gz"
+    records = gzip.decompress(path.read_bytes()).split(b"\0")[:-1]
+    return {r[1:]: r[0] for r in records}
+
+
+def fixed_cents(piece: bytes, vocab: dict[bytes, int]) -> int | None:
+    """What ``piece`` costs, in 1/100 token, when a count is known for it: its count in
+    ``vocab``; one token per digit for a run of ASCII digits (Qwen 3 gives every digit
+    its own token; the others group up to three, one token or more each); for a run of
+    non-ASCII bytes, :func:`run_cap`. ``None`` for any other piece (it is priced by
+    pairs)."""
+    count = vocab.get(piece)
+    if count is not None:
+        return 100 * count
+    if piece[:1] >= b"\x80":
+        return 100 * run_cap(piece)
+    if piece.isdigit():
+        return 100 * len(piece)
+    return None
+
+
+@lru_cache(maxsize=1)
+def char_caps() -> bytes:
+    """Code point → the most tokens o200k_base, cl100k_base, Llama 3 or Qwen 3 can start
+    inside that character, wherever it stands (``ctxwin/data/char-caps.bin.gz``, written
+    by ``python -m fidelity.bound --chars``: the characters whose cap is below their UTF-8
+    length, each as three bytes of code point and one of cap).
+
+    Every token holds at least one byte, so a character can start no more tokens than it
+    has bytes; all four tokenizers are byte-level BPE. Fewer where their vocabularies rule
+    a split out: a token starts at byte k > 0 of a character only if bytes k-1 and k end
+    in different tokens. If both would be tokens of one byte each and the two bytes
+    together are a token, that split is not final: BPE stops only when no two
+    neighbouring tokens make a token, and a two-byte token is made from its two bytes
+    alone. ``--chars`` tries every split of every character that obeys this rule, with
+    every part a token of the vocabulary, the first part allowed to be the tail of a
+    longer token reaching in from the left and the last the head of one running on to the
+    right (and there the rule is waived); the cap is the most parts over the four
+    tokenizers. The 192 code points of the Hiragana and Katakana blocks and 512 CJK
+    ideographs cannot be split in three (2 tokens, not 3), nor 7,640 four-byte
+    characters in four (3, not 4); every other character keeps one token a byte."""
+    import gzip
+    from pathlib import Path
+
+    table = bytearray(
+        b"\x01" * 0x80 + b"\x02" * 0x780 + b"\x03" * 0xF800 + b"\x04" * (0x110000 - 0x10000)
+    )
+    path = Path(__file__).parent.parent / "data" / "char-caps.bin.gz"
+    raw = gzip.decompress(path.read_bytes())
+    for i in range(0, len(raw), 4):
+        table[int.from_bytes(raw[i : i + 3], "big")] = raw[i + 3]
+    return bytes(table)
+
+
+def run_cap(run: bytes) -> int:
+    """The most tokens any of the four tokenizers can start in ``run``, UTF-8 text of
+    non-ASCII characters: the sum of their :func:`char_caps`, over the text as it is or
+    over its NFC form if that sum is larger (Qwen 3 normalizes to NFC before it tokenizes,
+    and some characters grow: U+0F76 from 3 bytes to 6, U+1D160 from 4 to 12). Bytes that
+    are not UTF-8 cost one token each."""
+    import unicodedata
+
+    try:
+        text = run.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return len(run)
+    caps = char_caps()
+    price = sum(text.translate(caps).encode("latin-1"))
+    if unicodedata.is_normalized("NFC", text):
+        return price
+    nfc = unicodedata.normalize("NFC", text)
+    return max(price, sum(nfc.translate(caps).encode("latin-1")))
+
+
+_LOOSE = rb" +(?= |\Z)"
+"""Spaces that no run takes: all but the last of a run of spaces before something
+else, and every space at the end of the string."""
+
+
+@lru_cache(maxsize=2)
+def _regex(pattern: bytes) -> re.Pattern[bytes]:
+    """``pattern`` compiled on first use (``ctxwin`` starts without compiling it)."""
+    return re.compile(pattern)
+
+
+def bound_pieces(data: bytes) -> Iterator[bytes]:
+    """The pieces :class:`BoundEstimator` prices, in no particular order: the text
+    between single spaces, each with the space before it, cut by :data:`_SEGMENT`,
+    and the loose spaces (:data:`_LOOSE`). A space followed by anything but
+    whitespace opens a piece under :data:`_SEGMENT` too, so this is its cut of the
+    whole text, except that a whitespace run mixing spaces with tabs or line breaks
+    is cut finer (``\t \t`` is two pieces, ``  \n`` is `` `` and `` \n``)."""
+    chunks = data.split(b" ")
+    if chunks[0]:
+        yield from _regex(_SEGMENT).findall(chunks[0])
+    for chunk in chunks[1:]:
+        if chunk:
+            yield from _regex(_SEGMENT).findall(b" " + chunk)
+    yield from _regex(_LOOSE).findall(data)
+
+
+_MEMO_SIZE = 1 << 16
+
+
+def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+    """``piece`` itself, or for a run of spaces or of tabs the vocabulary lacks (a long
+    indentation) the longest runs it has, from the left: the tokenizers count such a
+    run in as few tokens or fewer (not so for mixed line breaks, which keep their
+    pair price)."""
+    if piece in vocab or len(set(piece)) != 1 or piece[0] not in b" \t":
+        yield piece
+        return
+    i = 0
+    while i < len(piece):
+        j = min(len(piece), i + 128)
+        while j > i + 1 and piece[i:j] not in vocab:
+            j -= 1
+        yield piece[i:j]
+        i = j
+
+
+class _PiecePrices(dict[bytes, int]):
+    """Piece → its price: the sum over :func:`bound_parts` of the exact price
+    (:func:`fixed_cents`), else the pair price; computed on a miss, remembered when
+    short (words repeat)."""
+
+    def __missing__(self, piece: bytes) -> int:
+        vocab = bound_vocabulary()
+        price = fixed_cents(piece, vocab)
+        if price is None:
+            price = 0
+            for part in bound_parts(piece, vocab):
+                exact = fixed_cents(part, vocab)
+                price += _pair_cents(part) if exact is None else exact
+        if len(piece) <= _SHORT:
+            if len(self) >= _MEMO_SIZE:
+                self.clear()
+            self[piece] = price
+        return price
+
+
+_PIECE = _PiecePrices()
+_piece_cents = _PIECE.__getitem__
+
+
+class _ChunkPrices(dict[bytes, int]):
+    """Chunk (text between single spaces) → the price of its pieces, with a space
+    before it or not; computed on a miss, remembered when short."""
+
+    def __init__(self, lead: bytes) -> None:
+        super().__init__({b"": 0})
+        self.lead = lead
+
+    def __missing__(self, chunk: bytes) -> int:
+        price = sum(map(_piece_cents, _regex(_SEGMENT).findall(self.lead + chunk)))
+        if len(chunk) <= _SHORT:
+            if len(self) >= _MEMO_SIZE:
+                self.clear()
+                self[b""] = 0
+            self[chunk] = price
+        return price
+
+
+_OPENING_CHUNK = _ChunkPrices(b"")
+_SPACED_CHUNK = _ChunkPrices(b" ")
+
+
+def _bound_cents(data: bytes) -> int:
+    """Price of UTF-8 ``data`` in 1/100 token: K plus the price of each piece of
+    :func:`bound_pieces`; see :class:`BoundEstimator`.
+
+    ``bytes.split`` cuts the text at single spaces (in C); each chunk's price is
+    looked up (``map`` over a dict, in C), so the regex only runs on chunks not seen
+    lately; loose spaces are looked for only when two spaces meet or one ends the text.
+    """
+    if not data:
+        return 0
+    chunks = data.split(b" ")
+    total = BOUND_STRING_CENTS + _OPENING_CHUNK[chunks[0]]
+    if len(chunks) > 1:
+        total += sum(map(_SPACED_CHUNK.__getitem__, chunks[1:]))
+        if data[-1] == 0x20 or b"  " in data:
+            total += sum(map(_piece_cents, _regex(_LOOSE).findall(data)))
+    return total
+
+
+_BOUND_UNIT = SCALE // 100
+"""Slot 1 holds :data:`SCALE` units; a cent of a token is this many."""
+
+
+def _bound_units(data: bytes) -> int:
+    """:func:`_bound_cents` in :data:`SCALE` units."""
+    return _BOUND_UNIT * _bound_cents(data)
+
+
+class BoundEstimator(ContentEstimator):
+    """Upper bound on BPE tokens for text of any mix of byte classes (``--estimator bound``).
+
+    The text is cut into pieces (:func:`bound_pieces`, :data:`_SEGMENT`) where
+    o200k_base, cl100k_base, Llama 3 and Qwen 3 cut ASCII text before they
+    tokenize it: a run of ASCII letters (upper-case ones, then lower-case ones —
+    ``getValue`` is two, as o200k cuts it) with the one space, tab or punctuation
+    byte before it (`` the``, ``_id``, ``.get``); a contraction (``'s``); a run of
+    digits; a run of punctuation with the space before it and the line breaks
+    after it (``):\\n``); whitespace up to its last line break; other whitespace,
+    its last character apart when something else follows; a run of non-ASCII
+    bytes. A piece costs
+
+    - its exact count if that is known (:func:`fixed_cents`): the pieces of the
+      *vocabulary* (:func:`bound_vocabulary`), each with the largest of the four
+      counts: 131,456 tokens of the vocabularies of o200k_base, cl100k_base, Llama 3
+      and Qwen 3 that are one whole ASCII piece and count 1 or 2 (`` the``,
+      ``_id``, ``":"``, ``.\\n\\n``, eight spaces), and 130,337 forms of the commonest
+      English words, which count up to 8 (`` economy``, ``_Flights``); a run of digits, one
+      token a digit (Qwen 3 splits every digit; the others group up to three);
+    - a run of non-ASCII bytes: the most tokens the four can start in it
+      (:func:`run_cap`): one a byte, fewer for characters no tokenizer can split
+      that far (kana: 2 of 3 bytes), of its NFC form if that is more;
+    - a run of spaces or tabs the vocabulary lacks: its longest vocabulary pieces;
+    - any other (ASCII) piece: its *pair price*, each byte priced by its class and
+      the class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
+      the classes): between two *word* bytes (five lower-case letter groups,
+      upper-case, space or tab) a price per ordered pair of word classes, w
+      (:data:`BOUND_WORD_CENTS`); otherwise u, the class's price per byte
+      (:data:`BOUND_BYTE_CENTS`), plus s (:data:`BOUND_RUN_CENTS`) when the
+      byte starts a run of its class or the piece;
+
+    plus K (:data:`BOUND_STRING_CENTS`, 2 tokens) per non-empty string.
+
+    Why that bounds any mixture: each of the four tokenizers first cuts text
+    into pre-tokens by a regular expression and never makes a token across a
+    cut, so it counts a text as the sum over its pre-tokens. On ASCII the pieces
+    follow the grammar those expressions share. Where they are finer than one
+    tokenizer's pre-tokens (for example at a change of case, which only o200k cuts; a
+    contraction, which o200k keeps with its word; an ASCII letter run next to a
+    non-ASCII letter; a whitespace run mixing spaces with tabs or line breaks),
+    the pre-token is several pieces, and cutting finer only adds tokens — in
+    practice: BPE is not guaranteed sub-additive (a long run of mixed ``\\r``
+    and ``\\n`` tokenizes worse than its vocabulary pieces, so such runs keep
+    their pair price). Where a piece is coarser, its price covers the cut it
+    skips: a digit run costs a token per digit, the worst any of the four
+    gives it, and a vocabulary count is what each tokenizer gives the piece
+    when it cuts it itself. A non-ASCII run needs no such argument: a token
+    holds at least one byte, so no byte-level BPE (all four are) starts more
+    tokens in a run than it has bytes in the text it tokenizes — the run itself
+    for three of them, its NFC form for Qwen 3, which normalizes first and
+    makes some characters longer (one Tibetan vowel sign 6 tokens from 3 bytes);
+    and fewer in a character that no split into that many tokens can survive BPE
+    (:func:`char_caps`, derived from the four vocabularies).
+    Every pair price is the worst case of the text it
+    dominates, solved for by a linear program (``python -m fidelity.bound``)
+    over texts cut the same way: random runs of every character class,
+    alternations of every pair of classes at run lengths 1-8, random strings
+    over unions of classes, 68,000 random words of 1-40 letters (over every
+    union of the lower-case groups, upper-case and mixed case, with and
+    without a space before them), and the *fit* half of the generated
+    adversarial classes (:func:`fidelity.adversarial.split`) must each be
+    priced at 1.1 × the largest of the four counts or more — the margin on the
+    tokens not given a fixed price (:func:`fixed_cents`) — cheapest on the fit half's natural-text
+    classes; the recorded corpus is never used.
+
+    K pays for what pieces cannot see, once per string: the tokens a
+    tokenizer spends on a string beyond the sum of its pieces (BPE across a
+    cut made finer here) and the rounding of the pair prices up to whole
+    tokens; the linear program takes it as given. It stays 2 tokens for
+    strings whose pieces are all priced exactly too: nothing ties such a
+    string's count to the sum of its exact pieces (``python -m
+    fidelity.oracle`` finds recorded strings one token over it).
+
+    On ASCII it is a bound on what was tried, not a proof: besides sub-additivity, a
+    letter string outside the vocabulary is priced by its letter pairs alone,
+    so w is only as good as the random words it was derived on. Of random
+    words drawn apart from them (``python -m fidelity.bound --words``), 0 of
+    20,000 of 1-20 lower-case letters are under (lowest 1.000), nor any of
+    100,000 more, 50,000 of 21-40 letters, 50,000 after a space or 100,000 at
+    English letter frequencies. The held-out half of the adversarial classes
+    and a hypothesis test over arbitrary mixtures of class runs check the
+    rest (fidelity/results.md).
+
+    Monotonic or sub-additive it is not (``th`` costs more than ``the``): costs
+    of whole strings are added, never of pieces of one string.
+
+    Speed: ``bytes.split`` at single spaces, then a dict lookup per chunk
+    (``map``, in C); only a chunk not seen lately is cut by a compiled regex and
+    priced (vocabulary lookup, or two ``bytes.translate`` calls, a big-integer
+    shift-and-add and Adler-32, :func:`_pair_cents`) — no per-character Python
+    loop, but about 15 times the time of ``content`` (``python -m
+    fidelity.speed``). Whole tokens, the memo of short strings, ``raw`` and the
+    framing are :class:`ContentEstimator`'s.
+    """
+
+    def __init__(self, *, per_message: int = 3, per_tool_call: int = 3, name: str = "bound"):
+        super().__init__(per_message=per_message, per_tool_call=per_tool_call, name=name)
+
+    def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
+        if len(text) < _SHORT:
+            known = self._short.get(text)
+            cost[1] += _memoize(self._short, text, _bound_units) if known is None else known
+            return
+        cost[1] += _bound_units(text.encode("utf-8", "surrogatepass"))
+
+    def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
+        cost[1] += _bound_units(data)
+
+    def seed(self, model: str | None = None) -> float:
+        """1.0, or the seed of the model's family in
+        :data:`~ctxwin.tokens.seeds.BOUND_MODEL_CALIBRATION`: the bound sits closer to the
+        four tokenizers than ``content`` and cannot borrow its seeds."""
+        return family_seed(model, BOUND_MODEL_CALIBRATION)

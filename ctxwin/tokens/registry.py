@@ -1,0 +1,102 @@
+"""Estimators by name: the default, and what ``--estimator`` accepts.
+
+Each estimator's module is imported when that estimator is first built: a command
+loads only the one it uses (start-up time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ctxwin.tokens.base import SEED_CALIBRATION, Estimator
+
+
+def _seed() -> Estimator:
+    from ctxwin.tokens.seed import SeedEstimator
+
+    return SeedEstimator()
+
+
+def _content() -> Estimator:
+    from ctxwin.tokens.content import ContentEstimator
+
+    return ContentEstimator()
+
+
+def _bound() -> Estimator:
+    from ctxwin.tokens.bound import BoundEstimator
+
+    return BoundEstimator()
+
+
+def default_estimator() -> Estimator:
+    """The estimator used when none is named."""
+    return _content()
+
+
+ESTIMATORS: dict[str, Callable[[], Estimator]] = {
+    "seed": _seed,
+    "content": _content,
+    "bound": _bound,
+}
+"""Estimators selectable by name (``--estimator``): name → a function that builds one."""
+
+
+def get_estimator(name: str) -> Estimator:
+    """Build the estimator called ``name``: one of :data:`ESTIMATORS`, or
+    ``tokenizer:ENCODING`` for exact counts (the ``bpe`` extra); ``ValueError`` names
+    the choices."""
+    if name.startswith("tokenizer:"):
+        from ctxwin.tokens.bpe import TokenizerEstimator
+
+        return TokenizerEstimator(name.partition(":")[2])
+    try:
+        factory = ESTIMATORS[name]
+    except KeyError:
+        choices = ", ".join(sorted(ESTIMATORS))
+        raise ValueError(f"unknown estimator {name!r} (choose from: {choices})") from None
+    return factory()
+
+
+def estimator_for(
+    estimator: str | Estimator | None, tokenizer: str | None = None, model: str | None = None
+) -> Estimator:
+    """The estimator a setting names: ``estimator`` (an object, a name for
+    :func:`get_estimator`, or ``None`` for the default), unless ``tokenizer`` names a BPE
+    encoding to count with exactly, or is ``auto``: exactly when ``model``'s tokenizer is
+    one the ``bpe`` extra has, else ``estimator`` (:func:`~ctxwin.tokens.bpe.auto_estimator`)."""
+    if tokenizer is None:
+        return _named(estimator)
+    from ctxwin.tokens import bpe
+
+    if tokenizer == bpe.AUTO_TOKENIZER:
+        return bpe.auto_estimator(model, _named(estimator))
+    return bpe.TokenizerEstimator(tokenizer)
+
+
+def _named(estimator: str | Estimator | None) -> Estimator:
+    if estimator is None:
+        return default_estimator()
+    if isinstance(estimator, str):
+        return get_estimator(estimator)
+    return estimator
+
+
+def seed_of(estimator: Estimator, model: str | None = None) -> float:
+    """The calibration ``estimator`` starts at with ``model`` (its
+    :meth:`~ctxwin.tokens.base.Estimator.seed`); the ADR's 1.15 for an estimator of
+    another library that states none."""
+    seed = getattr(estimator, "seed", None)
+    return SEED_CALIBRATION if seed is None else float(seed(model))
+
+
+def default_calibration(name: str, model: str | None = None) -> float:
+    """The calibration seed of the estimator called ``name`` used with ``model``
+    (:func:`seed_of`): 1.15 for ``seed``; 1.0 for ``tokenizer:ENCODING``; for
+    ``content`` and ``bound`` 1.0 or their model family's measured seed
+    (:mod:`ctxwin.tokens.seeds`). A name this registry does not know gets the ADR's
+    1.15."""
+    if name.startswith("tokenizer:"):
+        return 1.0  # exact counts, without needing the bpe extra to say so
+    factory = ESTIMATORS.get(name)
+    return SEED_CALIBRATION if factory is None else seed_of(factory(), model)

@@ -1,0 +1,88 @@
+"""Calibration seeds: the factor an estimate starts at, per model family.
+
+Each estimator states its own seed (:meth:`~ctxwin.tokens.base.Estimator.seed`): the
+ADR's 1.15 for its formula, which can under-count; 1.0 for exact counts; for
+``content`` and ``bound``, 1.0 or the measured seed of the model's family in their
+table here (:func:`family_seed`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
+    ("claude", 1.35),
+    ("anthropic", 1.35),
+    ("deepseek", 1.2),
+    ("llama-4", 1.3),
+    ("llama4", 1.3),
+)
+"""Seeds for :class:`ContentEstimator` on model families whose own tokenizers
+count more than the four it bounds, matched as substrings of the lower-cased
+model name. Measured on the provider-reported prompt tokens in the recorded
+corpus (``make fidelity``, provider rows): Claude Sonnet 4/4.5 and Haiku 4.5
+reported up to 1/0.76 ≈ 1.31× the uncalibrated estimate (tool-search requests
+excepted, see README), DeepSeek-V3 1.15×, Llama 4 Maverick 1.26×. A Claude model
+on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED` instead (:func:`claude_seed`)."""
+
+BOUND_MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
+    ("claude", 1.4),
+    ("anthropic", 1.4),
+    ("deepseek", 1.4),
+    ("llama-4", 1.45),
+    ("llama4", 1.45),
+)
+"""Seeds for :class:`BoundEstimator` on the model families of :data:`MODEL_CALIBRATION`.
+It sits closer to the four tokenizers than ``content``, so it cannot borrow their seeds,
+which rest on ``content``'s slack. Each is the provider-reported prompt count ÷ the
+largest of the four exact counts of the same body (with the estimators' framing), worst
+call of the recorded corpus, rounded up to 0.05: Claude Sonnet 4.5 1.353, DeepSeek-V3
+1.366, Llama 4 Maverick 1.418 (``make fidelity``, provider rows). The bound is never
+below the largest of the four, so the bound times its seed is not below those calls'
+reported counts either. Claude on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED`
+too (1.353 × 1.47 = 1.99)."""
+
+CLAUDE_TOKENIZER_GROWTH = 1.35
+"""Anthropic documents that the tokenizer of Claude Opus 4.7 and later models
+"may use roughly 1× to 1.35× as many tokens when processing text compared to
+previous models" (platform.claude.com, "What's new in Claude Opus 4.7" and the
+migration guide). The model table marks those models ``tokenizer_generation`` 2."""
+
+CLAUDE_NEXT_SEED = 2.0
+"""The seed of a Claude model on the generation-2 tokenizer (Opus 4.7 and later).
+
+It rests on two figures: the generation-1 worst case measured in the recorded
+corpus (1.31× the uncalibrated estimate, :data:`MODEL_CALIBRATION`) times
+Anthropic's documented growth of up to 1.35× (:data:`CLAUDE_TOKENIZER_GROWTH`)
+is 1.77; independent ``count_tokens`` comparisons of Opus 4.6 and 4.7 published
+after the release measured up to 1.45-1.47× on English prose and technical
+documents, and 1.31 × 1.47 = 1.93. 2.0 covers both. The corpus holds no call to
+such a model, so this seed is not measured here; pathological text (one letter
+repeated) grows ~3× and is not covered. Usage teaches the real factor after
+the first call (``ctxwin proxy``, :class:`~ctxwin.ContextWindowManager`)."""
+
+
+@lru_cache(maxsize=256)
+def claude_seed(model: str, first: float = MODEL_CALIBRATION[0][1]) -> float:
+    """The seed of Claude ``model``: ``first`` (the generation-1 seed, 1.35 for
+    ``content``) when the model table puts it on the generation-1 tokenizer, else
+    :data:`CLAUDE_NEXT_SEED` (a Claude model the table does not know is taken to be
+    newer)."""
+    from ctxwin.budget import lookup_model
+
+    row = lookup_model(model)
+    if row is not None and row.tokenizer == "claude" and row.tokenizer_generation == 1:
+        return first
+    return CLAUDE_NEXT_SEED
+
+
+def family_seed(model: str | None, table: tuple[tuple[str, float], ...]) -> float:
+    """The seed ``table`` gives ``model``'s family (:data:`MODEL_CALIBRATION`,
+    :data:`BOUND_MODEL_CALIBRATION`), a Claude model's by the generation of its tokenizer
+    (:func:`claude_seed`); 1.0 for a model no row names."""
+    if model:
+        lowered = model.lower()
+        for needle, seed in table:
+            if needle in lowered:
+                return claude_seed(model, seed) if needle in ("claude", "anthropic") else seed
+    return 1.0
