@@ -69,12 +69,15 @@ def main() -> None:
             f"| {name} | {run_name[:24]} | {row['call']} | {row['estimated_tokens']:,} "
             f"| {row['reported_tokens']:,} | {short:,} | {safety:,} | {'yes' if again else 'no'} |"
         )
-    print("\n| agent tool | fitted on: predictions | median | held out: predictions | median |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "\n| agent tool | fitted on: predictions | median | held out: predictions | median", end=""
+    )
+    print(" | all: predictions | median |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for tool in sorted({t for t, _ in tools}):
         cells = []
-        for held in (False, True):
-            xs = tools.get((tool, held), [])
+        both = tools.get((tool, False), []) + tools.get((tool, True), [])
+        for xs in (tools.get((tool, False), []), tools.get((tool, True), []), both):
             cells += [str(len(xs)), f"{statistics.median(xs):.3f}" if xs else "—"]
         print(f"| {tool} | {' | '.join(cells)} |")
     for label, pairs in (
