@@ -70,7 +70,7 @@ def test_same_seed_same_texts() -> None:
 @pytest.mark.skipif(not HAS_BPE, reason="needs the bpe extra (quicktok)")
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 11: the content estimator's per-byte weights under-count random "
+    reason="content is a fit, not a bound: its per-byte weights under-count random "
     "letter runs, dense punctuation, whitespace and combining-mark mixtures "
     "(fidelity/adversarial.md)",
 )
