@@ -1,0 +1,188 @@
+"""Prompt caching: how much of each request a provider reads from its cache.
+
+Pure arithmetic over what was sent. A request is a sequence of *blocks*: what comes
+before the messages (system prompt, tools) and then one block per message, each with a
+``key`` (equal content, equal key: a message's place in the run, and a new key once its
+content is edited) and its tokens. Providers cache *prefixes* of requests:
+
+* ``automatic`` (OpenAI): every prompt of at least ``min_prefix`` tokens is cached as it
+  is sent; a later request reads the longest prefix it shares with a cached one, in
+  ``step``-token steps from ``min_prefix`` (1,024, then 1,152, 1,280, …). Writes are free.
+* ``implicit`` (Gemini): the same rule, with the model's minimum and a step of one token.
+* ``breakpoints`` (Anthropic): only a prefix that ends at a cache mark (``cache_control``)
+  is written; a request reads the longest written prefix that ends at one of its block
+  boundaries no more than :data:`LOOKBACK` blocks before one of its own marks, and
+  writes what lies between that and its last mark. Writes are billed (1.25 × input for
+  the five-minute cache).
+
+Blocks are compared whole: a request that shares part of a block with an earlier one is
+taken to share none of it (the provider matches tokens, so it may read a little more).
+An entry lives ``ttl_seconds`` from its last use; requests without times are taken to
+follow each other within it.
+
+A request is compared with the :data:`HISTORY` requests before it (in an agent loop each
+extends the one before, or a fit cut it): a few list comparisons in C per request, so a
+run of thousands of calls is priced in well under a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import accumulate
+from typing import NamedTuple, Protocol
+
+LOOKBACK = 20
+"""Anthropic looks for a cache hit at most this many blocks before each cache mark."""
+
+
+class Rules(Protocol):
+    """A model's prompt-caching rules (:class:`ctxwin.pricing.CacheRules` has them)."""
+
+    @property
+    def kind(self) -> str | None: ...
+
+    @property
+    def min_prefix(self) -> int | None: ...
+
+    @property
+    def step(self) -> int | None: ...
+
+    @property
+    def ttl_seconds(self) -> int | None: ...
+
+
+class Block(NamedTuple):
+    key: object
+    """Equal for equal content in the same place of the conversation."""
+    tokens: int
+
+
+class Sent(NamedTuple):
+    """One request as the cache sees it."""
+
+    blocks: Sequence[Block]
+    marks: Sequence[int] = ()
+    """Indices of the blocks a cache mark ends (``breakpoints`` only), ascending."""
+    at: float | None = None
+    """When it was sent (seconds); ``None``: right after the request before."""
+
+
+class Use(NamedTuple):
+    """What one request did with the cache, in prompt tokens."""
+
+    read: int = 0
+    written: int = 0
+
+
+def cache_use(requests: Iterable[Sent], rules: Rules) -> list[Use]:
+    """What each of ``requests`` (in the order sent) reads from and writes to the cache of
+    a provider with ``rules``. A kind of ``none`` or ``None`` reads and writes nothing."""
+    kind = rules.kind
+    if kind in ("automatic", "implicit"):
+        return _prefix_cache(requests, rules)
+    if kind == "breakpoints":
+        return _breakpoint_cache(requests, rules)
+    return [Use() for _ in requests]
+
+
+HISTORY = 8
+"""How many earlier requests a request is compared with: in an agent loop each request
+extends the one before or is cut from it, so the last few hold every prefix it can read."""
+
+
+class _Entry:
+    """An earlier request as the cache keeps it."""
+
+    __slots__ = ("at", "keys", "marks", "tokens")
+
+    def __init__(
+        self, keys: list[object], tokens: list[int], marks: Sequence[int], at: float | None
+    ):
+        self.keys = keys
+        self.tokens = tokens
+        """``tokens[i]``: the tokens of blocks ``[0, i)``."""
+        self.marks = marks
+        self.at = at
+
+
+def _alive(entry: _Entry, now: float | None, ttl: int | None) -> bool:
+    return now is None or entry.at is None or ttl is None or now - entry.at <= ttl
+
+
+def _shared(a: list[object], b: list[object]) -> int:
+    """How many leading keys ``a`` and ``b`` share (list comparisons run in C: a request
+    that extends the one before costs one comparison)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n - 1  # a[:lo] == b[:lo] and a[:hi + 1] != b[:hi + 1]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _entry(sent: Sent) -> _Entry:
+    tokens = [0, *accumulate(b.tokens for b in sent.blocks)]
+    return _Entry([b.key for b in sent.blocks], tokens, sent.marks, sent.at)
+
+
+def _prefix_cache(requests: Iterable[Sent], rules: Rules) -> list[Use]:
+    least = rules.min_prefix or 0
+    step = rules.step or 1
+    ttl = rules.ttl_seconds
+    kept: list[_Entry] = []
+    out: list[Use] = []
+    for sent in requests:
+        cur = _entry(sent)
+        shared = 0
+        for old in kept:
+            if old.tokens[-1] >= least and _alive(old, cur.at, ttl):
+                k = _shared(cur.keys, old.keys)
+                if cur.tokens[k] > shared:
+                    shared = cur.tokens[k]
+                    old.at = cur.at if cur.at is not None else old.at
+        read = 0 if shared < least else least + (shared - least) // step * step
+        out.append(Use(read=read))
+        kept = [cur, *kept[: HISTORY - 1]]
+    return out
+
+
+def _breakpoint_cache(requests: Iterable[Sent], rules: Rules) -> list[Use]:
+    least = rules.min_prefix or 0
+    ttl = rules.ttl_seconds
+    kept: list[_Entry] = []
+    out: list[Use] = []
+    for sent in requests:
+        cur = _entry(sent)
+        n = len(cur.keys)
+        marks = [m for m in sent.marks if 0 <= m < n]
+        if not marks:
+            out.append(Use())
+            continue
+        read = 0
+        for old in kept:
+            if not _alive(old, cur.at, ttl):
+                continue
+            k = _shared(cur.keys, old.keys)  # blocks [0, k) are the same
+            hit = max(
+                (
+                    m + 1
+                    for m in old.marks
+                    if m < k
+                    and old.tokens[m + 1] >= least
+                    and any(0 <= mine - m < LOOKBACK for mine in marks)
+                ),
+                default=0,
+            )
+            if hit and cur.tokens[hit] > read:
+                read = cur.tokens[hit]
+                old.at = cur.at if cur.at is not None else old.at
+        last = cur.tokens[marks[-1] + 1]
+        wrote = max(0, last - read) if last >= least else 0
+        out.append(Use(read=read, written=wrote))
+        kept = [cur, *kept[: HISTORY - 1]]
+    return out

@@ -1,0 +1,122 @@
+"""Prompt caching: what each request reads from and writes to a provider's cache."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwin.caching import LOOKBACK, Block, Sent, Use, cache_use
+
+
+class Rules(NamedTuple):
+    kind: str | None
+    min_prefix: int | None = None
+    step: int | None = None
+    ttl_seconds: int | None = None
+
+
+OPENAI = Rules("automatic", 1024, 128, 300)
+ANTHROPIC = Rules("breakpoints", 1024, None, 300)
+
+
+def blocks(*tokens: int, start: int = 0) -> list[Block]:
+    return [Block(start + i, n) for i, n in enumerate(tokens)]
+
+
+def test_automatic_reads_the_shared_prefix_in_steps_from_the_minimum() -> None:
+    first = blocks(1000, 500)  # 1,500 tokens: cached
+    second = [*first, Block(2, 300)]  # shares 1,500: 1,024 + 3 × 128 = 1,408
+    third = [first[0], Block(9, 500)]  # shares 1,000: under the minimum
+    use = cache_use([Sent(first), Sent(second), Sent(third)], OPENAI)
+    assert use == [Use(0, 0), Use(1408, 0), Use(0, 0)]
+
+
+def test_automatic_caches_nothing_shorter_than_the_minimum() -> None:
+    short = blocks(600, 300)
+    longer = [*short, Block(2, 900)]
+    assert cache_use([Sent(short), Sent(longer)], OPENAI) == [Use(), Use()]
+
+
+def test_entries_expire_after_their_lifetime_since_last_use() -> None:
+    a = blocks(2000)
+    b = [*a, Block(1, 10)]
+    c = [*b, Block(2, 10)]
+    use = cache_use([Sent(a, at=0), Sent(b, at=200), Sent(c, at=900)], OPENAI)
+    assert [u.read for u in use] == [0, 1920, 0]  # 700 s after the last use: gone
+
+
+def test_breakpoints_write_at_marks_and_read_the_longest_written_prefix() -> None:
+    one = blocks(3000, 200)
+    two = [*one, *blocks(400, 100, start=2)]
+    three = [*two, Block(4, 50)]
+    use = cache_use(
+        [Sent(one, marks=[1]), Sent(two, marks=[3]), Sent(three, marks=[4])], ANTHROPIC
+    )
+    assert use == [Use(0, 3200), Use(3200, 500), Use(3700, 50)]
+
+
+def test_breakpoints_without_a_mark_neither_read_nor_write() -> None:
+    one = blocks(3000)
+    assert cache_use([Sent(one, marks=[0]), Sent(one)], ANTHROPIC) == [Use(0, 3000), Use()]
+
+
+def test_a_hit_is_found_only_within_the_lookback_of_a_mark() -> None:
+    head = blocks(3000)
+    near = [*head, *blocks(*[10] * (LOOKBACK - 1), start=1)]
+    far = [*head, *blocks(*[10] * (LOOKBACK + 5), start=1)]
+    first = Sent(head, marks=[0])
+    assert cache_use([first, Sent(near, marks=[len(near) - 1])], ANTHROPIC)[1].read == 3000
+    assert cache_use([first, Sent(far, marks=[len(far) - 1])], ANTHROPIC)[1].read == 0
+
+
+def test_an_edited_block_ends_the_shared_prefix() -> None:
+    a = blocks(1500, 800, 800)
+    edited = [a[0], Block("cleared 1", 20), a[2]]
+    assert cache_use([Sent(a), Sent(edited)], OPENAI)[1].read == 1408
+
+
+def test_no_caching_rules_read_nothing() -> None:
+    a = blocks(5000)
+    assert cache_use([Sent(a), Sent(a)], Rules(None)) == [Use(), Use()]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.lists(st.integers(1, 900), max_size=6), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from([OPENAI, ANTHROPIC, Rules("implicit", 1024, None, None)]),
+)
+def test_never_reads_more_than_it_shares_with_an_earlier_request(
+    steps: list[tuple[int, list[int], bool]], rules: Rules
+) -> None:
+    """An agent loop's requests: each keeps a prefix of the one before (a cut) and appends
+    new blocks; what a request reads is never more than the longest prefix it shares with
+    an earlier request, nor more than itself, and a write never exceeds the request."""
+    history: list[Block] = [Block("head", 1500)]
+    sent: list[Sent] = []
+    fresh = 0
+    for keep, new, mark in steps:
+        history = history[: 1 + keep]
+        for n in new:
+            fresh += 1
+            history.append(Block(fresh, n))
+        marks = [len(history) - 1] if mark or rules.kind != "breakpoints" else []
+        sent.append(Sent(list(history), marks=marks))
+    use = cache_use(sent, rules)
+    for i, (s, u) in enumerate(zip(sent, use, strict=True)):
+        total = sum(b.tokens for b in s.blocks)
+        best = 0
+        for earlier in sent[:i]:
+            shared = 0
+            for x, y in zip(s.blocks, earlier.blocks, strict=False):
+                if x != y:
+                    break
+                shared += x.tokens
+            best = max(best, shared)
+        assert 0 <= u.read <= min(best, total)
+        assert 0 <= u.written <= total
