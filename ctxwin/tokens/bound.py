@@ -159,6 +159,60 @@ whitespace, its last character apart when something else follows it (it joins th
 instead); a run of non-ASCII bytes."""
 
 
+_USEGMENT = rb"" + _PREFIX + rb"?(?:[A-Za-z]*[\x80-\xff])+[A-Za-z]*|" + _SEGMENT
+""":data:`_SEGMENT` for text that holds non-ASCII bytes: first, a *word* of ASCII letters
+and non-ASCII characters with the one ASCII byte before it that may open a letter run
+(`` naïve``, `` Привет``, ``→import``, `` ├──``): such a run is one piece, cut further by
+:func:`unicode_subpieces` as the tokenizers cut non-ASCII letters, marks and symbols. Text
+without non-ASCII bytes is cut by :data:`_SEGMENT` alone (that path is unchanged)."""
+
+
+def _category(cp: int) -> str:
+    """The class :func:`unicode_subpieces` cuts by: ``a`` a letter (``L*``), ``m`` a mark
+    (``M*``), ``0`` a number (``N*``), ``\\n`` a line break, `` `` other whitespace, ``!``
+    anything else (punctuation, symbols, controls)."""
+    import unicodedata
+
+    char = chr(cp)
+    if char in "\r\n":
+        return "\n"
+    major = unicodedata.category(char)[0]
+    if major in "LMN":
+        return {"L": "a", "M": "m", "N": "0"}[major]
+    return " " if char.isspace() else "!"
+
+
+class _Categories(dict[int, str]):
+    """Code point → :func:`_category`, computed on first sight (a ``str.translate`` table)."""
+
+    def __missing__(self, cp: int) -> str:
+        c = self[cp] = _category(cp)
+        return c
+
+
+_CATEGORIES = _Categories()
+
+_UCUT = r"[! m]?[am]+|0+| ?!+\n*|\n+| +"
+"""The cut of a non-ASCII word (:data:`_USEGMENT`) over its classes (:func:`_category`),
+after the grammar the four pre-tokenizers share (``[^\\r\\n\\p{L}\\p{N}]?\\p{L}+``, a
+number run, `` ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*``, whitespace): a letter run with its marks and
+the one symbol, mark or space before it (`` Привет``, ``→import``, ``，мир``), a number
+run, a symbol run with the space before it (`` ├──``), whitespace. Marks stay with the
+letters as o200k_base keeps them; the others cut letters from marks, so such a piece is
+several of their pre-tokens, and its count alone is the sum of theirs."""
+
+
+@lru_cache(maxsize=1)
+def _uregex() -> re.Pattern[str]:
+    return re.compile(_UCUT)
+
+
+def unicode_subpieces(text: str) -> list[str]:
+    """``text`` (one :data:`_USEGMENT` word, decoded) cut by :data:`_UCUT`."""
+    classes = text.translate(_CATEGORIES)
+    return [text[m.start() : m.end()] for m in _uregex().finditer(classes)]
+
+
 @lru_cache(maxsize=1)
 def bound_vocabulary() -> dict[bytes, int]:
     """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
@@ -252,7 +306,7 @@ _LOOSE = rb" +(?= |\Z)"
 else, and every space at the end of the string."""
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=4)
 def _regex(pattern: bytes) -> re.Pattern[bytes]:
     """``pattern`` compiled on first use (``ctxwin`` starts without compiling it)."""
     return re.compile(pattern)
@@ -260,28 +314,63 @@ def _regex(pattern: bytes) -> re.Pattern[bytes]:
 
 def bound_pieces(data: bytes) -> Iterator[bytes]:
     """The pieces :class:`BoundEstimator` prices, in no particular order: the text
-    between single spaces, each with the space before it, cut by :data:`_SEGMENT`,
+    between single spaces, each with the space before it, cut by :data:`_SEGMENT`
+(:data:`_USEGMENT` where it holds non-ASCII bytes),
     and the loose spaces (:data:`_LOOSE`). A space followed by anything but
     whitespace opens a piece under :data:`_SEGMENT` too, so this is its cut of the
     whole text, except that a whitespace run mixing spaces with tabs or line breaks
     is cut finer (``\t \t`` is two pieces, ``  \n`` is `` `` and `` \n``)."""
     chunks = data.split(b" ")
     if chunks[0]:
-        yield from _regex(_SEGMENT).findall(chunks[0])
+        yield from _cut(chunks[0])
     for chunk in chunks[1:]:
         if chunk:
-            yield from _regex(_SEGMENT).findall(b" " + chunk)
+            yield from _cut(b" " + chunk)
     yield from _regex(_LOOSE).findall(data)
+
+
+def _cut(chunk: bytes) -> list[bytes]:
+    """``chunk`` cut by :data:`_SEGMENT`, or :data:`_USEGMENT` if it holds non-ASCII bytes."""
+    return _regex(_SEGMENT if chunk.isascii() else _USEGMENT).findall(chunk)
 
 
 _MEMO_SIZE = 1 << 16
 
 
 def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
-    """``piece`` itself, or for a run of spaces or of tabs the vocabulary lacks (a long
-    indentation) the longest runs it has, from the left: the tokenizers count such a
-    run in as few tokens or fewer (not so for mixed line breaks, which keep their
-    pair price)."""
+    """The parts ``piece`` is priced by, each at :func:`fixed_cents` if that knows it, else
+    at its pair price: ``piece`` itself if the vocabulary holds it; a run of spaces or of
+    tabs the vocabulary lacks (a long indentation) as the longest runs it has, from the
+    left (the tokenizers count such a run in as few tokens or fewer; not so for mixed line
+    breaks, which keep their pair price); a piece holding non-ASCII bytes (a word of
+    :data:`_USEGMENT`) as its :func:`unicode_subpieces`, each whole if the vocabulary holds
+    it, else :func:`_fine_parts` (a non-ASCII symbol or mark before letters apart)."""
+    if piece in vocab:
+        yield piece
+        return
+    if piece.isascii():
+        yield from _ascii_parts(piece, vocab)
+        return
+    try:
+        text = piece.decode("utf-8")
+    except UnicodeDecodeError:
+        yield from _fine_parts(piece, vocab)
+        return
+    for sub in unicode_subpieces(text):
+        data = sub.encode("utf-8")
+        if data in vocab:
+            yield data
+        elif len(sub) > 1 and sub[0] >= "\x80" and _CATEGORIES[ord(sub[0])] in "! ":
+            head, rest = sub[0].encode("utf-8"), data[len(sub[0].encode("utf-8")) :]
+            yield from _fine_parts(head, vocab)
+            yield from [rest] if rest in vocab else _fine_parts(rest, vocab)
+        else:
+            yield from _fine_parts(data, vocab)
+
+
+def _ascii_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+    """An ASCII piece, or a run of spaces or of tabs cut into the longest runs the
+    vocabulary holds (see :func:`bound_parts`)."""
     if piece in vocab or len(set(piece)) != 1 or piece[0] not in b" \t":
         yield piece
         return
@@ -294,6 +383,41 @@ def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
         i = j
 
 
+_SYMBOL_SPAN = 16
+"""The most characters of a symbol run :func:`_fine_parts` looks up at once."""
+
+
+def _fine_parts(data: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+    """``data`` cut by :data:`_SEGMENT` (ASCII pieces as :func:`_ascii_parts`, non-ASCII
+    bytes as whole runs), and a run of non-ASCII symbols the vocabulary lacks (``├────``)
+    cut into the longest runs it holds, from the left, a character at a time where it holds
+    none (such a character costs its :func:`run_cap`). That a symbol run costs no more
+    than those parts is tested, not proven (``tests/test_estimator_bound.py``: box
+    drawing, arrows, bullets, runs of one symbol up to 400 long)."""
+    for piece in _regex(_SEGMENT).findall(data):
+        if piece.isascii():
+            yield from _ascii_parts(piece, vocab)
+            continue
+        if piece in vocab:
+            yield piece
+            continue
+        try:
+            text = piece.decode("utf-8")
+        except UnicodeDecodeError:
+            yield piece
+            continue
+        if any(_CATEGORIES[ord(c)] != "!" for c in text):
+            yield piece
+            continue
+        i = 0
+        while i < len(text):
+            j = min(len(text), i + _SYMBOL_SPAN)
+            while j > i + 1 and text[i:j].encode("utf-8") not in vocab:
+                j -= 1
+            yield text[i:j].encode("utf-8")
+            i = j
+
+
 class _PiecePrices(dict[bytes, int]):
     """Piece → its price: the sum over :func:`bound_parts` of the exact price
     (:func:`fixed_cents`), else the pair price; computed on a miss, remembered when
@@ -301,12 +425,10 @@ class _PiecePrices(dict[bytes, int]):
 
     def __missing__(self, piece: bytes) -> int:
         vocab = bound_vocabulary()
-        price = fixed_cents(piece, vocab)
-        if price is None:
-            price = 0
-            for part in bound_parts(piece, vocab):
-                exact = fixed_cents(part, vocab)
-                price += _pair_cents(part) if exact is None else exact
+        price = 0
+        for part in bound_parts(piece, vocab):
+            exact = fixed_cents(part, vocab)
+            price += _pair_cents(part) if exact is None else exact
         if len(piece) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
                 self.clear()
@@ -327,7 +449,7 @@ class _ChunkPrices(dict[bytes, int]):
         self.lead = lead
 
     def __missing__(self, chunk: bytes) -> int:
-        price = sum(map(_piece_cents, _regex(_SEGMENT).findall(self.lead + chunk)))
+        price = sum(map(_piece_cents, _cut(self.lead + chunk)))
         if len(chunk) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
                 self.clear()
