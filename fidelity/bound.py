@@ -61,6 +61,7 @@ import argparse
 import collections
 import gzip
 import itertools
+import json
 import random
 import string
 import sys
@@ -352,9 +353,10 @@ WORDS = 20_000
 """How many of the commonest English words (``wordfreq``'s list) give the vocabulary
 their forms (:func:`word_forms`)."""
 
-WORD_PREFIXES = ("", " ", "_")
+WORD_PREFIXES = ("", " ", "_", "/", "-", ".")
 """What a word form may start with: nothing, a space (prose), an underscore (``_id``,
-``user_name``: identifiers and JSON keys)."""
+``user_name``: identifiers and JSON keys), a slash, a hyphen or a dot (paths, file names,
+options, attributes: ``/Contents``, ``-clients``, ``.Project``)."""
 
 OTHER_LANGUAGES = (
     *("ar", "bg", "bn", "ca", "cs", "da", "de", "el", "es", "fa", "fi", "fr", "he", "hi"),
@@ -418,7 +420,8 @@ MACHINE_MIN_FILES = 8
 def machine_sources() -> Iterator[str]:
     """The text :func:`machine_pieces` reads, none of it from the recorded corpus: every
     ``.py`` file of Python's standard library and of the installed packages (the
-    environment this runs in; the first 64 KB of each), and the path of every file and
+    environment this runs in; the first 64 KB of each), each also as a JSON string
+    inside a JSON string (code as tool calls carry it: ``\\"``, ``\\n``), and the path of every file and
     folder under ``/usr`` (one text per folder: its path and its entries' names)."""
     import os
     import sysconfig
@@ -433,9 +436,11 @@ def machine_sources() -> Iterator[str]:
         for path in sorted(root.rglob("*.py")):
             try:
                 with path.open("rb") as f:
-                    yield f.read(65_536).decode("utf-8", "replace")
+                    text = f.read(65_536).decode("utf-8", "replace")
             except OSError:
                 continue
+            yield text
+            yield json.dumps(json.dumps(text))
     for folder, dirs, files in os.walk("/usr"):
         dirs.sort()
         yield "\n".join([folder, *(f"{folder}/{name}" for name in sorted(dirs + files))])

@@ -32,11 +32,11 @@ control characters). ``non-ascii`` bytes never reach a pair price (a run of them
 one piece, priced by :func:`fixed_cents`); their entries are 1 token a byte, the
 most a byte-level BPE gives, should one ever be priced by pairs."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 75, 107, 100)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 77, 107, 100)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (105, 105, 104, 104, 105, 105, 0, 98, 132, 38, 6, 0)
+BOUND_RUN_CENTS = (105, 105, 103, 102, 105, 106, 0, 98, 132, 35, 6, 0)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -45,13 +45,13 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (36, 111, 97, 90, 111, 0, 0),
-    (21, 60, 0, 0, 68, 0, 0),
-    (0, 94, 55, 92, 97, 0, 0),
-    (0, 91, 45, 61, 83, 0, 0),
-    (0, 43, 24, 41, 84, 0, 0),
-    (107, 104, 110, 108, 111, 73, 0),
-    (33, 21, 0, 3, 0, 0, 0),
+    (36, 110, 98, 91, 111, 0, 0),
+    (21, 60, 0, 0, 77, 0, 0),
+    (0, 94, 55, 88, 101, 0, 0),
+    (0, 91, 47, 61, 99, 0, 0),
+    (0, 34, 20, 25, 84, 0, 0),
+    (107, 99, 107, 106, 109, 73, 0),
+    (33, 21, 0, 2, 0, 0, 0),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -369,9 +369,10 @@ def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
 
 
 def _ascii_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
-    """An ASCII piece, or a run of spaces or of tabs cut into the longest runs the
-    vocabulary holds (see :func:`bound_parts`)."""
-    if piece in vocab or len(set(piece)) != 1 or piece[0] not in b" \t":
+    """An ASCII piece, or a run of spaces, of tabs or of one punctuation byte (``=====``,
+    `` -----``) cut into the longest runs the vocabulary holds, from the left (see
+    :func:`bound_parts`)."""
+    if piece in vocab or len(set(piece.lstrip(b" "))) != 1 or piece[-1] not in _RUNS:
         yield piece
         return
     i = 0
@@ -382,6 +383,10 @@ def _ascii_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
         yield piece[i:j]
         i = j
 
+
+_RUNS = frozenset(b" \t!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+"""The bytes a run of which :func:`_ascii_parts` cuts into vocabulary runs (not line breaks:
+a long run of mixed ``\r`` and ``\n`` tokenizes worse than its vocabulary pieces)."""
 
 _SYMBOL_SPAN = 16
 """The most characters of a symbol run :func:`_fine_parts` looks up at once."""
