@@ -456,9 +456,7 @@ def machine_pieces() -> set[bytes]:
         data = text.encode("utf-8", "replace")
         seen.update({p for p in bound_pieces(data) if p.isascii()})
     return {
-        p
-        for p, n in seen.items()
-        if n >= MACHINE_MIN_FILES and len(p) <= 64 and vocab_shaped(p)
+        p for p, n in seen.items() if n >= MACHINE_MIN_FILES and len(p) <= 64 and vocab_shaped(p)
     }
 
 

@@ -162,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     ests = [get_estimator(n) for n in (a.estimator or ["bound", "content"])]
     names = [e.name for e in ests]
-    text = "\n".join(
-        report(list(session_files(root, ests)), list(transcripts(root, ests)), names)
-    )
+    text = "\n".join(report(list(session_files(root, ests)), list(transcripts(root, ests)), names))
     sys.stdout.write(text + "\n")
     a.out.write_text(text + "\n", encoding="utf-8")
     sys.stderr.write(f"wrote {a.out}\n")

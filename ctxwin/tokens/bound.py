@@ -314,12 +314,12 @@ def _regex(pattern: bytes) -> re.Pattern[bytes]:
 
 def bound_pieces(data: bytes) -> Iterator[bytes]:
     """The pieces :class:`BoundEstimator` prices, in no particular order: the text
-    between single spaces, each with the space before it, cut by :data:`_SEGMENT`
-(:data:`_USEGMENT` where it holds non-ASCII bytes),
-    and the loose spaces (:data:`_LOOSE`). A space followed by anything but
-    whitespace opens a piece under :data:`_SEGMENT` too, so this is its cut of the
-    whole text, except that a whitespace run mixing spaces with tabs or line breaks
-    is cut finer (``\t \t`` is two pieces, ``  \n`` is `` `` and `` \n``)."""
+        between single spaces, each with the space before it, cut by :data:`_SEGMENT`
+    (:data:`_USEGMENT` where it holds non-ASCII bytes),
+        and the loose spaces (:data:`_LOOSE`). A space followed by anything but
+        whitespace opens a piece under :data:`_SEGMENT` too, so this is its cut of the
+        whole text, except that a whitespace run mixing spaces with tabs or line breaks
+        is cut finer (``\t \t`` is two pieces, ``  \n`` is `` `` and `` \n``)."""
     chunks = data.split(b" ")
     if chunks[0]:
         yield from _cut(chunks[0])
@@ -364,8 +364,22 @@ def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
             head, rest = sub[0].encode("utf-8"), data[len(sub[0].encode("utf-8")) :]
             yield from _fine_parts(head, vocab)
             yield from [rest] if rest in vocab else _fine_parts(rest, vocab)
+        elif sub[0] == " " and len(sub) > 1 and _CATEGORIES[ord(sub[1])] == "!":
+            yield from _symbol_parts(sub, vocab)
         else:
             yield from _fine_parts(data, vocab)
+
+
+def _symbol_parts(text: str, vocab: dict[bytes, int]) -> Iterator[bytes]:
+    """``text`` (a run of symbols, the space before it included) cut into the longest runs
+    the vocabulary holds, from the left, a character at a time where it holds none."""
+    i = 0
+    while i < len(text):
+        j = min(len(text), i + _SYMBOL_SPAN)
+        while j > i + 1 and text[i:j].encode("utf-8") not in vocab:
+            j -= 1
+        yield text[i:j].encode("utf-8")
+        i = j
 
 
 def _ascii_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
@@ -414,13 +428,7 @@ def _fine_parts(data: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
         if any(_CATEGORIES[ord(c)] != "!" for c in text):
             yield piece
             continue
-        i = 0
-        while i < len(text):
-            j = min(len(text), i + _SYMBOL_SPAN)
-            while j > i + 1 and text[i:j].encode("utf-8") not in vocab:
-                j -= 1
-            yield text[i:j].encode("utf-8")
-            i = j
+        yield from _symbol_parts(text, vocab)
 
 
 class _PiecePrices(dict[bytes, int]):
