@@ -421,8 +421,9 @@ def machine_sources() -> Iterator[str]:
     """The text :func:`machine_pieces` reads, none of it from the recorded corpus: every
     ``.py`` file of Python's standard library and of the installed packages (the
     environment this runs in; the first 64 KB of each), each also as a JSON string
-    inside a JSON string (code as tool calls carry it: ``\\"``, ``\\n``), and the path of every file and
-    folder under ``/usr`` (one text per folder: its path and its entries' names)."""
+    inside a JSON string (code as tool calls carry it: ``\\"``, ``\\n``), and the path
+    of every file and folder under ``/usr`` (one text per folder: its path and its
+    entries' names)."""
     import os
     import sysconfig
 

@@ -153,10 +153,8 @@ def symbol_lists() -> list[str]:
     rng = random.Random("fidelity.scripts:symbols")
     marks = ["✅", "❌", "✓", "✗", "•", "◦", "▸", "→", "⇒", "⚠️", "🚀", "📁", "📄", "🔧", "★", "…"]
     names = [p.stem for p in _stdlib().glob("*.py")]
-    items = [
-        f"{rng.choice(marks)} {rng.choice(names)} {rng.choice(['passed', 'failed', '→ done', 'updated', '— skipped'])}"
-        for _ in range(3000)
-    ]
+    states = ["passed", "failed", "→ done", "updated", "— skipped"]
+    items = [f"{rng.choice(marks)} {rng.choice(names)} {rng.choice(states)}" for _ in range(3000)]
     return _chunks(items, "\n")
 
 
