@@ -379,3 +379,15 @@ def _encoders() -> list[object]:
     if not _ENCS:
         _ENCS.extend(adversarial.encoders())
     return _ENCS
+
+
+@needs_bpe
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([" ", "\t", "\n", "x", "=", "  ", "\t\t"]), max_size=60))
+def test_bounds_indentation_mixing_spaces_and_tabs(parts: list[str]) -> None:
+    """A space before a run of tabs stays with it (cut apart, `` \\t\\t\\t`` under-counted
+    the deep-indentation stress class)."""
+    text = "".join(parts) + "x"
+    assert raw(text) >= adversarial.worst_real(text, _encoders())
+    deep = "\n" + " \t\t\t\t\t" * 3 + "x"
+    assert raw(deep) >= adversarial.worst_real(deep, _encoders())

@@ -386,7 +386,8 @@ def _ascii_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
     """An ASCII piece, or a run of spaces, of tabs or of one punctuation byte (``=====``,
     `` -----``) cut into the longest runs the vocabulary holds, from the left (see
     :func:`bound_parts`)."""
-    if piece in vocab or len(set(piece.lstrip(b" "))) != 1 or piece[-1] not in _RUNS:
+    body = piece[1:] if piece[:1] == b" " and piece[-1:] not in b" \t" else piece
+    if piece in vocab or len(set(body)) != 1 or body[0] not in _RUNS:
         yield piece
         return
     i = 0
