@@ -518,7 +518,8 @@ class BoundEstimator(ContentEstimator):
     byte before it (`` naïve``, `` Привет，мир``, ``→import``, `` ├──``), whose parts are
     cut by Unicode category as the pre-tokenizers cut letters, marks and symbols
     (:func:`unicode_subpieces`), each priced exactly when the vocabulary holds it and
-    as before when not (a symbol run by its longest vocabulary runs, tested not proven); a run of ASCII letters (upper-case ones, then lower-case ones —
+    as before when not (a symbol run by its longest vocabulary runs, tested not
+    proven); a run of ASCII letters (upper-case ones, then lower-case ones —
     ``getValue`` is two, as o200k cuts it) with the one space, tab or punctuation
     byte before it (`` the``, ``_id``, ``.get``); a contraction (``'s``); a run of
     digits; a run of punctuation with the space before it and the line breaks
