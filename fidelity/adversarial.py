@@ -581,16 +581,40 @@ CLASSES.update(
         **{f"code:{lang}": _code(lang) for lang in TEMPLATES},
     }
 )
-CLASSES["mix:everything"] = _interleave(tuple(CLASSES.values()), (1, 40))
-CLASSES["mix:scripts_and_code"] = _interleave(
-    tuple(g for k, g in CLASSES.items() if k.startswith(("script:", "code:", "symbols:"))), (5, 80)
-)
+BASE = tuple(sorted(CLASSES))
+"""The classes that draw on no other class, in name order: :func:`split` alternates them."""
+
+MIXTURES = {
+    "mix:everything": ((), (1, 40)),
+    "mix:scripts_and_code": (("script:", "code:", "symbols:"), (5, 80)),
+}
+"""Interleavings of other classes (name: class-name prefixes drawn from, every class when
+empty; chunk sizes). Each is made twice, once from each half of :data:`BASE`, so a
+mixture never draws on a generator of the other half: ``mix:everything`` from the fit half,
+``mix:everything:held`` from the held-out half."""
+
+HALVES = (BASE[0::2], BASE[1::2])
+"""(fit half, held-out half) of :data:`BASE`: alternate names in sorted order."""
+
+SOURCES: dict[str, tuple[str, ...]] = {}
+"""Mixture → the classes it interleaves."""
+
+for _name, (_prefixes, _chunk) in MIXTURES.items():
+    for _half, _suffix in zip(HALVES, ("", ":held"), strict=True):
+        SOURCES[_name + _suffix] = tuple(
+            k for k in _half if not _prefixes or k.startswith(_prefixes)
+        )
+        CLASSES[_name + _suffix] = _interleave(
+            tuple(CLASSES[k] for k in SOURCES[_name + _suffix]), _chunk
+        )
 
 
 def split() -> tuple[list[str], list[str]]:
-    """(fit half, held-out half): alternate class names in sorted order."""
-    names = sorted(CLASSES)
-    return names[0::2], names[1::2]
+    """(fit half, held-out half): alternate names of :data:`BASE` in sorted order, and each
+    mixture of :data:`MIXTURES` with the half it draws from (the ``:held`` ones held out)."""
+    fit = [*HALVES[0], *MIXTURES]
+    held = [*HALVES[1], *(name + ":held" for name in MIXTURES)]
+    return fit, held
 
 
 def cases(

@@ -61,6 +61,7 @@ import argparse
 import collections
 import gzip
 import itertools
+import json
 import random
 import string
 import sys
@@ -81,6 +82,7 @@ from ctxwin.tokens.bound import (
     bound_pieces,
     bound_vocabulary,
     fixed_cents,
+    unicode_subpieces,
 )
 from fidelity import adversarial
 
@@ -324,13 +326,21 @@ def _cents(x: np.ndarray) -> list[int]:
 
 
 def vocab_shaped(token: bytes) -> bool:
-    """Whether the vocabulary may hold ``token``: ASCII without digits (a digit run is
-    priced exactly anyway) or NUL (it ends a record of the file), and one whole piece of
-    :func:`ctxwin.tokens.bound.bound_pieces` (`` the``, ``_id``, ``.\\n\\n``, ``'s``,
-    eight spaces)."""
-    if not token.isascii() or any(c in b"0123456789\0" for c in token):
+    """Whether the vocabulary may hold ``token``: no ASCII digit (a digit run is priced
+    exactly anyway) nor NUL (it ends a record of the file), and, if ASCII, one whole piece
+    of :func:`ctxwin.tokens.bound.bound_pieces` (`` the``, ``_id``, ``.\\n\\n``, ``'s``,
+    eight spaces); if not, UTF-8 that is one whole :func:`ctxwin.tokens.bound.unicode_subpieces`
+    piece (`` Привет``, ``→``, `` ├──``, ``，``), the shape of every non-ASCII part
+    :func:`ctxwin.tokens.bound.bound_parts` looks up."""
+    if any(c in b"0123456789\0" for c in token):
         return False
-    return list(bound_pieces(token)) == [token]
+    if token.isascii():
+        return list(bound_pieces(token)) == [token]
+    try:
+        text = token.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return unicode_subpieces(text) == [text]
 
 
 VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.bin.gz"
@@ -343,9 +353,22 @@ WORDS = 20_000
 """How many of the commonest English words (``wordfreq``'s list) give the vocabulary
 their forms (:func:`word_forms`)."""
 
-WORD_PREFIXES = ("", " ", "_")
+WORD_PREFIXES = ("", " ", "_", "/", "-", ".")
 """What a word form may start with: nothing, a space (prose), an underscore (``_id``,
-``user_name``: identifiers and JSON keys)."""
+``user_name``: identifiers and JSON keys), a slash, a hyphen or a dot (paths, file names,
+options, attributes: ``/Contents``, ``-clients``, ``.Project``)."""
+
+OTHER_LANGUAGES = (
+    *("ar", "bg", "bn", "ca", "cs", "da", "de", "el", "es", "fa", "fi", "fr", "he", "hi"),
+    *("hu", "is", "it", "ko", "lt", "lv", "mk", "nb", "nl", "pl", "pt", "ro", "ru", "sh"),
+    *("sk", "sl", "sv", "ta", "tr", "uk", "ur", "vi"),
+)
+"""The ``wordfreq`` languages whose words give the vocabulary their non-ASCII forms
+(:func:`other_word_forms`): every one written with spaces between words (Chinese and
+Japanese are not, so their words never stand alone as a piece)."""
+
+OTHER_WORDS = 10_000
+"""How many of each of :data:`OTHER_LANGUAGES`' commonest words are taken."""
 
 
 def word_forms() -> set[bytes]:
@@ -368,18 +391,89 @@ def word_forms() -> set[bytes]:
     return out
 
 
+def other_word_forms() -> set[bytes]:
+    """The :data:`OTHER_WORDS` commonest words of each of :data:`OTHER_LANGUAGES` that hold
+    a non-ASCII letter and only letters and marks (``wordfreq``, as :func:`word_forms`),
+    as written and capitalized, alone and after a space (`` Привет``, ``Việt``,
+    `` हिन्दी``), if :func:`vocab_shaped`."""
+    import unicodedata
+
+    import wordfreq
+
+    out: set[bytes] = set()
+    for lang in OTHER_LANGUAGES:
+        for word in wordfreq.top_n_list(lang, OTHER_WORDS):
+            if word.isascii() or any(unicodedata.category(c)[0] not in "LM" for c in word):
+                continue
+            for form in {word, word.capitalize()}:
+                for prefix in ("", " "):
+                    piece = (prefix + form).encode()
+                    if vocab_shaped(piece):
+                        out.add(piece)
+    return out
+
+
+MACHINE_MIN_FILES = 8
+"""A piece of :func:`machine_pieces` must turn up in this many files or folders."""
+
+
+def machine_sources() -> Iterator[str]:
+    """The text :func:`machine_pieces` reads, none of it from the recorded corpus: every
+    ``.py`` file of Python's standard library and of the installed packages (the
+    environment this runs in; the first 64 KB of each), each also as a JSON string
+    inside a JSON string (code as tool calls carry it: ``\\"``, ``\\n``), and the path
+    of every file and folder under ``/usr`` (one text per folder: its path and its
+    entries' names)."""
+    import os
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    seen: set[str] = set()
+    for key in ("stdlib", "purelib"):
+        root = Path(paths[key])
+        if str(root) in seen or not root.is_dir():
+            continue
+        seen.add(str(root))
+        for path in sorted(root.rglob("*.py")):
+            try:
+                with path.open("rb") as f:
+                    text = f.read(65_536).decode("utf-8", "replace")
+            except OSError:
+                continue
+            yield text
+            yield json.dumps(json.dumps(text))
+    for folder, dirs, files in os.walk("/usr"):
+        dirs.sort()
+        yield "\n".join([folder, *(f"{folder}/{name}" for name in sorted(dirs + files))])
+
+
+def machine_pieces() -> set[bytes]:
+    """The ASCII pieces of code and paths: every :func:`vocab_shaped` ASCII piece
+    (:func:`ctxwin.tokens.bound.bound_pieces`) of :func:`machine_sources` found in at least
+    :data:`MACHINE_MIN_FILES` of its texts (``/site``, ``-packages``, ``.pyc``,
+    ``__init__``, ``.append``, ``_dtype``)."""
+    seen: collections.Counter[bytes] = collections.Counter()
+    for text in machine_sources():
+        data = text.encode("utf-8", "replace")
+        seen.update({p for p in bound_pieces(data) if p.isascii()})
+    return {
+        p for p, n in seen.items() if n >= MACHINE_MIN_FILES and len(p) <= 64 and vocab_shaped(p)
+    }
+
+
 def vocabulary() -> list[tuple[bytes, int]]:
     """(piece, count): every token of the four vocabularies that :func:`vocab_shaped`
     admits, if the largest count of the four tokenizers is at most :data:`VOCAB_MAX`,
-    and every :func:`word_forms` piece whatever its count, each with that largest
-    count."""
+    and every :func:`word_forms`, :func:`other_word_forms` and :func:`machine_pieces`
+    piece whatever its count (up to 255), each with that largest count."""
     encs = adversarial.encoders()
     shaped = {t for enc in encs for t in adversarial.vocab_tokens(enc) if vocab_shaped(t)}
-    words = word_forms()
+    words = word_forms() | other_word_forms() | machine_pieces()
     out = []
     for token in sorted(shaped | words):
-        count = max(e.count(token.decode()) for e in encs)  # type: ignore[attr-defined]
-        if count <= VOCAB_MAX or token in words:
+        text = token.decode("utf-8")
+        count = max(e.count(text) for e in encs)  # type: ignore[attr-defined]
+        if count <= VOCAB_MAX or (token in words and count <= 255):
             out.append((token, count))
     return out
 

@@ -46,9 +46,10 @@ def adversarial_section(names: Sequence[str]) -> list[str]:
         "## Adversarial classes",
         "",
         f"`python -m fidelity.adversarial` (seed {seed}, {per_class} cases per class up to "
-        f"{size:,} characters; 152 generated classes: byte classes and their mixtures, "
-        "scripts, symbols, emoji sequences, code, data formats, encodings; `make fidelity` "
-        "writes every class to `fidelity/adversarial.md`). Estimate ÷ largest count of the "
+        f"{size:,} characters; {len(adversarial.CLASSES)} generated classes: byte classes "
+        "and their mixtures, scripts, symbols, emoji sequences, code, data formats, "
+        "encodings; `make fidelity` writes every class to `fidelity/adversarial.md`). "
+        "Estimate ÷ largest count of the "
         "four tokenizers; the `bound` estimator's prices were chosen on the fit half only "
         "(`python -m fidelity.bound`).",
         "",

@@ -61,6 +61,16 @@ def test_covers_every_listed_kind() -> None:
     assert not set(fit) & set(held) and set(fit) | set(held) == names
 
 
+def test_a_mixture_draws_only_on_its_own_half() -> None:
+    """The held-out half stays held out: no mixture of the fit half (which the bound's
+    prices are solved on) interleaves a held-out generator, and the reverse."""
+    fit, held = adversarial.split()
+    assert {"mix:everything", "mix:everything:held"} <= set(adversarial.SOURCES)
+    for mixture, sources in adversarial.SOURCES.items():
+        half = set(fit) if mixture in fit else set(held)
+        assert mixture in half and sources and set(sources) <= half
+
+
 def test_same_seed_same_texts() -> None:
     a = list(adversarial.cases(3, 2, 200))
     assert a == list(adversarial.cases(3, 2, 200))

@@ -32,11 +32,11 @@ control characters). ``non-ascii`` bytes never reach a pair price (a run of them
 one piece, priced by :func:`fixed_cents`); their entries are 1 token a byte, the
 most a byte-level BPE gives, should one ever be priced by pairs."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 75, 107, 100)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 77, 107, 100)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (105, 105, 104, 104, 105, 105, 0, 98, 132, 38, 6, 0)
+BOUND_RUN_CENTS = (105, 105, 103, 102, 105, 106, 0, 98, 132, 35, 6, 0)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -45,13 +45,13 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (36, 111, 97, 90, 111, 0, 0),
-    (21, 60, 0, 0, 68, 0, 0),
-    (0, 94, 55, 92, 97, 0, 0),
-    (0, 91, 45, 61, 83, 0, 0),
-    (0, 43, 24, 41, 84, 0, 0),
-    (107, 104, 110, 108, 111, 73, 0),
-    (33, 21, 0, 3, 0, 0, 0),
+    (36, 110, 98, 91, 111, 0, 0),
+    (21, 60, 0, 0, 77, 0, 0),
+    (0, 94, 55, 88, 101, 0, 0),
+    (0, 91, 47, 61, 99, 0, 0),
+    (0, 34, 20, 25, 84, 0, 0),
+    (107, 99, 107, 106, 109, 73, 0),
+    (33, 21, 0, 2, 0, 0, 0),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -159,17 +159,76 @@ whitespace, its last character apart when something else follows it (it joins th
 instead); a run of non-ASCII bytes."""
 
 
+_USEGMENT = rb"" + _PREFIX + rb"?(?:[A-Za-z]*[\x80-\xff])+[A-Za-z]*|" + _SEGMENT
+""":data:`_SEGMENT` for text that holds non-ASCII bytes: first, a *word* of ASCII letters
+and non-ASCII characters with the one ASCII byte before it that may open a letter run
+(`` naïve``, `` Привет``, ``→import``, `` ├──``): such a run is one piece, cut further by
+:func:`unicode_subpieces` as the tokenizers cut non-ASCII letters, marks and symbols. Text
+without non-ASCII bytes is cut by :data:`_SEGMENT` alone (that path is unchanged)."""
+
+
+def _category(cp: int) -> str:
+    """The class :func:`unicode_subpieces` cuts by: ``a`` a letter (``L*``), ``m`` a mark
+    (``M*``), ``0`` a number (``N*``), ``\\n`` a line break, `` `` other whitespace, ``!``
+    anything else (punctuation, symbols, controls)."""
+    import unicodedata
+
+    char = chr(cp)
+    if char in "\r\n":
+        return "\n"
+    major = unicodedata.category(char)[0]
+    if major in "LMN":
+        return {"L": "a", "M": "m", "N": "0"}[major]
+    return " " if char.isspace() else "!"
+
+
+class _Categories(dict[int, str]):
+    """Code point → :func:`_category`, computed on first sight (a ``str.translate`` table)."""
+
+    def __missing__(self, cp: int) -> str:
+        c = self[cp] = _category(cp)
+        return c
+
+
+_CATEGORIES = _Categories()
+
+_UCUT = r"[! m]?[am]+|0+| ?!+\n*|\n+| +"
+"""The cut of a non-ASCII word (:data:`_USEGMENT`) over its classes (:func:`_category`),
+after the grammar the four pre-tokenizers share (``[^\\r\\n\\p{L}\\p{N}]?\\p{L}+``, a
+number run, `` ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*``, whitespace): a letter run with its marks and
+the one symbol, mark or space before it (`` Привет``, ``→import``, ``，мир``), a number
+run, a symbol run with the space before it (`` ├──``), whitespace. Marks stay with the
+letters as o200k_base keeps them; the others cut letters from marks, so such a piece is
+several of their pre-tokens, and its count alone is the sum of theirs."""
+
+
+@lru_cache(maxsize=1)
+def _uregex() -> re.Pattern[str]:
+    return re.compile(_UCUT)
+
+
+def unicode_subpieces(text: str) -> list[str]:
+    """``text`` (one :data:`_USEGMENT` word, decoded) cut by :data:`_UCUT`."""
+    classes = text.translate(_CATEGORIES)
+    return [text[m.start() : m.end()] for m in _uregex().finditer(classes)]
+
+
 @lru_cache(maxsize=1)
 def bound_vocabulary() -> dict[bytes, int]:
     """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
-    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin.gz``: each record is the
-    count byte, the piece and NUL; written by ``python -m fidelity.bound --vocab``).
-    261,793 pieces, each ASCII without digits and one whole piece of
-    :func:`bound_pieces`: the 131,456 tokens of the four vocabularies that count 1 or
-    2 in all four (`` the``, ``_id``, ``.get``, ``'s``, ``.\n\n``, eight spaces), and
-    130,337 more forms of the 20,000 commonest English words (lower-case, capitalized,
-    upper-case; alone, after a space, after ``_``), which count 2 to 8 (`` economy``,
-    ``_baggages``, ``JFK``)."""
+    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin.gz``, 3.9 MB: each record is
+    the count byte, the piece and NUL; written by ``python -m fidelity.bound --vocab``;
+    about 0.45 s to load, once). 1,107,206 pieces without digits, each the shape
+    :func:`bound_parts` looks up (an ASCII piece of :func:`bound_pieces`, or one
+    :func:`unicode_subpieces` piece): the tokens of the four vocabularies that count 1 or 2
+    in all four (`` the``, ``_id``, ``.\n\n``, ``→``, `` ├``, `` Привет``); the forms of
+    the 20,000 commonest English words (lower-case, capitalized, upper-case; alone, after a
+    space, ``_``, ``/``, ``-`` or ``.``: `` economy``, ``/Contents``); the commonest 10,000
+    words of 38 other languages that hold a non-ASCII letter (as written and capitalized,
+    alone and after a space; ``wordfreq``); and the ASCII pieces of the code and paths on
+    the machine that built it (the standard library's and installed packages' ``.py``
+    files, also JSON-escaped twice, and the paths under ``/usr``: ``/site``, ``-packages``,
+    ``_dtype``) found in 8 files or more. None comes from the recorded corpus."""
     import gzip
     from pathlib import Path
 
@@ -252,7 +311,7 @@ _LOOSE = rb" +(?= |\Z)"
 else, and every space at the end of the string."""
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=4)
 def _regex(pattern: bytes) -> re.Pattern[bytes]:
     """``pattern`` compiled on first use (``ctxwin`` starts without compiling it)."""
     return re.compile(pattern)
@@ -260,29 +319,80 @@ def _regex(pattern: bytes) -> re.Pattern[bytes]:
 
 def bound_pieces(data: bytes) -> Iterator[bytes]:
     """The pieces :class:`BoundEstimator` prices, in no particular order: the text
-    between single spaces, each with the space before it, cut by :data:`_SEGMENT`,
-    and the loose spaces (:data:`_LOOSE`). A space followed by anything but
-    whitespace opens a piece under :data:`_SEGMENT` too, so this is its cut of the
-    whole text, except that a whitespace run mixing spaces with tabs or line breaks
-    is cut finer (``\t \t`` is two pieces, ``  \n`` is `` `` and `` \n``)."""
+        between single spaces, each with the space before it, cut by :data:`_SEGMENT`
+    (:data:`_USEGMENT` where it holds non-ASCII bytes),
+        and the loose spaces (:data:`_LOOSE`). A space followed by anything but
+        whitespace opens a piece under :data:`_SEGMENT` too, so this is its cut of the
+        whole text, except that a whitespace run mixing spaces with tabs or line breaks
+        is cut finer (``\t \t`` is two pieces, ``  \n`` is `` `` and `` \n``)."""
     chunks = data.split(b" ")
     if chunks[0]:
-        yield from _regex(_SEGMENT).findall(chunks[0])
+        yield from _cut(chunks[0])
     for chunk in chunks[1:]:
         if chunk:
-            yield from _regex(_SEGMENT).findall(b" " + chunk)
+            yield from _cut(b" " + chunk)
     yield from _regex(_LOOSE).findall(data)
+
+
+def _cut(chunk: bytes) -> list[bytes]:
+    """``chunk`` cut by :data:`_SEGMENT`, or :data:`_USEGMENT` if it holds non-ASCII bytes."""
+    return _regex(_SEGMENT if chunk.isascii() else _USEGMENT).findall(chunk)
 
 
 _MEMO_SIZE = 1 << 16
 
 
 def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
-    """``piece`` itself, or for a run of spaces or of tabs the vocabulary lacks (a long
-    indentation) the longest runs it has, from the left: the tokenizers count such a
-    run in as few tokens or fewer (not so for mixed line breaks, which keep their
-    pair price)."""
-    if piece in vocab or len(set(piece)) != 1 or piece[0] not in b" \t":
+    """The parts ``piece`` is priced by, each at :func:`fixed_cents` if that knows it, else
+    at its pair price: ``piece`` itself if the vocabulary holds it; a run of spaces or of
+    tabs the vocabulary lacks (a long indentation) as the longest runs it has, from the
+    left (the tokenizers count such a run in as few tokens or fewer; not so for mixed line
+    breaks, which keep their pair price); a piece holding non-ASCII bytes (a word of
+    :data:`_USEGMENT`) as its :func:`unicode_subpieces`, each whole if the vocabulary holds
+    it, else :func:`_fine_parts` (a non-ASCII symbol or mark before letters apart)."""
+    if piece in vocab:
+        yield piece
+        return
+    if piece.isascii():
+        yield from _ascii_parts(piece, vocab)
+        return
+    try:
+        text = piece.decode("utf-8")
+    except UnicodeDecodeError:
+        yield from _fine_parts(piece, vocab)
+        return
+    for sub in unicode_subpieces(text):
+        data = sub.encode("utf-8")
+        if data in vocab:
+            yield data
+        elif len(sub) > 1 and sub[0] >= "\x80" and _CATEGORIES[ord(sub[0])] in "! ":
+            head, rest = sub[0].encode("utf-8"), data[len(sub[0].encode("utf-8")) :]
+            yield from _fine_parts(head, vocab)
+            yield from [rest] if rest in vocab else _fine_parts(rest, vocab)
+        elif sub[0] == " " and len(sub) > 1 and _CATEGORIES[ord(sub[1])] == "!":
+            yield from _symbol_parts(sub, vocab)
+        else:
+            yield from _fine_parts(data, vocab)
+
+
+def _symbol_parts(text: str, vocab: dict[bytes, int]) -> Iterator[bytes]:
+    """``text`` (a run of symbols, the space before it included) cut into the longest runs
+    the vocabulary holds, from the left, a character at a time where it holds none."""
+    i = 0
+    while i < len(text):
+        j = min(len(text), i + _SYMBOL_SPAN)
+        while j > i + 1 and text[i:j].encode("utf-8") not in vocab:
+            j -= 1
+        yield text[i:j].encode("utf-8")
+        i = j
+
+
+def _ascii_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+    """An ASCII piece, or a run of spaces, of tabs or of one punctuation byte (``=====``,
+    `` -----``) cut into the longest runs the vocabulary holds, from the left (see
+    :func:`bound_parts`)."""
+    body = piece[1:] if piece[:1] == b" " and piece[-1:] not in b" \t" else piece
+    if piece in vocab or len(set(body)) != 1 or body[0] not in _RUNS:
         yield piece
         return
     i = 0
@@ -294,6 +404,39 @@ def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
         i = j
 
 
+_RUNS = frozenset(b" \t!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+"""The bytes a run of which :func:`_ascii_parts` cuts into vocabulary runs (not line breaks:
+a long run of mixed ``\r`` and ``\n`` tokenizes worse than its vocabulary pieces)."""
+
+_SYMBOL_SPAN = 16
+"""The most characters of a symbol run :func:`_fine_parts` looks up at once."""
+
+
+def _fine_parts(data: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+    """``data`` cut by :data:`_SEGMENT` (ASCII pieces as :func:`_ascii_parts`, non-ASCII
+    bytes as whole runs), and a run of non-ASCII symbols the vocabulary lacks (``├────``)
+    cut into the longest runs it holds, from the left, a character at a time where it holds
+    none (such a character costs its :func:`run_cap`). That a symbol run costs no more
+    than those parts is tested, not proven (``tests/test_estimator_bound.py``: box
+    drawing, arrows, bullets, runs of one symbol up to 400 long)."""
+    for piece in _regex(_SEGMENT).findall(data):
+        if piece.isascii():
+            yield from _ascii_parts(piece, vocab)
+            continue
+        if piece in vocab:
+            yield piece
+            continue
+        try:
+            text = piece.decode("utf-8")
+        except UnicodeDecodeError:
+            yield piece
+            continue
+        if any(_CATEGORIES[ord(c)] != "!" for c in text):
+            yield piece
+            continue
+        yield from _symbol_parts(text, vocab)
+
+
 class _PiecePrices(dict[bytes, int]):
     """Piece → its price: the sum over :func:`bound_parts` of the exact price
     (:func:`fixed_cents`), else the pair price; computed on a miss, remembered when
@@ -301,12 +444,10 @@ class _PiecePrices(dict[bytes, int]):
 
     def __missing__(self, piece: bytes) -> int:
         vocab = bound_vocabulary()
-        price = fixed_cents(piece, vocab)
-        if price is None:
-            price = 0
-            for part in bound_parts(piece, vocab):
-                exact = fixed_cents(part, vocab)
-                price += _pair_cents(part) if exact is None else exact
+        price = 0
+        for part in bound_parts(piece, vocab):
+            exact = fixed_cents(part, vocab)
+            price += _pair_cents(part) if exact is None else exact
         if len(piece) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
                 self.clear()
@@ -327,7 +468,7 @@ class _ChunkPrices(dict[bytes, int]):
         self.lead = lead
 
     def __missing__(self, chunk: bytes) -> int:
-        price = sum(map(_piece_cents, _regex(_SEGMENT).findall(self.lead + chunk)))
+        price = sum(map(_piece_cents, _cut(self.lead + chunk)))
         if len(chunk) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
                 self.clear()
@@ -371,9 +512,14 @@ def _bound_units(data: bytes) -> int:
 class BoundEstimator(ContentEstimator):
     """Upper bound on BPE tokens for text of any mix of byte classes (``--estimator bound``).
 
-    The text is cut into pieces (:func:`bound_pieces`, :data:`_SEGMENT`) where
-    o200k_base, cl100k_base, Llama 3 and Qwen 3 cut ASCII text before they
-    tokenize it: a run of ASCII letters (upper-case ones, then lower-case ones —
+    The text is cut into pieces (:func:`bound_pieces`, :data:`_SEGMENT`,
+    :data:`_USEGMENT`) where o200k_base, cl100k_base, Llama 3 and Qwen 3 cut text
+    before they tokenize it: a word of ASCII letters and non-ASCII characters with the
+    byte before it (`` naïve``, `` Привет，мир``, ``→import``, `` ├──``), whose parts are
+    cut by Unicode category as the pre-tokenizers cut letters, marks and symbols
+    (:func:`unicode_subpieces`), each priced exactly when the vocabulary holds it and
+    as before when not (a symbol run by its longest vocabulary runs, tested not
+    proven); a run of ASCII letters (upper-case ones, then lower-case ones —
     ``getValue`` is two, as o200k cuts it) with the one space, tab or punctuation
     byte before it (`` the``, ``_id``, ``.get``); a contraction (``'s``); a run of
     digits; a run of punctuation with the space before it and the line breaks
@@ -383,11 +529,10 @@ class BoundEstimator(ContentEstimator):
 
     - its exact count if that is known (:func:`fixed_cents`): the pieces of the
       *vocabulary* (:func:`bound_vocabulary`), each with the largest of the four
-      counts: 131,456 tokens of the vocabularies of o200k_base, cl100k_base, Llama 3
-      and Qwen 3 that are one whole ASCII piece and count 1 or 2 (`` the``,
-      ``_id``, ``":"``, ``.\\n\\n``, eight spaces), and 130,337 forms of the commonest
-      English words, which count up to 8 (`` economy``, ``_Flights``); a run of digits, one
-      token a digit (Qwen 3 splits every digit; the others group up to three);
+      counts: the tokens of the four vocabularies that are one whole piece and count 1
+      or 2, forms of common English and other languages' words, and the pieces of code
+      and paths (:func:`bound_vocabulary`); a run of digits, one token a digit (Qwen 3
+      splits every digit; the others group up to three);
     - a run of non-ASCII bytes: the most tokens the four can start in it
       (:func:`run_cap`): one a byte, fewer for characters no tokenizer can split
       that far (kana: 2 of 3 bytes), of its NFC form if that is more;
