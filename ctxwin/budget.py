@@ -25,10 +25,11 @@ room for any prompt: fitting then reports an overflow at the floor
 Each field of the spec comes from the first source that has it: flags, then a
 spec file, then the built-in model table (``ctxwin/data/models.json``).
 
-The table and a spec file may also give the model's prices (:class:`Pricing`, USD per
-million tokens, with a long-context tier above a prompt size) and its prompt-caching
-rules (:class:`CacheRules`), for pricing recorded runs offline; either is ``None`` when
-unknown. A LiteLLM entry's per-token costs are read as prices per million tokens.
+The table and a spec file may also give the model's prices
+(:class:`~ctxwin.pricing.Pricing`, USD per million tokens, with a long-context tier above
+a prompt size) and its prompt-caching rules (:class:`~ctxwin.pricing.CacheRules`), for
+pricing recorded runs offline; either is ``None`` when unknown. They are built on use
+(:mod:`ctxwin.pricing`), so a command that prices nothing pays nothing for them.
 """
 
 from __future__ import annotations
@@ -36,11 +37,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
 from ctxwin.errors import SpecError
+
+if TYPE_CHECKING:
+    from ctxwin.pricing import CacheRules, Pricing
 
 FALLBACK_CONTEXT_LENGTH = 8192
 RESERVE_FLOOR = 1000
@@ -60,68 +64,6 @@ scaled to a window smaller than the table's)."""
 SNAPSHOT_WORDS = frozenset(("latest", "preview", "exp", "experimental", "instruct"))
 """Words after a model name that name a release of the same model, as a date does
 (``gpt-4o-2024-08-06``, ``gemini-2.5-flash-preview-05-20``), not a sibling model."""
-
-
-CacheKind = Literal["breakpoints", "automatic", "implicit", "none"]
-"""How a provider caches prompt prefixes: ``breakpoints`` (explicit ``cache_control``
-marks, Anthropic), ``automatic`` (every long enough prefix, OpenAI), ``implicit``
-(Gemini's implicit caching) or ``none``."""
-
-CACHE_KINDS: frozenset[str] = frozenset(("breakpoints", "automatic", "implicit", "none"))
-
-PER_MILLION = 1_000_000
-
-
-class Pricing(NamedTuple):
-    """A model's prices in USD per million tokens; a field is ``None`` when unknown.
-
-    ``above`` is the long-context tier: the prices of a request whose prompt is longer
-    than its ``tokens`` (Gemini 2.5 Pro above 200,000 tokens). A NamedTuple: a dataclass
-    would compile its methods at every start.
-    """
-
-    input: float | None = None
-    output: float | None = None
-    cache_read: float | None = None
-    """A cached prompt token read back (OpenAI, Anthropic: a tenth of ``input``)."""
-    cache_write: float | None = None
-    """A prompt token written to the cache (Anthropic's 5-minute writes: 1.25 × input)."""
-    cache_write_1h: float | None = None
-    """Anthropic's 1-hour cache writes (2 × input)."""
-    tokens: int | None = None
-    """In a tier (``above``): the prompt size above which the tier applies."""
-    above: Pricing | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``models.json``: the known fields only."""
-        out: dict[str, Any] = {
-            k: v for k, v in zip(self._fields, self, strict=True) if v is not None and k != "above"
-        }
-        if self.above is not None:
-            out["above"] = self.above.as_dict()
-        return out
-
-
-class CacheRules(NamedTuple):
-    """A model's prompt-caching rules; a field is ``None`` when unknown.
-
-    A NamedTuple: a dataclass would compile its methods at every start.
-    """
-
-    kind: CacheKind | None = None
-    min_prefix: int | None = None
-    """The shortest cacheable prefix in tokens (OpenAI: 1,024; Anthropic: 512 to 4,096
-    by model)."""
-    step: int | None = None
-    """A cached prefix grows in steps of this many tokens."""
-    ttl_seconds: int | None = None
-    """How long an unused cache entry lives, at least (Anthropic: 300 by default)."""
-    max_breakpoints: int | None = None
-    """``breakpoints``: the most cache marks one request may carry (Anthropic: 4)."""
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``models.json``: the known fields only."""
-        return {k: v for k, v in zip(self._fields, self, strict=True) if v is not None}
 
 
 class ModelRow(NamedTuple):
@@ -147,15 +89,63 @@ class ModelRow(NamedTuple):
     max_input_tokens: int | None = None
     """The provider's cap on the prompt where it is below ``context_length`` minus the
     output cap (GPT-5: 272,000 of 400,000); ``None``: the window is the only cap."""
-    price: Pricing | None = None
-    price_source: str | None = None
-    price_date: str | None = None
-    cache: CacheRules | None = None
-    cache_source: str | None = None
-    note: str | None = None
-    """Where the figures differ from a source read, or could not be checked."""
-    litellm_key: str | None = None
-    """The entry of LiteLLM's model map the figures (and prices) were read from."""
+    extra: Mapping[str, Any] | None = None
+    """The row as ``models.json`` has it, for the fields read on use: :attr:`price`,
+    :attr:`cache` and their sources (one field, not seven: each field of a NamedTuple adds
+    to every command's start-up)."""
+
+    @property
+    def price(self) -> Pricing | None:
+        """The model's prices (:class:`~ctxwin.pricing.Pricing`), ``None`` when unknown;
+        built on use, so a command that prices nothing never loads :mod:`ctxwin.pricing`."""
+        data = self._get("price")
+        if data is None:
+            return None
+        from ctxwin.pricing import table_pricing
+
+        return table_pricing(data)
+
+    @property
+    def cache(self) -> CacheRules | None:
+        """The model's prompt-caching rules (:class:`~ctxwin.pricing.CacheRules`)."""
+        data = self._get("cache")
+        if data is None:
+            return None
+        from ctxwin.pricing import CacheRules
+
+        return CacheRules(**data)
+
+    @property
+    def price_source(self) -> str | None:
+        """The page or file the prices were read from."""
+        return self._text("price_source")
+
+    @property
+    def price_date(self) -> str | None:
+        """The day the prices were read."""
+        return self._text("price_date")
+
+    @property
+    def cache_source(self) -> str | None:
+        """The page the caching rules were read from."""
+        return self._text("cache_source")
+
+    @property
+    def note(self) -> str | None:
+        """Where the figures differ from a source read, or could not be re-read."""
+        return self._text("note")
+
+    @property
+    def litellm_key(self) -> str | None:
+        """The entry of LiteLLM's model map the figures (and prices) were read from."""
+        return self._text("litellm_key")
+
+    def _get(self, key: str) -> Any:
+        return None if self.extra is None else self.extra.get(key)
+
+    def _text(self, key: str) -> str | None:
+        value = self._get(key)
+        return value if isinstance(value, str) else None
 
 
 class ModelSpec(NamedTuple):
@@ -179,12 +169,35 @@ class ModelSpec(NamedTuple):
     table_context_length: int | None = None
     """The matched table row's window, whatever window applies (a smaller window than
     the table's scales the table's output cap: :func:`compute_budget`)."""
-    price: Pricing | None = None
-    """The model's prices, USD per million tokens (``None``: unknown)."""
-    price_source: str | None = None
-    """``spec`` or ``table``; ``None`` when no price is known."""
-    cache: CacheRules | None = None
-    """The model's prompt-caching rules (``None``: unknown)."""
+    spec_price: Pricing | None = None
+    """The prices a spec file gave (see :attr:`price`)."""
+    spec_cache: CacheRules | None = None
+    """The caching rules a spec file gave (see :attr:`cache`)."""
+
+    @property
+    def price(self) -> Pricing | None:
+        """The model's prices, USD per million tokens: the spec file's, else the matched
+        table row's; ``None`` when unknown."""
+        if self.spec_price is not None:
+            return self.spec_price
+        row = _table_row(self.table_row)
+        return None if row is None else row.price
+
+    @property
+    def price_source(self) -> str | None:
+        """``spec`` or ``table``; ``None`` when no price is known."""
+        if self.spec_price is not None:
+            return "spec"
+        row = _table_row(self.table_row)
+        return "table" if row is not None and row.price_source is not None else None
+
+    @property
+    def cache(self) -> CacheRules | None:
+        """The model's prompt-caching rules: the spec file's, else the table row's."""
+        if self.spec_cache is not None:
+            return self.spec_cache
+        row = _table_row(self.table_row)
+        return None if row is None else row.cache
 
 
 class Budget(NamedTuple):
@@ -227,30 +240,19 @@ def model_table() -> tuple[ModelRow, ...]:
             tokenizer=r.get("tokenizer"),
             tokenizer_generation=r.get("tokenizer_generation"),
             max_input_tokens=r.get("max_input_tokens"),
-            price=_table_price(r.get("price")),
-            price_source=r.get("price_source"),
-            price_date=r.get("price_date"),
-            cache=CacheRules(**r["cache"]) if "cache" in r else None,
-            cache_source=r.get("cache_source"),
-            note=r.get("note"),
-            litellm_key=r.get("litellm_key"),
+            extra=r,
         )
         for r in rows
     )
 
 
-def _table_price(p: dict[str, Any] | None) -> Pricing | None:
-    if p is None:
-        return None
-    above = p.get("above")
-    if above is None:
-        return Pricing(**p)
-    return Pricing(**{**p, "above": Pricing(**above)})
-
-
 @cache
 def _by_name() -> dict[str, ModelRow]:
     return {row.name.lower(): row for row in model_table()}
+
+
+def _table_row(name: str | None) -> ModelRow | None:
+    return None if name is None else _by_name().get(name.lower())
 
 
 def lookup_model(name: str) -> ModelRow | None:
@@ -348,115 +350,6 @@ def spec_input_cap(data: Any, model: str | None = None) -> int | None:
     return _positive_int(entry.get("max_input_tokens"), "max_input_tokens")
 
 
-_LITELLM_PRICE_KEYS = {
-    "input_cost_per_token": "input",
-    "output_cost_per_token": "output",
-    "cache_read_input_token_cost": "cache_read",
-    "cache_creation_input_token_cost": "cache_write",
-    "cache_creation_input_token_cost_above_1hr": "cache_write_1h",
-}
-"""LiteLLM's per-token cost keys and the :class:`Pricing` field each gives; a key with
-``_above_<N>k_tokens`` after it gives the same field of the tier above N thousand tokens."""
-
-_PRICE_FIELDS = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
-
-
-def spec_pricing(data: Any, model: str | None = None) -> tuple[Pricing | None, CacheRules | None]:
-    """The prices and the caching rules a spec-file object gives (``None`` where it gives
-    none): ctxwin's ``price``/``cache`` objects (USD per million tokens, as in
-    ``models.json``), else LiteLLM's per-token keys (``input_cost_per_token``,
-    ``cache_read_input_token_cost``, ``input_cost_per_token_above_200k_tokens``, …),
-    scaled to a million tokens, and its ``prompt_cache_min_tokens``."""
-    entry = _spec_entry(data, model)
-    own = entry.get("price")
-    if own is not None:
-        price: Pricing | None = _own_price(own, "price")
-    else:
-        price = _litellm_price(entry)
-    own_cache = entry.get("cache")
-    if own_cache is not None:
-        cache: CacheRules | None = _own_cache(own_cache)
-    else:
-        least = _positive_int(entry.get("prompt_cache_min_tokens"), "prompt_cache_min_tokens")
-        cache = None if least is None else CacheRules(min_prefix=least)
-    return price, cache
-
-
-def _cost(value: Any, what: str, scale: int = 1) -> float:
-    """A price: a finite number not below zero, times ``scale`` (a LiteLLM per-token
-    cost is scaled to a million tokens, rounded to a millionth of a dollar)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or value < 0
-        or value != value  # NaN
-        or value == float("inf")
-    ):
-        raise SpecError(f"model spec: {what} must be a number not below zero, got {value!r}")
-    return round(float(value) * scale, 6)
-
-
-def _own_price(p: Any, what: str, tier: bool = False) -> Pricing:
-    if not isinstance(p, Mapping):
-        raise SpecError(f"model spec: {what} must be an object of prices per million tokens")
-    known = {*_PRICE_FIELDS, "tokens"} if tier else {*_PRICE_FIELDS, "above"}
-    unknown = sorted(set(p) - known)
-    if unknown:
-        raise SpecError(f"model spec: {what} has unknown key {unknown[0]!r}")
-    fields: dict[str, Any] = {
-        k: _cost(p[k], f"{what}.{k}") for k in _PRICE_FIELDS if p.get(k) is not None
-    }
-    if tier:
-        fields["tokens"] = _positive_int(p.get("tokens"), f"{what}.tokens")
-        if fields["tokens"] is None:
-            raise SpecError(f"model spec: {what} needs tokens, the prompt size it applies above")
-    elif p.get("above") is not None:
-        fields["above"] = _own_price(p["above"], f"{what}.above", tier=True)
-    return Pricing(**fields)
-
-
-def _litellm_price(entry: Mapping[str, Any]) -> Pricing | None:
-    base: dict[str, Any] = {}
-    tiers: dict[int, dict[str, Any]] = {}
-    for key, value in entry.items():
-        field = _LITELLM_PRICE_KEYS.get(key)
-        if field is not None and value is not None:
-            base[field] = _cost(value, key, PER_MILLION)
-            continue
-        stem, sep, rest = key.rpartition("_above_")
-        field = _LITELLM_PRICE_KEYS.get(stem) if sep else None
-        if field is None or value is None or not rest.endswith("k_tokens"):
-            continue
-        thousands = rest[: -len("k_tokens")]
-        if not thousands.isdigit():
-            continue
-        tiers.setdefault(int(thousands) * 1000, {})[field] = _cost(value, key, PER_MILLION)
-    if tiers:
-        tokens = min(tiers)  # the first tier a growing prompt reaches
-        base["above"] = Pricing(**tiers[tokens], tokens=tokens)
-    return Pricing(**base) if base else None
-
-
-def _own_cache(c: Any) -> CacheRules:
-    if not isinstance(c, Mapping):
-        raise SpecError("model spec: cache must be an object")
-    unknown = sorted(set(c) - set(CacheRules._fields))
-    if unknown:
-        raise SpecError(f"model spec: cache has unknown key {unknown[0]!r}")
-    kind = c.get("kind")
-    if kind is not None and kind not in CACHE_KINDS:
-        raise SpecError(
-            f"model spec: cache.kind must be one of {', '.join(sorted(CACHE_KINDS))}, got {kind!r}"
-        )
-    return CacheRules(
-        kind=kind,
-        **{
-            k: _positive_int(c.get(k), f"cache.{k}")
-            for k in ("min_prefix", "step", "ttl_seconds", "max_breakpoints")
-        },
-    )
-
-
 def _spec_entry(data: Any, model: str | None) -> Mapping[str, Any]:
     """The object of a spec file that describes ``model`` (the file itself, or the
     entry of a LiteLLM model map)."""
@@ -499,13 +392,12 @@ def resolve_spec(
     """Resolve the model spec, field by field: flags, spec file, table, fallback."""
     spec_ctx, spec_out = spec_fields(spec, model) if spec is not None else (None, None)
     spec_in = spec_input_cap(spec, model) if spec is not None else None
-    price, cache = spec_pricing(spec, model) if spec is not None else (None, None)
+    price = cache = None
+    if spec is not None:
+        from ctxwin.pricing import spec_pricing
+
+        price, cache = spec_pricing(_spec_entry(spec, model))
     row = lookup_model(model) if model else None
-    price_source: str | None = "spec" if price is not None else None
-    if price is None and row is not None and row.price is not None:
-        price, price_source = row.price, "table"
-    if cache is None and row is not None:
-        cache = row.cache
     ctx_source: ContextSource = "flag"
     ctx = _positive_int(context_length, "context_length")
     if ctx is None and spec_ctx is not None:
@@ -541,9 +433,8 @@ def resolve_spec(
         max_input_tokens=cap,
         max_input_tokens_source=in_source,
         table_context_length=row.context_length if row else None,
-        price=price,
-        price_source=price_source,
-        cache=cache,
+        spec_price=price,
+        spec_cache=cache,
     )
 
 

@@ -8,17 +8,15 @@ from datetime import date
 import pytest
 
 from ctxwin.budget import (
-    CacheRules,
     ModelSpec,
-    Pricing,
     compute_budget,
     lookup_model,
     model_table,
     resolve_spec,
     spec_fields,
-    spec_pricing,
 )
 from ctxwin.errors import SpecError
+from ctxwin.pricing import CacheRules, Pricing, spec_pricing
 
 
 def test_table_has_enough_current_models_with_sources() -> None:
@@ -432,3 +430,17 @@ def test_a_spec_file_may_give_prices_in_the_tables_shape() -> None:
 def test_bad_spec_prices_are_spec_errors(extra: dict[str, object], message: str) -> None:
     with pytest.raises(SpecError, match=message):
         resolve_spec("gpt-4o", spec={"context_length": 8192, **extra})
+
+
+def test_a_budget_never_loads_the_pricing_module() -> None:
+    """Prices are built on use: a command that prices nothing pays nothing at start-up."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ctxwin.budget as b; b.compute_budget(b.resolve_spec('claude-opus-4-7'));"
+        "print('ctxwin.pricing' in sys.modules); b.lookup_model('claude-opus-4-7').price;"
+        "print('ctxwin.pricing' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
