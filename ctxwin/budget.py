@@ -24,6 +24,12 @@ room for any prompt: fitting then reports an overflow at the floor
 
 Each field of the spec comes from the first source that has it: flags, then a
 spec file, then the built-in model table (``ctxwin/data/models.json``).
+
+The table and a spec file may also give the model's prices
+(:class:`~ctxwin.pricing.Pricing`, USD per million tokens, with a long-context tier above
+a prompt size) and its prompt-caching rules (:class:`~ctxwin.pricing.CacheRules`), for
+pricing recorded runs offline; either is ``None`` when unknown. They are built on use
+(:mod:`ctxwin.pricing`), so a command that prices nothing pays nothing for them.
 """
 
 from __future__ import annotations
@@ -31,11 +37,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
 from ctxwin.errors import SpecError
+
+if TYPE_CHECKING:
+    from ctxwin.pricing import CacheRules, Pricing
 
 FALLBACK_CONTEXT_LENGTH = 8192
 RESERVE_FLOOR = 1000
@@ -80,6 +89,63 @@ class ModelRow(NamedTuple):
     max_input_tokens: int | None = None
     """The provider's cap on the prompt where it is below ``context_length`` minus the
     output cap (GPT-5: 272,000 of 400,000); ``None``: the window is the only cap."""
+    extra: Mapping[str, Any] | None = None
+    """The row as ``models.json`` has it, for the fields read on use: :attr:`price`,
+    :attr:`cache` and their sources (one field, not seven: each field of a NamedTuple adds
+    to every command's start-up)."""
+
+    @property
+    def price(self) -> Pricing | None:
+        """The model's prices (:class:`~ctxwin.pricing.Pricing`), ``None`` when unknown;
+        built on use, so a command that prices nothing never loads :mod:`ctxwin.pricing`."""
+        data = self._get("price")
+        if data is None:
+            return None
+        from ctxwin.pricing import table_pricing
+
+        return table_pricing(data)
+
+    @property
+    def cache(self) -> CacheRules | None:
+        """The model's prompt-caching rules (:class:`~ctxwin.pricing.CacheRules`)."""
+        data = self._get("cache")
+        if data is None:
+            return None
+        from ctxwin.pricing import CacheRules
+
+        return CacheRules(**data)
+
+    @property
+    def price_source(self) -> str | None:
+        """The page or file the prices were read from."""
+        return self._text("price_source")
+
+    @property
+    def price_date(self) -> str | None:
+        """The day the prices were read."""
+        return self._text("price_date")
+
+    @property
+    def cache_source(self) -> str | None:
+        """The page the caching rules were read from."""
+        return self._text("cache_source")
+
+    @property
+    def note(self) -> str | None:
+        """Where the figures differ from a source read, or could not be re-read."""
+        return self._text("note")
+
+    @property
+    def litellm_key(self) -> str | None:
+        """The entry of LiteLLM's model map the figures (and prices) were read from."""
+        return self._text("litellm_key")
+
+    def _get(self, key: str) -> Any:
+        return None if self.extra is None else self.extra.get(key)
+
+    def _text(self, key: str) -> str | None:
+        value = self._get(key)
+        return value if isinstance(value, str) else None
 
 
 class ModelSpec(NamedTuple):
@@ -103,6 +169,35 @@ class ModelSpec(NamedTuple):
     table_context_length: int | None = None
     """The matched table row's window, whatever window applies (a smaller window than
     the table's scales the table's output cap: :func:`compute_budget`)."""
+    spec_price: Pricing | None = None
+    """The prices a spec file gave (see :attr:`price`)."""
+    spec_cache: CacheRules | None = None
+    """The caching rules a spec file gave (see :attr:`cache`)."""
+
+    @property
+    def price(self) -> Pricing | None:
+        """The model's prices, USD per million tokens: the spec file's, else the matched
+        table row's; ``None`` when unknown."""
+        if self.spec_price is not None:
+            return self.spec_price
+        row = _table_row(self.table_row)
+        return None if row is None else row.price
+
+    @property
+    def price_source(self) -> str | None:
+        """``spec`` or ``table``; ``None`` when no price is known."""
+        if self.spec_price is not None:
+            return "spec"
+        row = _table_row(self.table_row)
+        return "table" if row is not None and row.price_source is not None else None
+
+    @property
+    def cache(self) -> CacheRules | None:
+        """The model's prompt-caching rules: the spec file's, else the table row's."""
+        if self.spec_cache is not None:
+            return self.spec_cache
+        row = _table_row(self.table_row)
+        return None if row is None else row.cache
 
 
 class Budget(NamedTuple):
@@ -145,6 +240,7 @@ def model_table() -> tuple[ModelRow, ...]:
             tokenizer=r.get("tokenizer"),
             tokenizer_generation=r.get("tokenizer_generation"),
             max_input_tokens=r.get("max_input_tokens"),
+            extra=r,
         )
         for r in rows
     )
@@ -153,6 +249,10 @@ def model_table() -> tuple[ModelRow, ...]:
 @cache
 def _by_name() -> dict[str, ModelRow]:
     return {row.name.lower(): row for row in model_table()}
+
+
+def _table_row(name: str | None) -> ModelRow | None:
+    return None if name is None else _by_name().get(name.lower())
 
 
 def lookup_model(name: str) -> ModelRow | None:
@@ -292,6 +392,11 @@ def resolve_spec(
     """Resolve the model spec, field by field: flags, spec file, table, fallback."""
     spec_ctx, spec_out = spec_fields(spec, model) if spec is not None else (None, None)
     spec_in = spec_input_cap(spec, model) if spec is not None else None
+    price = cache = None
+    if spec is not None:
+        from ctxwin.pricing import spec_pricing
+
+        price, cache = spec_pricing(_spec_entry(spec, model))
     row = lookup_model(model) if model else None
     ctx_source: ContextSource = "flag"
     ctx = _positive_int(context_length, "context_length")
@@ -328,6 +433,8 @@ def resolve_spec(
         max_input_tokens=cap,
         max_input_tokens_source=in_source,
         table_context_length=row.context_length if row else None,
+        spec_price=price,
+        spec_cache=cache,
     )
 
 

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import math
+from datetime import date
 
 import pytest
 
-from ctxwin.budget import compute_budget, lookup_model, model_table, resolve_spec, spec_fields
+from ctxwin.budget import (
+    ModelSpec,
+    compute_budget,
+    lookup_model,
+    model_table,
+    resolve_spec,
+    spec_fields,
+)
 from ctxwin.errors import SpecError
+from ctxwin.pricing import CacheRules, Pricing, spec_pricing
 
 
 def test_table_has_enough_current_models_with_sources() -> None:
@@ -228,12 +237,15 @@ def test_a_table_output_cap_is_scaled_to_a_smaller_window() -> None:
     assert compute_budget(chosen).reserve == 64_000
 
 
-def test_output_caps_are_the_providers() -> None:
+def test_output_caps_are_the_sources_read() -> None:
+    """The caps read on 2026-12-04 (LiteLLM 00035b69, Google's Vertex AI page): Gemini's
+    65,535, not the 65,536 of a page that was never read; gpt-4 writes 4,096."""
     caps = {r.name: r.max_output_tokens for r in model_table()}
-    assert 4028 not in caps.values() and 65535 not in caps.values()
-    assert caps["llama-3.3-70b"] == caps["llama-4-maverick"] == 4096
-    assert caps["chatgpt-4o-latest"] == 16_384 and caps["gpt-4"] == 8192
-    assert caps["gemini-2.5-pro"] == 65_536
+    assert 4028 not in caps.values()
+    assert caps["gemini-2.5-pro"] == caps["gemini-3-pro-preview"] == 65_535
+    assert caps["gemini-3.1-pro-preview"] == 65_536
+    assert caps["gpt-4"] == caps["chatgpt-4o-latest"] == 4096
+    assert caps["llama-3.3-70b"] == 2048 and caps["llama-4-maverick"] == 16_384
 
 
 def test_a_window_given_replaces_the_table_input_cap() -> None:
@@ -245,9 +257,190 @@ def test_a_window_given_replaces_the_table_input_cap() -> None:
 
 
 def test_a_table_cap_reserves_at_most_half_the_window() -> None:
-    """gpt-4 may write all 8,192 tokens of its window: reserving them left -246."""
-    row = lookup_model("gpt-4")
-    assert row is not None and row.max_output_tokens == row.context_length == 8192
-    b = compute_budget(resolve_spec("gpt-4"))
+    """A table cap as large as the window (8,192 of 8,192) reserved it all and left -246."""
+    spec = ModelSpec(
+        name="m",
+        context_length=8192,
+        context_length_source="table",
+        max_output_tokens=8192,
+        max_output_tokens_source="table",
+        table_row="m",
+        table_context_length=8192,
+    )
+    b = compute_budget(spec)
     assert (b.reserve, b.reserve_source) == (4096, "scaled")
     assert b.budget == 8192 - 4096 - 246
+
+
+# --- sources, prices and cache rules ----------------------------------------------------
+
+LITELLM_BLOB = "https://github.com/BerriAI/litellm/blob/"
+
+
+def test_every_row_cites_a_dated_source_and_its_prices_theirs() -> None:
+    for r in model_table():
+        assert r.source.startswith("https://"), r.name
+        date.fromisoformat(r.date)
+        if r.source.startswith(LITELLM_BLOB):
+            commit = r.source[len(LITELLM_BLOB) :].split("/", 1)[0]
+            assert len(commit) == 40 and int(commit, 16) >= 0, r.name
+            assert r.source.endswith("/model_prices_and_context_window.json"), r.name
+        if r.date == "2026-12-04" and r.source.startswith(LITELLM_BLOB):
+            assert r.litellm_key, r.name  # the entry read, so it can be read again
+        if r.price is not None:
+            assert r.price_source is not None and r.price_source.startswith("https://"), r.name
+            assert r.price_date is not None
+            date.fromisoformat(r.price_date)
+        else:
+            assert r.price_source is None and r.price_date is None, r.name
+        if r.cache is not None:
+            assert r.cache_source is not None and r.cache_source.startswith("https://"), r.name
+
+
+def test_prices_keep_the_providers_rules() -> None:
+    """Cached reads cost less than input; Anthropic writes cost 1.25x (5 minutes) and 2x
+    (1 hour) the input price; a long-context tier applies above a prompt size and costs
+    more. LiteLLM's 1-hour write of claude-3-haiku ($6/M, 24x input) broke the rule."""
+    priced = [r for r in model_table() if r.price is not None]
+    assert len(priced) >= 50
+    for r in priced:
+        p = r.price
+        assert p is not None and p.input is not None and p.output is not None, r.name
+        assert p.tokens is None, r.name
+        for tier in (p, p.above):
+            if tier is None:
+                continue
+            assert all(v is None or v >= 0 for v in tier[:5]), r.name
+            if tier.cache_read is not None and tier.input is not None:
+                assert tier.cache_read < tier.input, r.name
+        if r.provider == "anthropic":
+            # Claude Haiku 3 ($0.25 input) rounds to the cent: $0.30 writes, $0.03 reads
+            assert p.cache_write == pytest.approx(p.input * 1.25, abs=0.0126), r.name
+            assert p.cache_write_1h == pytest.approx(p.input * 2), r.name
+            assert p.cache_read == pytest.approx(p.input / 10, abs=0.0051), r.name
+        if p.above is not None:
+            assert p.above.tokens is not None and p.above.tokens > 0, r.name
+            assert p.above.input is not None and p.above.input > p.input, r.name
+
+
+def test_cache_rules_by_provider() -> None:
+    for r in model_table():
+        c = r.cache
+        if c is None:
+            continue
+        assert c.kind in ("breakpoints", "automatic", "implicit", "none"), r.name
+        if r.provider == "anthropic":
+            assert (c.kind, c.ttl_seconds, c.max_breakpoints) == ("breakpoints", 300, 4)
+            assert c.min_prefix in (None, 512, 1024, 2048, 4096), r.name
+        if r.provider == "openai":
+            assert (c.kind, c.min_prefix) == ("automatic", 1024), r.name
+    assert lookup_model("claude-opus-4-7").cache.min_prefix == 2048  # type: ignore[union-attr]
+
+
+def test_the_table_prices_reach_the_spec() -> None:
+    spec = resolve_spec("claude-sonnet-4-5-20250929")
+    row = lookup_model("claude-sonnet-4-5")
+    assert row is not None and row.price is not None
+    assert (spec.price, spec.price_source, spec.cache) == (row.price, "table", row.cache)
+    assert resolve_spec("totally-unknown").price is None
+    none = resolve_spec("totally-unknown")
+    assert (none.price, none.price_source, none.cache) == (None, None, None)
+
+
+LITELLM_ENTRY = {
+    "max_input_tokens": 200_000,
+    "max_output_tokens": 64_000,
+    "input_cost_per_token": 3e-06,
+    "output_cost_per_token": 1.5e-05,
+    "cache_read_input_token_cost": 3e-07,
+    "cache_creation_input_token_cost": 3.75e-06,
+    "cache_creation_input_token_cost_above_1hr": 6e-06,
+    "input_cost_per_token_above_200k_tokens": 6e-06,
+    "output_cost_per_token_above_200k_tokens": 2.25e-05,
+    "cache_read_input_token_cost_above_200k_tokens": 6e-07,
+    "cache_creation_input_token_cost_above_200k_tokens": 7.5e-06,
+    "cache_creation_input_token_cost_above_1hr_above_200k_tokens": 1.2e-05,
+    "input_cost_per_token_above_200k_tokens_priority": 1.2e-05,  # another tier of service
+    "prompt_cache_min_tokens": 1024,
+}
+
+
+def test_a_litellm_spec_gives_prices_per_million_tokens() -> None:
+    spec = resolve_spec("anthropic/my-claude", spec={"my-claude": LITELLM_ENTRY})
+    assert spec.price_source == "spec"
+    assert spec.price == Pricing(
+        input=3.0,
+        output=15.0,
+        cache_read=0.3,
+        cache_write=3.75,
+        cache_write_1h=6.0,
+        above=Pricing(
+            input=6.0,
+            output=22.5,
+            cache_read=0.6,
+            cache_write=7.5,
+            cache_write_1h=12.0,
+            tokens=200_000,
+        ),
+    )
+    assert spec.cache == CacheRules(min_prefix=1024)
+    # a spec's prices win over the table's
+    assert resolve_spec("gpt-4o", spec=LITELLM_ENTRY).price == spec.price
+
+
+def test_the_lowest_litellm_tier_is_the_long_context_price() -> None:
+    entry = {
+        "max_input_tokens": 1_050_000,
+        "input_cost_per_token": 2.5e-06,
+        "input_cost_per_token_above_512k_tokens": 9e-06,
+        "input_cost_per_token_above_272k_tokens": 5e-06,
+    }
+    price, cache = spec_pricing(entry)
+    assert price == Pricing(input=2.5, above=Pricing(input=5.0, tokens=272_000))
+    assert cache is None
+    assert spec_pricing({"max_input_tokens": 8192}) == (None, None)
+
+
+def test_a_spec_file_may_give_prices_in_the_tables_shape() -> None:
+    data = {
+        "context_length": 100_000,
+        "price": {"input": 1, "output": 4.5, "above": {"tokens": 50_000, "input": 2}},
+        "cache": {"kind": "automatic", "min_prefix": 1024, "step": 128, "ttl_seconds": 300},
+    }
+    spec = resolve_spec("gpt-4o", spec=data)
+    assert spec.price == Pricing(input=1.0, output=4.5, above=Pricing(input=2.0, tokens=50_000))
+    assert spec.cache == CacheRules(kind="automatic", min_prefix=1024, step=128, ttl_seconds=300)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"input_cost_per_token": -1e-06}, "input_cost_per_token must be a number not below zero"),
+        ({"input_cost_per_token": True}, "input_cost_per_token must be a number"),
+        ({"output_cost_per_token": "3e-06"}, "output_cost_per_token must be a number"),
+        ({"price": {"input": float("nan")}}, "price.input must be a number"),
+        ({"price": {"input": 1, "cached": 0.1}}, "price has unknown key 'cached'"),
+        ({"price": {"above": {"input": 2}}}, "price.above needs tokens"),
+        ({"price": [1, 2]}, "price must be an object"),
+        ({"cache": {"kind": "sometimes"}}, "cache.kind must be one of"),
+        ({"cache": {"min_prefix": 0}}, "cache.min_prefix must be a positive integer"),
+        ({"cache": {"ttl": 300}}, "cache has unknown key 'ttl'"),
+    ],
+)
+def test_bad_spec_prices_are_spec_errors(extra: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        resolve_spec("gpt-4o", spec={"context_length": 8192, **extra})
+
+
+def test_a_budget_never_loads_the_pricing_module() -> None:
+    """Prices are built on use: a command that prices nothing pays nothing at start-up."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ctxwin.budget as b; b.compute_budget(b.resolve_spec('claude-opus-4-7'));"
+        "print('ctxwin.pricing' in sys.modules); b.lookup_model('claude-opus-4-7').price;"
+        "print('ctxwin.pricing' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

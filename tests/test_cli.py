@@ -204,6 +204,26 @@ def test_models_lists_the_table(cli: Cli) -> None:
     assert result.exit_code == 0 and "gpt-4o" in result.stdout
 
 
+def test_models_json_gives_prices_and_cache_rules(cli: Cli) -> None:
+    result = cli("models", "claude-sonnet-4-5-20250929", "--json")
+    assert result.exit_code == 0
+    (row,) = orjson.loads(result.stdout)
+    price = row["price"]
+    assert price["cache_write"] == price["input"] * 1.25
+    assert price["cache_write_1h"] == price["input"] * 2
+    assert price["cache_read"] == price["input"] / 10
+    assert price["above"]["tokens"] == 200_000 and price["above"]["input"] > price["input"]
+    assert row["cache"] == {
+        "kind": "breakpoints",
+        "min_prefix": 1024,
+        "ttl_seconds": 300,
+        "max_breakpoints": 4,
+    }
+    assert row["price_source"].startswith("https://") and row["price_date"] == row["date"]
+    unknown = orjson.loads(cli("models", "qwen2.5-72b-instruct", "--json").stdout)[0]
+    assert unknown["price"] is None and unknown["cache"] is None  # keys kept, value unknown
+
+
 # exit 1 ---------------------------------------------------------------------------------
 
 
@@ -435,5 +455,9 @@ def test_models_is_readable_at_80_columns(cli: Cli) -> None:
 
     assert names == [r.name for r in model_table()]  # every name whole, none cut
     assert "input cap" in lines[0]
+    assert "$/M" not in lines[0]  # prices only where there is room
     wide = cli.process("models", env={"COLUMNS": "140"})
-    assert "provider" in wide.stdout.decode().splitlines()[0]
+    wide_lines = wide.stdout.decode().splitlines()
+    assert "provider" in wide_lines[0] and "$/M in / out" in wide_lines[0]
+    assert max(map(len, wide_lines)) <= 140
+    assert any(line.split()[0] == "gpt-4o" and line.endswith("2.5 / 10") for line in wide_lines)

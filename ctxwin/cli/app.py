@@ -108,8 +108,9 @@ def models(
 ) -> None:
     """List the built-in model table: window, input cap, output cap, tokenizer, date.
 
-    Each row names its source and the date its figures were checked (--json); the date
-    and provider columns show where the terminal is wide enough.
+    Each row names its source and the date its figures were checked (--json); the date,
+    provider and price columns show where the terminal is wide enough. --json also gives
+    each model's prices (USD per million tokens) and prompt-caching rules where known.
     """
     import orjson
 
@@ -135,6 +136,13 @@ def models(
                 "tokenizer": r.tokenizer,
                 "tokenizer_generation": r.tokenizer_generation,
                 "max_input_tokens": r.max_input_tokens,
+                "price": None if r.price is None else r.price.as_dict(),
+                "price_source": r.price_source,
+                "price_date": r.price_date,
+                "cache": None if r.cache is None else r.cache.as_dict(),
+                "cache_source": r.cache_source,
+                "litellm_key": r.litellm_key,
+                "note": r.note,
             }
             for r in rows
         ]
@@ -148,7 +156,7 @@ def models(
 
 def model_table_view(rows: Sequence[ModelRow], width: int, name: str | None = None) -> Any:
     """``ctxwin models`` as a rich table ``width`` columns wide: every model name whole;
-    the provider and the date columns only where the width has room for them
+    the provider, the date and the price columns only where the width has room for them
     (``--json`` has every field)."""
     from rich.table import Table
 
@@ -166,9 +174,17 @@ def model_table_view(rows: Sequence[ModelRow], width: int, name: str | None = No
         ("output cap", "right", [num(r.max_output_tokens) for r in rows]),
         ("tokenizer", "left", [tok(r) for r in rows]),
     ]
+
+    def usd(r: ModelRow) -> str:
+        p = r.price
+        if p is None or p.input is None or p.output is None:
+            return "—"
+        return f"{p.input:g} / {p.output:g}"
+
     extras = [
         ("as of", "left", [r.date for r in rows]),
         ("provider", "left", [r.provider for r in rows]),
+        ("$/M in / out", "right", [usd(r) for r in rows]),
     ]
 
     def span(cols: list[tuple[str, str, list[str]]]) -> int:
