@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
-from ctxwin.errors import SpecError
+from ctxwin.errors import SpecError, spec_int
 
 if TYPE_CHECKING:
     from ctxwin.pricing import CacheRules, Pricing
@@ -313,14 +313,6 @@ def _sibling_guard(row: ModelRow, rest: str, table: Mapping[str, ModelRow]) -> M
             return family if family.context_length <= row.context_length else row
 
 
-def _positive_int(value: Any, what: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(f"model spec: {what} must be a positive integer, got {value!r}")
-    return value
-
-
 def spec_fields(data: Any, model: str | None = None) -> tuple[int | None, int | None]:
     """``(context_length, max_output_tokens)`` from a spec-file object.
 
@@ -329,12 +321,12 @@ def spec_fields(data: Any, model: str | None = None) -> tuple[int | None, int | 
     model map (``{"gpt-4o": {...}, ...}``) is searched for ``model``.
     """
     data = _spec_entry(data, model)
-    ctx = _positive_int(data.get("context_length"), "context_length")
+    ctx = spec_int(data.get("context_length"), "context_length")
     if ctx is None:
-        ctx = _positive_int(data.get("max_input_tokens"), "max_input_tokens")
-    out = _positive_int(data.get("max_output_tokens"), "max_output_tokens")
+        ctx = spec_int(data.get("max_input_tokens"), "max_input_tokens")
+    out = spec_int(data.get("max_output_tokens"), "max_output_tokens")
     if out is None:
-        out = _positive_int(data.get("max_tokens"), "max_tokens")
+        out = spec_int(data.get("max_tokens"), "max_tokens")
     if ctx is None and out is None:
         raise SpecError(f"model spec: the entry for {model!r} has no context length or output cap")
     return ctx, out
@@ -347,7 +339,7 @@ def spec_input_cap(data: Any, model: str | None = None) -> int | None:
     entry = _spec_entry(data, model)
     if entry.get("context_length") is None:
         return None
-    return _positive_int(entry.get("max_input_tokens"), "max_input_tokens")
+    return spec_int(entry.get("max_input_tokens"), "max_input_tokens")
 
 
 def _spec_entry(data: Any, model: str | None) -> Mapping[str, Any]:
@@ -399,7 +391,7 @@ def resolve_spec(
         price, cache = spec_pricing(_spec_entry(spec, model))
     row = lookup_model(model) if model else None
     ctx_source: ContextSource = "flag"
-    ctx = _positive_int(context_length, "context_length")
+    ctx = spec_int(context_length, "context_length")
     if ctx is None and spec_ctx is not None:
         ctx, ctx_source = spec_ctx, "spec"
     if ctx is None and row is not None:
@@ -407,7 +399,7 @@ def resolve_spec(
     if ctx is None:
         ctx, ctx_source = FALLBACK_CONTEXT_LENGTH, "fallback"
     out_source: str | None = "flag"
-    out = _positive_int(max_output_tokens, "max_output_tokens")
+    out = spec_int(max_output_tokens, "max_output_tokens")
     if out is None and spec_out is not None:
         out, out_source = spec_out, "spec"
     if out is None and row is not None and row.max_output_tokens is not None:
@@ -415,7 +407,7 @@ def resolve_spec(
     if out is None:
         out_source = None
     in_source: str | None = "flag"
-    cap = _positive_int(max_input_tokens, "max_input_tokens")
+    cap = spec_int(max_input_tokens, "max_input_tokens")
     if cap is None and spec_in is not None:
         cap, in_source = spec_in, "spec"
     if cap is None and ctx_source == "table" and row is not None:

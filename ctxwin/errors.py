@@ -72,6 +72,16 @@ class SpecError(CtxwinError):
     """A model spec (file or flags) is unusable."""
 
 
+def spec_int(value: object, what: str) -> int | None:
+    """``value`` when it is a positive integer, ``None`` when it is ``None``; else a
+    :class:`SpecError` naming ``what`` (a field of a model spec)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(f"model spec: {what} must be a positive integer, got {value!r}")
+    return value
+
+
 class UsageError(CtxwinError):
     """The command was called wrongly (maps to exit code 2)."""
 

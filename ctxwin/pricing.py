@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
-from ctxwin.budget import _positive_int
-from ctxwin.errors import SpecError
+from ctxwin.errors import SpecError, spec_int
 
 CacheKind = Literal["breakpoints", "automatic", "implicit", "none"]
 """How a provider caches prompt prefixes: ``breakpoints`` (explicit ``cache_control``
@@ -116,7 +115,7 @@ def spec_pricing(entry: Mapping[str, Any]) -> tuple[Pricing | None, CacheRules |
     if own_cache is not None:
         cache: CacheRules | None = _own_cache(own_cache)
     else:
-        least = _positive_int(entry.get("prompt_cache_min_tokens"), "prompt_cache_min_tokens")
+        least = spec_int(entry.get("prompt_cache_min_tokens"), "prompt_cache_min_tokens")
         cache = None if least is None else CacheRules(min_prefix=least)
     return price, cache
 
@@ -146,7 +145,7 @@ def _own_price(p: Any, what: str, tier: bool = False) -> Pricing:
         k: _cost(p[k], f"{what}.{k}") for k in _PRICE_FIELDS if p.get(k) is not None
     }
     if tier:
-        fields["tokens"] = _positive_int(p.get("tokens"), f"{what}.tokens")
+        fields["tokens"] = spec_int(p.get("tokens"), f"{what}.tokens")
         if fields["tokens"] is None:
             raise SpecError(f"model spec: {what} needs tokens, the prompt size it applies above")
     elif p.get("above") is not None:
@@ -190,7 +189,7 @@ def _own_cache(c: Any) -> CacheRules:
     return CacheRules(
         kind=kind,
         **{
-            k: _positive_int(c.get(k), f"cache.{k}")
+            k: spec_int(c.get(k), f"cache.{k}")
             for k in ("min_prefix", "step", "ttl_seconds", "max_breakpoints")
         },
     )

@@ -244,8 +244,8 @@ def test_output_caps_are_the_sources_read() -> None:
     assert 4028 not in caps.values()
     assert caps["gemini-2.5-pro"] == caps["gemini-3-pro-preview"] == 65_535
     assert caps["gemini-3.1-pro-preview"] == 65_536
-    assert caps["gpt-4"] == caps["chatgpt-4o-latest"] == 4096
-    assert caps["llama-3.3-70b"] == 2048 and caps["llama-4-maverick"] == 16_384
+    assert caps["gpt-4"] == 8192 and caps["chatgpt-4o-latest"] == 16_384
+    assert caps["llama-3.3-70b"] == 4096 and caps["llama-4-maverick"] == 16_384
 
 
 def test_a_window_given_replaces_the_table_input_cap() -> None:

@@ -51,9 +51,7 @@ def test_breakpoints_write_at_marks_and_read_the_longest_written_prefix() -> Non
     one = blocks(3000, 200)
     two = [*one, *blocks(400, 100, start=2)]
     three = [*two, Block(4, 50)]
-    use = cache_use(
-        [Sent(one, marks=[1]), Sent(two, marks=[3]), Sent(three, marks=[4])], ANTHROPIC
-    )
+    use = cache_use([Sent(one, marks=[1]), Sent(two, marks=[3]), Sent(three, marks=[4])], ANTHROPIC)
     assert use == [Use(0, 3200), Use(3200, 500), Use(3700, 50)]
 
 
