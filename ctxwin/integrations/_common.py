@@ -153,8 +153,7 @@ class Fitting:
         self.last = fitted
         if self.record is not None:
             self.record.last = fitted
-        changed = fitted.result.pruned or bool(fitted.applied.edits)
-        if not changed or not isinstance(messages, list | tuple):
+        if not fitted.changed or not isinstance(messages, list | tuple):
             return kwargs, fitted
         return {**kwargs, key: sent_items(messages, fitted)}, fitted
 
