@@ -131,6 +131,11 @@ class ContextWindowManager:
         return default_seed(self.estimator, self.model)
 
     @property
+    def learned(self) -> bool:
+        """Whether usage has taught this run anything (since it started or :meth:`reset`)."""
+        return self._learned is not None or self._learner is not None
+
+    @property
     def overhead(self) -> int:
         """The intercept of the line learned from usage: tokens every request costs
         beyond its content (0 unless ``learn_overhead``)."""

@@ -247,18 +247,25 @@ class Conversations:
         """The manager of the conversation of ``model`` whose entries are ``items``."""
         return self._manager(self.key(model, items, name, extra))
 
-    def _manager(self, key: tuple[str | None, str]) -> ContextWindowManager:
+    def _manager(
+        self, key: tuple[str | None, str], changes: Mapping[str, Any] | None = None
+    ) -> ContextWindowManager:
         found = self.managers.get(key)
         if found is None:
-            found = ContextWindowManager(fmt=self.fmt, **self.settings)
+            found = ContextWindowManager(**{"fmt": self.fmt, **self.settings, **(changes or {})})
         remember(self.managers, key, found, self.limit)
         return found
 
     def entries(
-        self, model: str | None, items: Sequence[Any], name: Any = None, extra: Any = None
+        self,
+        model: str | None,
+        items: Sequence[Any],
+        name: Any = None,
+        extra: Any = None,
+        changes: Mapping[str, Any] | None = None,
     ) -> tuple[ContextWindowManager, list[Any]]:
-        """The manager of the conversation (see :meth:`manager`) and ``items`` as plain
-        data for it to read.
+        """The manager of the conversation (see :meth:`manager`; a new one with the
+        settings given here, then ``changes``) and ``items`` as plain data for it to read.
 
         When the conversation's last call had entries that ``items`` starts with (the
         same objects or equal ones, compared at C speed), their plain copies are
@@ -267,7 +274,7 @@ class Conversations:
         converted whole and the manager reads the call whole. An entry equal to the
         one it replaces (``==``) is taken to read the same."""
         key = self.key(model, items, name, extra)
-        manager = self._manager(key)
+        manager = self._manager(key, changes)
         given = list(items)
         before = self.seen.get(key)
         start = 0
