@@ -90,16 +90,18 @@ NO_EDITS = Applied()
 """What a fit under the default strategy applied: nothing."""
 
 
-class Plan(NamedTuple):
+class Plan:
     """The outcome of fitting one request: the budget, the pruner's result, the edits,
     and what is sent.
 
     The one record every caller reads (:func:`plan`, :meth:`ContextWindowManager.fit
     <ctxwin.manager.ContextWindowManager.fit>`, replay, check, the proxy):
     :attr:`status` and :attr:`changed` say what fitting does, :meth:`row` and
-    :meth:`report` are its JSON shapes. A NamedTuple: a dataclass would compile its
-    methods at every start.
+    :meth:`report` are its JSON shapes. Frozen, with slots and a written ``__init__``:
+    a dataclass would compile its methods at every start, a NamedTuple its annotations.
     """
+
+    __slots__ = ("applied", "budget", "original", "result", "sent", "sent_raw", "transcript")
 
     transcript: Transcript
     """The transcript fitted: the input, or the input with the strategy's edits. When
@@ -108,14 +110,45 @@ class Plan(NamedTuple):
     budget: Budget
     result: FitResult
     """What the pruner decided (:class:`~ctxwin.pruning.FitResult`)."""
-    applied: Applied = NO_EDITS
+    applied: Applied
     """What the strategy's editing steps did (nothing under the default strategy)."""
-    original: Transcript | None = None
+    original: Transcript | None
     """The input, when the strategy edited it (:attr:`transcript` is then the edited one)."""
-    sent: Any = None
+    sent: Any
     """The body to send, when the fitter built it already (else :meth:`output` builds it)."""
-    sent_raw: int | None = None
+    sent_raw: int | None
     """Uncalibrated estimate of :attr:`request`, when the fitter knows it already."""
+
+    def __init__(
+        self,
+        transcript: Transcript,
+        budget: Budget,
+        result: FitResult,
+        applied: Applied = NO_EDITS,
+        original: Transcript | None = None,
+        sent: Any = None,
+        sent_raw: int | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "transcript", transcript)
+        init(self, "budget", budget)
+        init(self, "result", result)
+        init(self, "applied", applied)
+        init(self, "original", original)
+        init(self, "sent", sent)
+        init(self, "sent_raw", sent_raw)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Plan is frozen: {name} cannot be set")
+
+    def __repr__(self) -> str:
+        return f"Plan(status={self.status!r}, budget={self.budget!r}, result={self.result!r})"
+
+    def _replace(self, *, sent: Any, sent_raw: int | None) -> Plan:
+        """This plan with what is sent known."""
+        return Plan(
+            self.transcript, self.budget, self.result, self.applied, self.original, sent, sent_raw
+        )
 
     @property
     def source(self) -> Transcript:
