@@ -382,3 +382,21 @@ def test_no_budget_is_not_forwarded_and_names_the_figures() -> None:
     assert message.startswith("ctxwin proxy: request not forwarded: ctxwin has no budget")
     assert "4,000-token window (flag)" in message and "4,000 tokens reserved" in message
     assert "(body)" in message and "120 of safety" in message
+
+
+def test_the_floor_that_does_not_fit_is_worded_once() -> None:
+    """The exception, the command line's verdict and the proxy each worded it their own way."""
+    from ctxwin.cli.report import verdict
+    from ctxwin.errors import floor_words
+
+    body = agent_body(2, result_bytes=40_000)
+    fitted = fitter(context_length=4000, max_tokens=500).fit(CHAT, orjson.dumps(body))
+    assert fitted.plan is not None
+    r = fitted.plan.result
+    words = floor_words(r.estimated_tokens_after, r.budget)
+    assert "head plus the newest turn" in words and f"{r.budget:,}" in words
+    with pytest.raises(ctxwin.ContextTruncated) as raised:
+        ctxwin.prune(body, context_length=4000, max_tokens=500)
+    assert str(raised.value) == f"context truncated: {words}"
+    assert verdict(fitted.plan.report()) == f"context truncated: {words}"
+    assert words in floor_message(fitted)
