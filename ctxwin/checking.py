@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxwin.core import INVALID, NEEDS_PRUNING, NO_BUDGET, STATUSES, TRUNCATED
 from ctxwin.errors import ExitCode, UsageError
 from ctxwin.rows import CheckRow, CheckSummary
 from ctxwin.runs import read_runs
 from ctxwin.settings import Settings, settings_with
-from ctxwin.simulate import INVALID, STATUSES, check_run
+from ctxwin.simulate import check_run
 from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
 if TYPE_CHECKING:  # the pool's modules are imported when a pool starts (replay never does)
@@ -415,15 +416,15 @@ def check_exit_code(counts: dict[str, int], fail_on: str) -> ExitCode:
     """The exit code of ``check`` for these verdict counts: 1 for an invalid input; 3 for
     a transcript with no budget (``no_budget``: the window is at most reserve + safety,
     so no request fits), whatever ``fail_on`` says; then as ``fail_on`` chooses."""
-    if counts.get("invalid", 0):
+    if counts.get(INVALID, 0):
         return ExitCode.BAD_INPUT
-    if counts.get("no_budget", 0):
+    if counts.get(NO_BUDGET, 0):
         return ExitCode.CONTEXT_TRUNCATED
     if fail_on == "never":
         return ExitCode.OK
-    if counts.get("truncated", 0):
+    if counts.get(TRUNCATED, 0):
         return ExitCode.CONTEXT_TRUNCATED
-    if fail_on == "pruned" and counts.get("needs_pruning", 0):
+    if fail_on == "pruned" and counts.get(NEEDS_PRUNING, 0):
         return ExitCode.NEEDS_PRUNING
     return ExitCode.OK
 
@@ -431,10 +432,10 @@ def check_exit_code(counts: dict[str, int], fail_on: str) -> ExitCode:
 def summarize(rows: list[CheckRow], found: Found, worst: int = 10) -> CheckSummary:
     """The ``summary`` of ``check --json`` for ``rows`` of the files in ``found``."""
     offenders = sorted(
-        (r for r in rows if r["status"] in ("needs_pruning", "truncated", "no_budget")),
+        (r for r in rows if r["status"] in (NEEDS_PRUNING, TRUNCATED, NO_BUDGET)),
         key=lambda r: -(r["over_by"]),
     )[:worst]
-    invalid = [r for r in rows if r["status"] == "invalid"][:worst]
+    invalid = [r for r in rows if r["status"] == INVALID][:worst]
     return {
         "files": len(found.files),
         "skipped_files": len(found.skipped),

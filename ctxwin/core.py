@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ctxwin.budget import Budget, compute_budget, resolve_spec
 from ctxwin.errors import truncated
@@ -22,6 +22,9 @@ from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import default_estimator, seed_of
 from ctxwin.view import Problem, View
+
+if TYPE_CHECKING:
+    from ctxwin.rows import Fitted, Report, Status
 
 
 class Transcript(NamedTuple):
@@ -70,20 +73,82 @@ def load(body: Any, fmt: str = AUTO, estimator: Estimator | None = None) -> Tran
     return Transcript(body, adapter, adapter.read(body, est), est)
 
 
-class Plan(NamedTuple):
-    """A budget and what fitting the transcript to it does.
+FITS: Final = "fits"
+"""Within the budget as given: nothing to change."""
+NEEDS_PRUNING: Final = "needs_pruning"
+"""Over the budget: turns dropped or content edited (cleared, cut) to fit."""
+TRUNCATED: Final = "truncated"
+"""Even the floor (head + newest turn) exceeds the budget: nothing may be sent."""
+NO_BUDGET: Final = "no_budget"
+"""The budget is not positive (the window is at most reserve + safety): no request fits."""
+INVALID: Final = "invalid"
+"""No fit: the request could not be read (a row's verdict, never a :class:`Plan`'s)."""
+STATUSES: tuple[Status, ...] = (FITS, NEEDS_PRUNING, TRUNCATED, NO_BUDGET, INVALID)
+"""Verdicts, mildest first."""
 
-    A NamedTuple: a dataclass would compile its methods at every start.
+NO_EDITS = Applied()
+"""What a fit under the default strategy applied: nothing."""
+
+
+class Plan:
+    """The outcome of fitting one request: the budget, the pruner's result, the edits,
+    and what is sent.
+
+    The one record every caller reads (:func:`plan`, :meth:`ContextWindowManager.fit
+    <ctxwin.manager.ContextWindowManager.fit>`, replay, check, the proxy):
+    :attr:`status` and :attr:`changed` say what fitting does, :meth:`row` and
+    :meth:`report` are its JSON shapes. Frozen, with slots and a written ``__init__``:
+    a dataclass would compile its methods at every start, a NamedTuple its annotations.
     """
 
+    __slots__ = ("applied", "budget", "original", "result", "sent", "sent_raw", "transcript")
+
     transcript: Transcript
-    """The transcript fitted: the input, or the input with the strategy's edits."""
+    """The transcript fitted: the input, or the input with the strategy's edits. When
+    a growing transcript's prefix was fitted (``ContextWindowManager.evaluate_prefix``),
+    the request is its first ``result.items`` items."""
     budget: Budget
     result: FitResult
-    applied: Applied = Applied()
+    """What the pruner decided (:class:`~ctxwin.pruning.FitResult`)."""
+    applied: Applied
     """What the strategy's editing steps did (nothing under the default strategy)."""
-    original: Transcript | None = None
+    original: Transcript | None
     """The input, when the strategy edited it (:attr:`transcript` is then the edited one)."""
+    sent: Any
+    """The body to send, when the fitter built it already (else :meth:`output` builds it)."""
+    sent_raw: int | None
+    """Uncalibrated estimate of :attr:`request`, when the fitter knows it already."""
+
+    def __init__(
+        self,
+        transcript: Transcript,
+        budget: Budget,
+        result: FitResult,
+        applied: Applied = NO_EDITS,
+        original: Transcript | None = None,
+        sent: Any = None,
+        sent_raw: int | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "transcript", transcript)
+        init(self, "budget", budget)
+        init(self, "result", result)
+        init(self, "applied", applied)
+        init(self, "original", original)
+        init(self, "sent", sent)
+        init(self, "sent_raw", sent_raw)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Plan is frozen: {name} cannot be set")
+
+    def __repr__(self) -> str:
+        return f"Plan(status={self.status!r}, budget={self.budget!r}, result={self.result!r})"
+
+    def _replace(self, *, sent: Any, sent_raw: int | None) -> Plan:
+        """This plan with what is sent known."""
+        return Plan(
+            self.transcript, self.budget, self.result, self.applied, self.original, sent, sent_raw
+        )
 
     @property
     def source(self) -> Transcript:
@@ -92,7 +157,141 @@ class Plan(NamedTuple):
 
     def output(self) -> Any:
         """The fitted body."""
+        if self.sent is not None:
+            return self.sent
         return self.transcript.write(self.result.keep)
+
+    @property
+    def request(self) -> Any:
+        """The body to send: the input itself when it fits, else the fitted body."""
+        return self.output()
+
+    @property
+    def changed(self) -> bool:
+        """Fitting changes the request: turns dropped or content edited."""
+        return self.result.pruned or bool(self.applied.edits)
+
+    @property
+    def status(self) -> Status:
+        """:data:`NO_BUDGET`, :data:`TRUNCATED`, :data:`NEEDS_PRUNING` (:attr:`changed`)
+        or :data:`FITS`."""
+        r = self.result
+        if not r.enforced:
+            return NO_BUDGET
+        if r.overflow_at_floor:
+            return TRUNCATED
+        return NEEDS_PRUNING if self.changed else FITS
+
+    @property
+    def raw_tokens_sent(self) -> int:
+        """Uncalibrated estimate of :attr:`request` (what calibration learns against)."""
+        if self.sent_raw is not None:
+            return self.sent_raw
+        if self.changed:
+            return self.transcript.raw_tokens(self.result.keep)
+        return self.result.raw_tokens
+
+    @property
+    def messages(self) -> list[Any]:
+        """The kept entries of the message list, as sent."""
+        body = self.output()
+        items = body if isinstance(body, list) else body.get(self.transcript.view.items_path, [])
+        return list(items) if isinstance(items, list) else []
+
+    @property
+    def pruned(self) -> bool:
+        return self.result.pruned
+
+    @property
+    def dropped_turns(self) -> int:
+        return self.result.dropped_turns
+
+    @property
+    def kept_turns(self) -> int:
+        return self.result.kept_turns
+
+    @property
+    def estimated_tokens(self) -> int:
+        """Estimate of the request as given (before pruning)."""
+        return self.result.estimated_tokens
+
+    @property
+    def estimated_tokens_after(self) -> int:
+        """Estimate of :attr:`request`."""
+        return self.result.estimated_tokens_after
+
+    @property
+    def overflow_at_floor(self) -> bool:
+        return self.result.overflow_at_floor
+
+    @property
+    def calibration(self) -> float:
+        return self.result.calibration
+
+    def row(self) -> Fitted:
+        """The JSON row of this fit: what ``replay`` and ``check`` rows carry and the
+        proxy's ``x-ctxwin-*`` headers say (``ctxwin.rows.Fitted``)."""
+        r, b, a = self.result, self.budget, self.applied
+        return {
+            "status": self.status,
+            "model": b.spec.name,
+            "context_length": b.context_length,
+            "budget": b.budget,
+            "messages": r.items,
+            "raw_tokens": r.raw_tokens,
+            "estimated_tokens": r.estimated_tokens,
+            "calibration": r.calibration,
+            "overhead": r.overhead,
+            "dropped_turns": r.dropped_turns,
+            "kept_turns": r.kept_turns,
+            "estimated_tokens_after": r.estimated_tokens_after,
+            "cleared_results": a.cleared_results,
+            "cleared_tokens": a.cleared_tokens,
+            "cleared_thinking": a.cleared_thinking,
+            "truncated_results": a.truncated_results,
+        }
+
+    def report(self) -> Report:
+        """The JSON report of ``estimate --json`` and ``prune --report``
+        (docs/json-report.md): the stable keys, then extras."""
+        b = self.budget
+        r = self.result
+        a = self.applied
+        spec = b.spec
+        return {
+            "format": self.transcript.format,
+            "model": spec.name,
+            "context_length": spec.context_length,
+            "context_length_source": spec.context_length_source,
+            "reserve": b.reserve,
+            "safety": b.safety,
+            "budget": b.budget,
+            "calibration": r.calibration,
+            "estimated_tokens": r.estimated_tokens,
+            "fits": r.fits,
+            "pruned": r.pruned,
+            "dropped_turns": r.dropped_turns,
+            "kept_turns": r.kept_turns,
+            "estimated_tokens_after": r.estimated_tokens_after,
+            "overflow_at_floor": r.overflow_at_floor,
+            "messages_in": r.items,
+            "messages_out": len(r.keep),
+            "dropped_messages": r.dropped,
+            # extras
+            "estimator": self.transcript.estimator.name,
+            "raw_tokens": r.raw_tokens,
+            "reserve_source": b.reserve_source,
+            "max_output_tokens": spec.max_output_tokens,
+            "model_table_row": spec.table_row,
+            "enforced": r.enforced,
+            "warnings": list(r.warnings),
+            "strategy": a.strategy.name,
+            "cleared_results": a.cleared_results,
+            "cleared_tokens": a.cleared_tokens,
+            "truncated_results": a.truncated_results,
+            "truncated_tokens": a.truncated_tokens,
+            "cleared_thinking": a.cleared_thinking,
+        }
 
 
 def plan(

@@ -15,6 +15,14 @@ if TYPE_CHECKING:
     from ctxwin.pruning import FitResult
 
 
+def floor_words(needed: int, budget: int) -> str:
+    """How ctxwin says the floor (head + newest turn) does not fit: the one wording that
+    the exception, the command line, the proxy and the integrations all use."""
+    return (
+        f"even the head plus the newest turn need {needed:,} tokens, over the budget of {budget:,}"
+    )
+
+
 @unique
 class ExitCode(IntEnum):
     """Process exit codes of the ``ctxwin`` command."""
@@ -99,8 +107,7 @@ class ContextTruncated(CtxwinError):
     def __init__(self, result: FitResult) -> None:
         self.result = result
         super().__init__(
-            f"context truncated: even the floor (head + newest turn) needs "
-            f"{result.estimated_tokens_after} tokens, over the budget of {result.budget}"
+            f"context truncated: {floor_words(result.estimated_tokens_after, result.budget)}"
         )
 
 

@@ -47,7 +47,6 @@ Promises:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.budget import Budget
@@ -55,63 +54,15 @@ from ctxwin.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_token
 from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import truncated
 from ctxwin.incremental import Prefixes, Reader
-from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
-from ctxwin.strategy import DEFAULT_STEPS, Applied
+from ctxwin.strategy import DEFAULT_STEPS
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import seed_of
 
-
-@dataclass(frozen=True, slots=True)
-class ManagedFit:
-    """What :meth:`ContextWindowManager.fit` decided for one send."""
-
-    request: Any
-    """The body to send: the input itself when it fits, else the pruned body."""
-    result: FitResult
-    budget: Budget
-    transcript: Transcript
-    raw_tokens_sent: int
-    """Uncalibrated estimate of :attr:`request` (what calibration learns against)."""
-    applied: Applied = field(default_factory=Applied)
-    """What the strategy's editing steps did (nothing under the default strategy)."""
-
-    @property
-    def messages(self) -> list[Any]:
-        """The kept entries of the message list, as sent."""
-        body = self.request
-        items = body if isinstance(body, list) else body.get(self.transcript.view.items_path, [])
-        return list(items) if isinstance(items, list) else []
-
-    @property
-    def pruned(self) -> bool:
-        return self.result.pruned
-
-    @property
-    def dropped_turns(self) -> int:
-        return self.result.dropped_turns
-
-    @property
-    def kept_turns(self) -> int:
-        return self.result.kept_turns
-
-    @property
-    def estimated_tokens(self) -> int:
-        """Estimate of the request as given (before pruning)."""
-        return self.result.estimated_tokens
-
-    @property
-    def estimated_tokens_after(self) -> int:
-        """Estimate of :attr:`request`."""
-        return self.result.estimated_tokens_after
-
-    @property
-    def overflow_at_floor(self) -> bool:
-        return self.result.overflow_at_floor
-
-    @property
-    def calibration(self) -> float:
-        return self.result.calibration
+ManagedFit = Plan
+"""What :meth:`ContextWindowManager.fit` decided for one send: the one outcome record,
+:class:`~ctxwin.core.Plan` (``.request``, ``.messages``, ``.pruned``, ``.dropped_turns``,
+``.estimated_tokens_after``, ``.raw_tokens_sent``, ...)."""
 
 
 def default_seed(estimator: Estimator, model: str | None) -> float:
@@ -180,6 +131,11 @@ class ContextWindowManager:
         return default_seed(self.estimator, self.model)
 
     @property
+    def learned(self) -> bool:
+        """Whether usage has taught this run anything (since it started or :meth:`reset`)."""
+        return self._learned is not None or self._learner is not None
+
+    @property
     def overhead(self) -> int:
         """The intercept of the line learned from usage: tokens every request costs
         beyond its content (0 unless ``learn_overhead``)."""
@@ -232,26 +188,20 @@ class ContextWindowManager:
         if transcript.view.pinned:
             # a compaction block: the incremental segmenter does not know its head
             return self.evaluate_transcript(transcript)
-        n = len(transcript.view.items)
-        result, budget = self.evaluate_prefix(prefixes, n)
-        if result.pruned:
-            raw_sent = prefixes.raw_kept(result)
-            sent = transcript.write(result.keep)
-            items = sent if isinstance(sent, list) else sent.get(transcript.adapter.items_key)
-            if isinstance(items, list):
-                self._reader.sent(items, result.keep)
-        else:
-            raw_sent = result.raw_tokens
-            sent = request
-        return ManagedFit(sent, result, budget, transcript, raw_sent)
+        fitted = self.evaluate_prefix(prefixes, len(transcript.view.items), transcript)
+        result = fitted.result
+        if not result.pruned:
+            return fitted._replace(sent=request, sent_raw=result.raw_tokens)
+        sent = transcript.write(result.keep)
+        items = sent if isinstance(sent, list) else sent.get(transcript.adapter.items_key)
+        if isinstance(items, list):
+            self._reader.sent(items, result.keep)
+        return fitted._replace(sent=sent, sent_raw=prefixes.raw_kept(result))
 
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
         """:meth:`evaluate` for a request that is already read."""
         p = self.plan(transcript)
-        result = p.result
-        changed = result.pruned or bool(p.applied.edits)
-        raw_sent = p.transcript.raw_tokens(result.keep) if changed else result.raw_tokens
-        return ManagedFit(p.output(), result, p.budget, transcript, raw_sent, p.applied)
+        return p._replace(sent=p.output(), sent_raw=p.raw_tokens_sent)
 
     def plan(self, transcript: Transcript) -> Plan:
         """The :class:`~ctxwin.core.Plan` of ``transcript`` at what this run has learned."""
@@ -266,12 +216,13 @@ class ContextWindowManager:
             learned=learner is not None,
         )
 
-    def evaluate_prefix(self, prefixes: Prefixes, i: int) -> tuple[FitResult, Budget]:
+    def evaluate_prefix(self, prefixes: Prefixes, i: int, transcript: Transcript) -> Plan:
         """:meth:`evaluate` for the request holding the first ``i`` items of a growing
         transcript (``ctxwin.incremental``): O(new items) instead of O(i).
 
-        The result equals ``evaluate`` of that request's body; the fitted body
-        is not built (``transcript.write(result.keep)`` builds it).
+        ``transcript`` holds the items ``prefixes`` reads. The result equals
+        ``evaluate`` of that request's body; the fitted body is built only when
+        asked for (:attr:`~ctxwin.core.Plan.request`).
         """
         view = prefixes.view
         if self._learned is None and self._seed is None:
@@ -288,7 +239,7 @@ class ContextWindowManager:
             overhead=self.overhead,
             learned=learner is not None,
         )
-        return result, budget
+        return Plan(transcript, budget, result)
 
     def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:
         """Bound ``request`` before a send.

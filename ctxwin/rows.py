@@ -8,7 +8,9 @@ rows have (an invalid row has an ``error`` and no estimate) are not required.
 
 from __future__ import annotations
 
-from typing import Literal, Required, TypedDict
+from typing import Any, Literal, NotRequired, Required, TypedDict
+
+from ctxwin.budget import ContextSource, ReserveSource
 
 Status = Literal["fits", "needs_pruning", "truncated", "no_budget", "invalid"]
 """A verdict on a call, a transcript or a session's next request."""
@@ -18,19 +20,24 @@ Reason = Literal["unsupported_format", "bad_input"]
 
 
 class Fitted(TypedDict, total=False):
-    """What a replayed call and a checked run both report of a fit."""
+    """What a replayed call, a checked run and a session's next request report of a fit
+    (:meth:`ctxwin.core.Plan.row`, or an ``error``)."""
 
     status: Status
     model: str | None
     context_length: int
     budget: int
     messages: int
+    raw_tokens: int
     estimated_tokens: int
+    calibration: float
+    overhead: int
     dropped_turns: int
     kept_turns: int
     estimated_tokens_after: int
     cleared_results: int
     cleared_tokens: int
+    cleared_thinking: int
     truncated_results: int
     error: str
 
@@ -45,26 +52,11 @@ class ReplayRow(Fitted, total=False):
     """Where the call is in the file (the model message's JSON path)."""
     reported_tokens: int | None
     """The prompt tokens the call's recorded usage reports, if any."""
-    raw_tokens: int
-    calibration: float
     under_estimate: bool
-    overhead: int
 
 
-class NextRequest(TypedDict, total=False):
-    """A session's next request (its whole transcript) at what the replay learned."""
-
-    status: Required[Status]
-    error: str
-    messages: int
-    raw_tokens: int
-    estimated_tokens: int
-    overhead: int
-    calibration: float
-    budget: int
-    context_length: int
-    dropped_turns: int
-    estimated_tokens_after: int
+NextRequest = Fitted
+"""A session's next request (its whole transcript) at what the replay learned."""
 
 
 class ReplayReport(TypedDict):
@@ -224,3 +216,60 @@ class RunOverhead(OverheadFit, total=False):
     path: Required[str]
     run: Required[str]
     model: Required[str | None]
+
+
+class SessionInfo(TypedDict):
+    """The run of a session file that ``estimate`` and ``prune`` planned."""
+
+    run: str
+    shape: str
+
+
+class Report(TypedDict):
+    """The JSON report of ``estimate --json`` and ``prune --report``
+    (:meth:`ctxwin.core.Plan.report`).
+
+    The keys up to ``dropped_messages`` are ``ctxwin.cli.report.REPORT_KEYS``, a public
+    contract (never renamed or removed); the rest are extras, and new keys are only added.
+    """
+
+    format: str
+    model: str | None
+    context_length: int
+    context_length_source: ContextSource
+    reserve: int
+    safety: int
+    budget: int
+    calibration: float
+    estimated_tokens: int
+    fits: bool
+    pruned: bool
+    dropped_turns: int
+    kept_turns: int
+    estimated_tokens_after: int
+    overflow_at_floor: bool
+    messages_in: int
+    messages_out: int
+    dropped_messages: list[int]
+    estimator: str
+    raw_tokens: int
+    reserve_source: ReserveSource
+    max_output_tokens: int | None
+    model_table_row: str | None
+    enforced: bool
+    warnings: list[str]
+    strategy: str
+    """The strategy's steps, comma-separated (``--strategy``)."""
+    cleared_results: int
+    cleared_tokens: int
+    """The size of the cleared results (what their placeholders state)."""
+    truncated_results: int
+    truncated_tokens: int
+    cleared_thinking: int
+    session: NotRequired[SessionInfo]
+    """Only for a session file: which run of it was estimated (its next request)."""
+    overhead: NotRequired[int]
+    """Only for a session file: the tokens its usage proves every request costs beyond
+    its estimate (a system prompt and tools the log never recorded)."""
+    explain: NotRequired[dict[str, Any]]
+    """Where the tokens go (``estimate --explain``; :func:`ctxwin.explain`)."""

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from ctxwin.calibration import fit_overhead, prompt_tokens_from_usage
-from ctxwin.core import Transcript, load
+from ctxwin.core import INVALID, STATUSES, Transcript, load
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.formats import get_adapter
 from ctxwin.incremental import Prefixes
-from ctxwin.manager import ContextWindowManager, ManagedFit
-from ctxwin.pruning import FitResult, total_cost
+from ctxwin.manager import ContextWindowManager
+from ctxwin.pruning import total_cost
 from ctxwin.recorded import model_messages
 from ctxwin.rows import (
     CalibrationRow,
     CalibrationSummary,
-    Fitted,
     NextRequest,
     Reason,
     ReplayReport,
@@ -30,22 +29,12 @@ from ctxwin.rows import (
     RunCheck,
     RunOverhead,
     SessionLines,
-    Status,
 )
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
-from ctxwin.strategy import DEFAULT_STEPS, Applied
+from ctxwin.strategy import DEFAULT_STEPS
 from ctxwin.tokens.base import Estimator, calibrated
-
-FITS: Final = "fits"
-NEEDS_PRUNING: Final = "needs_pruning"
-TRUNCATED: Final = "truncated"
-NO_BUDGET: Final = "no_budget"
-"""The budget is not positive (the window is at most reserve + safety): no request fits."""
-INVALID: Final = "invalid"
-STATUSES: tuple[Status, ...] = (FITS, NEEDS_PRUNING, TRUNCATED, NO_BUDGET, INVALID)
-"""Verdicts, mildest first."""
 
 SESSION_SHAPES = frozenset(session_names())
 """Run shapes of agent-tool session files (:mod:`ctxwin.sessions`)."""
@@ -85,30 +74,6 @@ def run_manager(
 
 def _reported(usage: Mapping[str, Any] | None) -> int | None:
     return prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
-
-
-NO_EDITS = Applied()
-"""What a fit under the default strategy applied: nothing."""
-
-
-def _status(fitted: ManagedFit) -> Status:
-    """Truncated, needs pruning (turns dropped or content edited) or fits."""
-    return _status_of(fitted.result, fitted.applied)
-
-
-def _status_of(r: FitResult, applied: Applied) -> Status:
-    if not r.enforced:
-        return NO_BUDGET
-    if r.overflow_at_floor:
-        return TRUNCATED
-    return NEEDS_PRUNING if r.pruned or applied.edits else FITS
-
-
-def _add_edits(row: Fitted, a: Applied) -> None:
-    """Add the row keys saying what the strategy's editing steps did."""
-    row["cleared_results"] = a.cleared_results
-    row["cleared_tokens"] = a.cleared_tokens
-    row["truncated_results"] = a.truncated_results
 
 
 def run_model(run: Run) -> str | None:
@@ -190,58 +155,46 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         elif prev[0] is not None:
             manager.observe(prev[0], raw_tokens=prev[1])
         reported = _reported(usage)
-        row: ReplayRow = {"run": run.name, "call": k, "where": where_k}
-        applied = NO_EDITS
         try:
-            if prefixes is not None:
-                messages = ends[k - 1]
-                r, b = manager.evaluate_prefix(prefixes, messages)
+            if prefixes is not None and whole is not None:
+                fitted = manager.evaluate_prefix(prefixes, ends[k - 1], whole)
+            elif transcript is None:
+                fitted = manager.evaluate(request)
             else:
-                if transcript is None:
-                    fitted = manager.evaluate(request)
-                else:
-                    fitted = manager.evaluate_transcript(transcript)
-                r, b, applied = fitted.result, fitted.budget, fitted.applied
-                messages = len(fitted.transcript.view.items)
+                fitted = manager.evaluate_transcript(transcript)
         except CtxwinError as exc:
-            row.update({"status": INVALID, "reported_tokens": reported, "error": str(exc)})
-            rows.append(row)
+            rows.append(
+                {
+                    "run": run.name,
+                    "call": k,
+                    "where": where_k,
+                    "status": INVALID,
+                    "reported_tokens": reported,
+                    "error": str(exc),
+                }
+            )
             prev = (None, 0)  # nothing to learn from it; keep what was learned
             continue
-        status = _status_of(r, applied)
-        if (r.pruned or applied.edits) and first_pruned is None:
+        r = fitted.result
+        if fitted.changed and first_pruned is None:
             first_pruned = k
         if r.overflow_at_floor and first_truncated is None:
             first_truncated = k
-        row.update(
+        rows.append(
             {
-                "status": status,
-                "messages": messages,
+                "run": run.name,
+                "call": k,
+                "where": where_k,
+                **fitted.row(),
                 "reported_tokens": reported,
-                "raw_tokens": r.raw_tokens,
-                "estimated_tokens": r.estimated_tokens,
-                "calibration": r.calibration,
-                "budget": b.budget,
-                "context_length": b.context_length,
-                "dropped_turns": r.dropped_turns,
-                "kept_turns": r.kept_turns,
-                "estimated_tokens_after": r.estimated_tokens_after,
-            }
-        )
-        _add_edits(row, applied)
-        row.update(
-            {
                 "under_estimate": reported is not None and r.estimated_tokens < reported,
-                "model": b.spec.name,
-                "overhead": r.overhead,
             }
         )
-        rows.append(row)
         prev = (usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
         manager.observe(prev[0], raw_tokens=prev[1])
-    nxt = _next_request(run, manager, prefixes)
+    nxt = _next_request(run, manager, prefixes, whole)
     seen_usage = False
     after_first = 0
     for row in rows:
@@ -290,33 +243,23 @@ def _peak(rows: list[ReplayRow]) -> tuple[float | None, int | None]:
 
 
 def _next_request(
-    run: Run, manager: ContextWindowManager, prefixes: Prefixes | None = None
+    run: Run,
+    manager: ContextWindowManager,
+    prefixes: Prefixes | None = None,
+    whole: Transcript | None = None,
 ) -> NextRequest | None:
     """The request a session would send next (its whole transcript), at what was learned
-    (from ``prefixes``, the transcript's calls' prefixes, when it was replayed with them)."""
+    (from ``prefixes``, the prefixes of ``whole``'s calls, when it was replayed with them)."""
     if run.recorded is not None or run.calls_at is not None:
         return None
     try:
-        if prefixes is not None:
-            messages = len(prefixes.view.items)
-            r, b = manager.evaluate_prefix(prefixes, messages)
+        if prefixes is not None and whole is not None:
+            fitted = manager.evaluate_prefix(prefixes, len(prefixes.view.items), whole)
         else:
             fitted = manager.evaluate(run.body)
-            r, b, messages = fitted.result, fitted.budget, len(fitted.transcript.view.items)
     except CtxwinError as exc:
         return {"status": INVALID, "error": str(exc)}
-    return {
-        "status": _status_of(r, NO_EDITS),
-        "messages": messages,
-        "raw_tokens": r.raw_tokens,
-        "estimated_tokens": r.estimated_tokens,
-        "overhead": r.overhead,
-        "calibration": r.calibration,
-        "budget": b.budget,
-        "context_length": b.context_length,
-        "dropped_turns": r.dropped_turns,
-        "estimated_tokens_after": r.estimated_tokens_after,
-    }
+    return fitted.row()
 
 
 # --- a session's next request ------------------------------------------------
@@ -420,8 +363,8 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
             return row
         r = fitted.result
         b = fitted.budget
-        status = _status(fitted)
-        if (r.pruned or fitted.applied.edits) and first_pruned is None:
+        status = fitted.status
+        if fitted.changed and first_pruned is None:
             first_pruned = k
         if r.overflow_at_floor and first_truncated is None:
             first_truncated = k
@@ -433,28 +376,14 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
         key = (STATUSES.index(status), r.estimated_tokens - b.budget)
         if worst is None or key > worst:
             worst = key
-            row.update(
-                {
-                    "status": status,
-                    "format": fitted.transcript.format,
-                    "model": b.spec.name,
-                    "context_length": b.context_length,
-                    "budget": b.budget,
-                    "estimated_tokens": r.estimated_tokens,
-                    "over_by": r.estimated_tokens - b.budget,
-                    "dropped_turns": r.dropped_turns,
-                    "kept_turns": r.kept_turns,
-                    "estimated_tokens_after": r.estimated_tokens_after,
-                }
-            )
-            _add_edits(row, fitted.applied)
-            row.update(
-                {
-                    "messages": len(fitted.transcript.view.items),
-                    "where": call.where,
-                    "enforced": r.enforced,
-                }
-            )
+            row = {
+                **row,
+                **fitted.row(),
+                "format": fitted.transcript.format,
+                "over_by": r.estimated_tokens - b.budget,
+                "where": call.where,
+                "enforced": r.enforced,
+            }
     row["requests"] = len(calls)
     row.update(
         {

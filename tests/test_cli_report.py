@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from ctxwin import core
-from ctxwin.cli.report import build_report, pipe_width, plain_summary, render_summary
+from ctxwin.cli.report import pipe_width, plain_summary, render_summary
 from tests.conftest import Cli
 from tests.test_cli_fastargs import IMPORTTIME, imported
 
 if TYPE_CHECKING:
-    from ctxwin.cli.report import Report
+    from ctxwin.rows import Report
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent-run.json"
 
@@ -26,7 +26,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent-run.json"
 def example_report(**changes: Any) -> Report:
     body = orjson.loads(EXAMPLE.read_bytes())
     plan = core.plan(core.load(body), **{"context_length": 16_000, **changes})
-    return build_report(plan)
+    return plan.report()
 
 
 def with_rich(report: Report, width: int) -> str:

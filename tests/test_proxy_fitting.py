@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import math
 import zlib
 from typing import Any
 
@@ -19,7 +20,6 @@ from ctxwin.proxy.fitting import (
     TRUNCATED,
     UNREAD,
     UNSAFE,
-    Calibrations,
     Fitter,
     floor_message,
 )
@@ -171,7 +171,8 @@ def test_a_strategy_clears_results_as_the_library_does(steps: tuple[str, ...], a
     assert headers["x-ctxwin-dropped-turns"] == "0"
     # what calibration learns against is the estimate of the edited body that was sent
     sent = ctxwin.load(expected, "openai-chat")
-    assert fitted.raw_sent == sent.estimator.raw(total_cost(sent.view))
+    assert fitted.plan is not None
+    assert fitted.plan.raw_tokens_sent == sent.estimator.raw(total_cost(sent.view))
 
 
 def test_floor_overflow_is_truncated_with_a_message_naming_ctxwin_and_the_fix() -> None:
@@ -227,7 +228,7 @@ def test_calibration_is_learned_per_conversation_and_only_grows() -> None:
     f = fitter(context_length=8000, max_tokens=500)
     first = f.fit(CHAT, orjson.dumps(agent_body(2)), ["Bearer a"])
     assert first.plan is not None
-    raw = first.raw_sent
+    raw = first.plan.raw_tokens_sent
     assert f.learn(first, int(raw * 1.5)) == pytest.approx(1.5, rel=0.01)
     assert f.learn(first, raw) == pytest.approx(1.5, rel=0.01)  # never shrinks
     later = f.fit(CHAT, orjson.dumps(agent_body(5)), ["Bearer a"])
@@ -240,28 +241,53 @@ def test_calibration_is_learned_per_conversation_and_only_grows() -> None:
     assert f.fit(CHAT, other_run, ["Bearer a"]).key != first.key
 
 
+@pytest.mark.parametrize("context_length", [100_000, 8000])
+def test_a_growing_conversation_is_read_incrementally(context_length: int) -> None:
+    """Each request was read whole; a conversation's manager reads only what is new,
+    and decides exactly what reading it whole decides (fits, or pruned)."""
+    f = fitter(context_length=context_length, max_tokens=500)
+    for turns in range(1, 30):
+        body = agent_body(turns)
+        fitted = f.fit(CHAT, orjson.dumps(body), ["Bearer a"])
+        alone = fitter(context_length=context_length, max_tokens=500).fit(CHAT, orjson.dumps(body))
+        assert (fitted.action, fitted.body, fitted.headers()) == (
+            alone.action,
+            alone.body,
+            alone.headers(),
+        )
+    assert fitted.action == (FIT if context_length == 100_000 else PRUNED)
+    assert fitted.manager is not None
+    assert fitted.manager.messages_read == len(body["messages"])  # each message once
+
+
 def test_usage_without_a_prompt_count_teaches_nothing() -> None:
     f = fitter()
     fitted = f.fit(CHAT, orjson.dumps(agent_body(1)))
     assert f.learn(fitted, None) is None
-    assert len(f.calibrations) == 0
+    assert f.learned() == 0
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.floats(1.0, 3.0)), max_size=200))
 def test_calibrations_stay_bounded_and_never_shrink(ops: list[tuple[int, float]]) -> None:
-    lru = Calibrations(8)
+    f = fitter(conversations=8)
+    raw_body = orjson.dumps(agent_body(1))
     best: dict[int, float] = {}
     for key, factor in ops:
-        k = bytes([key])
-        before = lru.get(k)
-        after = lru.learn(k, factor)
-        assert after == max(factor, before or 0.0)
+        fitted = f.fit(CHAT, raw_body, [f"Bearer {key}"])
+        assert fitted.plan is not None
+        before = fitted.plan.calibration  # the seed for a conversation not remembered
+        raw = fitted.plan.raw_tokens_sent
+        after = f.learn(fitted, math.ceil(raw * factor))
+        assert after == max(math.ceil(raw * factor) / raw, before)
         best[key] = after
-        assert len(lru) <= 8
+        assert len(f.conversations.managers) <= 8
+    seed = fitter().fit(CHAT, raw_body).plan
+    assert seed is not None
     for key, factor in best.items():
-        stored = lru.get(bytes([key]))
-        assert stored is None or stored == factor
+        again = f.fit(CHAT, raw_body, [f"Bearer {key}"]).plan
+        assert again is not None
+        assert again.calibration in (seed.calibration, factor)  # forgotten, or as learned
 
 
 # --- usage in responses ----------------------------------------------------------------
@@ -356,3 +382,21 @@ def test_no_budget_is_not_forwarded_and_names_the_figures() -> None:
     assert message.startswith("ctxwin proxy: request not forwarded: ctxwin has no budget")
     assert "4,000-token window (flag)" in message and "4,000 tokens reserved" in message
     assert "(body)" in message and "120 of safety" in message
+
+
+def test_the_floor_that_does_not_fit_is_worded_once() -> None:
+    """The exception, the command line's verdict and the proxy each worded it their own way."""
+    from ctxwin.cli.report import verdict
+    from ctxwin.errors import floor_words
+
+    body = agent_body(2, result_bytes=40_000)
+    fitted = fitter(context_length=4000, max_tokens=500).fit(CHAT, orjson.dumps(body))
+    assert fitted.plan is not None
+    r = fitted.plan.result
+    words = floor_words(r.estimated_tokens_after, r.budget)
+    assert "head plus the newest turn" in words and f"{r.budget:,}" in words
+    with pytest.raises(ctxwin.ContextTruncated) as raised:
+        ctxwin.prune(body, context_length=4000, max_tokens=500)
+    assert str(raised.value) == f"context truncated: {words}"
+    assert verdict(fitted.plan.report()) == f"context truncated: {words}"
+    assert words in floor_message(fitted)

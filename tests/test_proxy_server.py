@@ -79,7 +79,7 @@ def test_sse_streams_come_back_byte_for_byte_and_teach_calibration() -> None:
         assert b"".join(chunks) == fake.sent[-1]
         assert len(chunks) > 1  # streamed, not buffered
         deadline = time.monotonic() + 60  # generous: the machine may be busy
-        while not len(proxy.fitter.calibrations) and time.monotonic() < deadline:
+        while not proxy.fitter.learned() and time.monotonic() < deadline:
             time.sleep(0.01)
         again = post(served.url + "/v1/chat/completions", body)
     assert float(again.headers["x-ctxwin-calibration"]) == pytest.approx(1.7, rel=0.02)
@@ -260,9 +260,9 @@ def test_concurrent_conversations() -> None:
         for t in threads:
             t.join()
         deadline = time.monotonic() + 60  # learning runs just after each response is sent
-        while len(proxy.fitter.calibrations) < 8 and time.monotonic() < deadline:
+        while proxy.fitter.learned() < 8 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert len(proxy.fitter.calibrations) == 8
+        assert proxy.fitter.learned() == 8
     assert results == [200] * 8
 
 

@@ -12,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwin.budget import lookup_model
-from ctxwin.core import load
+from ctxwin.core import INVALID, load
 from ctxwin.errors import CtxwinError
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import read_runs, usage_of
 from ctxwin.settings import Settings
-from ctxwin.simulate import INVALID, calibration_rows, check_run, replay_run
+from ctxwin.simulate import calibration_rows, check_run, replay_run
+from ctxwin.strategy import Strategy
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.strategies import transcripts
 
@@ -212,6 +213,23 @@ def test_replay_names_the_first_pruned_and_truncated_calls() -> None:
     statuses = [r["status"] for r in report["rows"]]
     assert statuses == ["fits", "fits", "fits", "needs_pruning", "truncated"]
     assert report["first_pruned"] == 4 and report["first_truncated"] == 5
+
+
+def test_a_next_request_that_only_needs_clearing_needs_pruning() -> None:
+    """The next request's status counted dropped turns only: one over the budget that
+    clearing results brings within it was said to fit."""
+    messages = [system(), user()]
+    for i in range(6):
+        messages += [assistant(f"c{i}"), tool(f"c{i}", "x" * 4000)]
+    [run] = read_runs(dumps({"messages": messages}))
+    strategy = Strategy(("clear-results",))
+    settings = Settings(context_length=10_000, max_tokens=500, estimator="seed", strategy=strategy)
+    report = replay_run(run, settings)
+    nxt = report["next_request"]
+    assert nxt is not None
+    assert nxt["estimated_tokens"] > nxt["budget"] and nxt["dropped_turns"] == 0
+    assert nxt["cleared_results"] > 0
+    assert nxt["status"] == report["rows"][-1]["status"] == "needs_pruning"
 
 
 def test_check_run_statuses() -> None:

@@ -273,7 +273,9 @@ def test_proxy_auto_picks_each_requests_model() -> None:
         assert plan is not None
         names.append(plan.transcript.estimator.name)
     assert names == ["tokenizer:o200k_base", "content", "tokenizer:cl100k_base"]
-    assert fitter.estimator_for(None, body("gpt-4o")) is fitter.estimator_for(None, body("gpt-4o"))
+    again = [fitter.fit(CHAT, orjson.dumps(body("gpt-4o"))).plan for _ in range(2)]
+    assert again[0] is not None and again[1] is not None
+    assert again[0].transcript.estimator is again[1].transcript.estimator
 
 
 # --- auto, with the extra absent -----------------------------------------------------

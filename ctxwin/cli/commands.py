@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import read_input, write_output, write_stdout
-from ctxwin.errors import ExitCode, InputError, SpecError, UsageError
+from ctxwin.errors import ExitCode, InputError, SpecError, UsageError, floor_words
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import TypedDict, Unpack
 
-    from ctxwin.cli.report import Report
+    from ctxwin.rows import Report
     from ctxwin.settings import Settings
     from ctxwin.strategy import Strategy
     from ctxwin.tokens.base import Estimator
@@ -208,7 +208,7 @@ def _plan(
         notes = session.warnings if session is not None else []
         for note in notes + transcript.view.notes + plan.result.warnings:
             say(f"warning: {note}")
-        if not plan.result.pruned and not plan.result.overflow_at_floor and not plan.applied.edits:
+        if plan.status == core.FITS:
             # Nothing is dropped, so fit did not check the rules: say what a provider may reject.
             _warn_problems(transcript.problems())
     return plan, data, session
@@ -289,8 +289,7 @@ def _warn_problems(problems: list[Any]) -> None:
 
 def truncated_message(report: Report) -> str:
     return (
-        f"context truncated: even the head plus the newest turn need "
-        f"{report['estimated_tokens_after']:,} tokens, over the budget of {report['budget']:,} "
+        f"context truncated: {floor_words(report['estimated_tokens_after'], report['budget'])} "
         f"({report['context_length']:,} window − {report['reserve']:,} reserve − "
         f"{report['safety']:,} safety). Use a model with a larger window, a smaller "
         "--max-tokens, or a shorter system prompt or newest turn."
@@ -301,7 +300,6 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
     """``ctxwin estimate``: print the report (``explain``: and where the tokens go);
     the exit code."""
     from ctxwin.cli.report import (
-        build_report,
         pipe_width,
         plain_summary,
         render_explain,
@@ -310,7 +308,7 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
     )
 
     plan, _, session = _plan(**options)
-    report = build_report(plan)
+    report = plan.report()
     if session is not None:
         _add_session_keys(report, session, plan)
     if explain:
@@ -336,19 +334,19 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
 
 def prune_command(*, output: str, report_path: Path | None, **options: Unpack[PlanOptions]) -> int:
     """``ctxwin prune``: write the fitted body to ``output``; the exit code."""
-    from ctxwin.cli.report import build_report, render_json
+    from ctxwin.cli.report import render_json
+    from ctxwin.core import NEEDS_PRUNING
 
     plan, data, session = _plan(**options)
     result = plan.result
-    report = build_report(plan)
+    report = plan.report()
     out = data
-    edits = plan.applied.edits
     if session is not None:
         _add_session_keys(report, session, plan)
         from ctxwin.codec import dumps
 
         out = dumps(plan.output(), indent=True, newline=True)  # the request, as a body
-    elif (result.pruned or edits) and not result.overflow_at_floor:
+    elif plan.status == NEEDS_PRUNING:
         from ctxwin.codec import dumps, find_big_integer, may_hold_big_number
         from ctxwin.errors import InputError
 
@@ -365,7 +363,7 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
         say(truncated_message(report))
         return int(ExitCode.CONTEXT_TRUNCATED)
     write_output(output, out)
-    if (result.pruned or edits) and not options["quiet"]:
+    if plan.changed and not options["quiet"]:
         tokens = f"{result.estimated_tokens:,} → {result.estimated_tokens_after:,} tokens"
         say(f"{_did(plan)}: {tokens}, budget {result.budget:,}")
     return 0

@@ -7,72 +7,17 @@ something.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ctxwin.errors import floor_words
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ctxwin.budget import ContextSource, ReserveSource
-    from ctxwin.core import Plan
-
-    # Types for the checker only: declaring TypedDicts costs start-up time.
-    class SessionInfo(TypedDict):
-        """The run of a session file that ``estimate`` and ``prune`` planned."""
-
-        run: str
-        shape: str
-
-    class Report(TypedDict):
-        """The JSON report of ``estimate --json`` and ``prune --report``.
-
-        The keys up to ``dropped_messages`` are :data:`REPORT_KEYS`, a public contract
-        (never renamed or removed); the rest are extras, and new keys are only added.
-        """
-
-        format: str
-        model: str | None
-        context_length: int
-        context_length_source: ContextSource
-        reserve: int
-        safety: int
-        budget: int
-        calibration: float
-        estimated_tokens: int
-        fits: bool
-        pruned: bool
-        dropped_turns: int
-        kept_turns: int
-        estimated_tokens_after: int
-        overflow_at_floor: bool
-        messages_in: int
-        messages_out: int
-        dropped_messages: list[int]
-        estimator: str
-        raw_tokens: int
-        reserve_source: ReserveSource
-        max_output_tokens: int | None
-        model_table_row: str | None
-        enforced: bool
-        warnings: list[str]
-        strategy: str
-        """The strategy's steps, comma-separated (``--strategy``)."""
-        cleared_results: int
-        cleared_tokens: int
-        """The size of the cleared results (what their placeholders state)."""
-        truncated_results: int
-        truncated_tokens: int
-        cleared_thinking: int
-        session: NotRequired[SessionInfo]
-        """Only for a session file: which run of it was estimated (its next request)."""
-        overhead: NotRequired[int]
-        """Only for a session file: the tokens its usage proves every request costs beyond
-        its estimate (a system prompt and tools the log never recorded)."""
-        explain: NotRequired[dict[str, Any]]
-        """Where the tokens go (``estimate --explain``; :func:`ctxwin.explain`)."""
+    from ctxwin.rows import Report
 
 
 REPORT_KEYS = (
@@ -98,47 +43,6 @@ REPORT_KEYS = (
 """The stable keys, in order. Extra keys follow them."""
 
 
-def build_report(plan: Plan) -> Report:
-    """The JSON report of ``plan``: the stable keys, then extras."""
-    b = plan.budget
-    r = plan.result
-    spec = b.spec
-    return {
-        "format": plan.transcript.format,
-        "model": spec.name,
-        "context_length": spec.context_length,
-        "context_length_source": spec.context_length_source,
-        "reserve": b.reserve,
-        "safety": b.safety,
-        "budget": b.budget,
-        "calibration": r.calibration,
-        "estimated_tokens": r.estimated_tokens,
-        "fits": r.fits,
-        "pruned": r.pruned,
-        "dropped_turns": r.dropped_turns,
-        "kept_turns": r.kept_turns,
-        "estimated_tokens_after": r.estimated_tokens_after,
-        "overflow_at_floor": r.overflow_at_floor,
-        "messages_in": len(plan.transcript.view.items),
-        "messages_out": len(r.keep),
-        "dropped_messages": r.dropped,
-        # extras
-        "estimator": plan.transcript.estimator.name,
-        "raw_tokens": r.raw_tokens,
-        "reserve_source": b.reserve_source,
-        "max_output_tokens": spec.max_output_tokens,
-        "model_table_row": spec.table_row,
-        "enforced": r.enforced,
-        "warnings": list(r.warnings),
-        "strategy": plan.applied.strategy.name,
-        "cleared_results": plan.applied.cleared_results,
-        "cleared_tokens": plan.applied.cleared_tokens,
-        "truncated_results": plan.applied.truncated_results,
-        "truncated_tokens": plan.applied.truncated_tokens,
-        "cleared_thinking": plan.applied.cleared_thinking,
-    }
-
-
 def render_json(report: Report) -> bytes:
     """The report as indented JSON with a trailing newline."""
     return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
@@ -150,8 +54,7 @@ def verdict(report: Report) -> str:
         return "no budget: the window is at most reserve + safety, no prompt fits"
     if report["overflow_at_floor"]:
         return (
-            f"context truncated: even head + newest turn need "
-            f"{report['estimated_tokens_after']:,} tokens, over the budget of {report['budget']:,}"
+            f"context truncated: {floor_words(report['estimated_tokens_after'], report['budget'])}"
         )
     if report["fits"]:
         return "fits: nothing to drop"

@@ -153,8 +153,7 @@ class Fitting:
         self.last = fitted
         if self.record is not None:
             self.record.last = fitted
-        changed = fitted.result.pruned or bool(fitted.applied.edits)
-        if not changed or not isinstance(messages, list | tuple):
+        if not fitted.changed or not isinstance(messages, list | tuple):
             return kwargs, fitted
         return {**kwargs, key: sent_items(messages, fitted)}, fitted
 
@@ -248,18 +247,25 @@ class Conversations:
         """The manager of the conversation of ``model`` whose entries are ``items``."""
         return self._manager(self.key(model, items, name, extra))
 
-    def _manager(self, key: tuple[str | None, str]) -> ContextWindowManager:
+    def _manager(
+        self, key: tuple[str | None, str], changes: Mapping[str, Any] | None = None
+    ) -> ContextWindowManager:
         found = self.managers.get(key)
         if found is None:
-            found = ContextWindowManager(fmt=self.fmt, **self.settings)
+            found = ContextWindowManager(**{"fmt": self.fmt, **self.settings, **(changes or {})})
         remember(self.managers, key, found, self.limit)
         return found
 
     def entries(
-        self, model: str | None, items: Sequence[Any], name: Any = None, extra: Any = None
+        self,
+        model: str | None,
+        items: Sequence[Any],
+        name: Any = None,
+        extra: Any = None,
+        changes: Mapping[str, Any] | None = None,
     ) -> tuple[ContextWindowManager, list[Any]]:
-        """The manager of the conversation (see :meth:`manager`) and ``items`` as plain
-        data for it to read.
+        """The manager of the conversation (see :meth:`manager`; a new one with the
+        settings given here, then ``changes``) and ``items`` as plain data for it to read.
 
         When the conversation's last call had entries that ``items`` starts with (the
         same objects or equal ones, compared at C speed), their plain copies are
@@ -268,7 +274,7 @@ class Conversations:
         converted whole and the manager reads the call whole. An entry equal to the
         one it replaces (``==``) is taken to read the same."""
         key = self.key(model, items, name, extra)
-        manager = self._manager(key)
+        manager = self._manager(key, changes)
         given = list(items)
         before = self.seen.get(key)
         start = 0

@@ -168,7 +168,7 @@ class HistoryFit:
             raise truncated(fitted.result, fitted.budget)
         # the lists kept here are never the caller's: appending to what is returned
         # must not change what the next call is compared with
-        if not fitted.result.pruned and not fitted.applied.edits:
+        if not fitted.changed:
             self._sent = (given, given, fitted.raw_tokens_sent)
             return list(given), fitted
         kept = self._survivors(view, fitted)

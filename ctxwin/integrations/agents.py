@@ -143,7 +143,7 @@ class ContextWindowFilter(RunHooks[Any]):
             raise truncated(fitted.result, fitted.budget)
         self.last = fitted
         self.conversations.sent((id(agent), id(data.context)), manager, fitted)
-        if not fitted.result.pruned and not fitted.applied.edits:
+        if not fitted.changed:
             return data.model_data
         return ModelInputData(input=sent_items(items, fitted), instructions=instructions)
 

@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxwin.budget import Budget
-from ctxwin.errors import ContextTruncated, NoBudget
+from ctxwin.errors import ContextTruncated, truncated
 from ctxwin.extras import needs_extra
 from ctxwin.integrations._common import Conversations, plain, remember, sent_items, settings_for
 from ctxwin.manager import ManagedFit
@@ -77,13 +77,8 @@ class ContextWindowExceeded(ContextTruncated, ContextWindowExceededError):
 
     def __init__(self, result: FitResult, model: str | None, budget: Budget | None = None) -> None:
         self.result = result
-        if not result.enforced and budget is not None:
-            text = f"ctxwin: {NoBudget(result, budget)}"
-        else:
-            text = (
-                f"ctxwin: even the floor (head + newest turn) needs "
-                f"{result.estimated_tokens_after} tokens, over the budget of {result.budget}"
-            )
+        error = ContextTruncated(result) if budget is None else truncated(result, budget)
+        text = f"ctxwin: {error}"
         ContextWindowExceededError.__init__(
             self,
             message=text,

@@ -18,33 +18,31 @@ conversation's calibration, and returns a :class:`Fitted`:
 
 A body that is not JSON raises :class:`~ctxwin.errors.InputError`.
 
-State is one bounded map (:class:`Calibrations`): conversation fingerprint →
-calibration factor, learned from the usage the provider reports. The
-fingerprint (:func:`fingerprint`) hashes what never changes within one agent
-run — the route, the model, a hash of the credentials and the head (system
-prompt and first user message, which ctxwin never drops) — so requests of one
-run find their factor on any proxy that has seen the run, and nothing else is
-kept.
+Each conversation is fitted by its own :class:`~ctxwin.manager.ContextWindowManager`,
+as the SDK wrappers' are (:class:`ctxwin.integrations._common.Conversations`): it
+learns the calibration from the usage the provider reports and reads a request that
+extends the conversation's last one incrementally (only its new messages). A
+conversation is named by what never changes within one agent run — the route, the
+model, a hash of the credentials and the head (system prompt and first user message,
+which ctxwin never drops) — and the least recently used are forgotten past
+``ProxyConfig.conversations``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from ctxwin.calibration import grow
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
-from ctxwin.core import Plan, Transcript, load, plan
-from ctxwin.errors import InputError
+from ctxwin.core import FITS, NEEDS_PRUNING, Plan, load
+from ctxwin.errors import InputError, floor_words
+from ctxwin.formats import get_adapter
+from ctxwin.integrations._common import Conversations
+from ctxwin.manager import ContextWindowManager
 from ctxwin.proxy.routes import Route
-from ctxwin.pruning import head_end
 from ctxwin.settings import DEFAULT, Settings, body_model
-from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
 FIT = "fit"
@@ -84,55 +82,6 @@ class ProxyConfig:
     """Seconds without a byte from the upstream before the request fails (504 before headers)."""
 
 
-class Calibrations:
-    """Bounded LRU map: conversation fingerprint → calibration factor."""
-
-    __slots__ = ("_data", "capacity")
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = max(1, capacity)
-        self._data: OrderedDict[bytes, float] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def get(self, key: bytes) -> float | None:
-        factor = self._data.get(key)
-        if factor is not None:
-            self._data.move_to_end(key)
-        return factor
-
-    def learn(self, key: bytes, factor: float) -> float:
-        """Store ``factor`` unless a larger one is already known (factors only grow)."""
-        known = self._data.get(key)
-        if known is not None and known >= factor:
-            self._data.move_to_end(key)
-            return known
-        self._data[key] = factor
-        self._data.move_to_end(key)
-        while len(self._data) > self.capacity:
-            self._data.popitem(last=False)
-        return factor
-
-
-def fingerprint(
-    route: Route, transcript: Transcript, model: str | None, credentials: Iterable[str]
-) -> bytes:
-    """A 16-byte key for the conversation ``transcript`` belongs to (see the module doc)."""
-    body = transcript.body
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{route.name}\0{model}\0".encode())
-    for value in credentials:
-        h.update(value.encode("utf-8", "replace"))
-        h.update(b"\0")
-    entries = body.get(transcript.adapter.items_key) if isinstance(body, dict) else body
-    if isinstance(entries, list):
-        entries = entries[: head_end(transcript.view.items)]
-    rest = [body.get(k) for k in _TOP_LEVEL_HEAD] if isinstance(body, dict) else []
-    h.update(orjson.dumps([entries, rest], default=str))
-    return h.digest()
-
-
 @dataclass(frozen=True, slots=True)
 class Fitted:
     """What to do with one request (see the module doc for ``action``)."""
@@ -141,30 +90,33 @@ class Fitted:
     body: bytes
     """The bytes to forward (empty for ``truncated``)."""
     plan: Plan | None = None
-    key: bytes | None = None
-    raw_sent: int = 0
-    """Uncalibrated estimate of what is forwarded (what calibration learns against)."""
+    """The fit (:class:`~ctxwin.core.Plan`): what is sent, and the raw estimate of it that
+    calibration learns against (``plan.raw_tokens_sent``)."""
+    key: tuple[str | None, str] | None = None
+    """The conversation the request belongs to."""
     reason: str | None = None
     """Why a body was forwarded unfitted (``unread``/``unsafe``)."""
+    manager: ContextWindowManager | None = None
+    """The conversation's manager, which learns from the response's usage."""
 
     def headers(self) -> dict[str, str]:
         """The ``x-ctxwin-*`` response headers for this decision."""
         out = {"x-ctxwin-action": self.action}
         p = self.plan
         if p is not None:
-            r, a = p.result, p.applied
+            row = p.row()
             out.update(
                 {
-                    "x-ctxwin-dropped-turns": str(r.dropped_turns),
-                    "x-ctxwin-dropped-messages": str(len(r.dropped)),
-                    "x-ctxwin-kept-turns": str(r.kept_turns),
-                    "x-ctxwin-cleared-results": str(a.cleared_results),
-                    "x-ctxwin-cleared-thinking": str(a.cleared_thinking),
-                    "x-ctxwin-truncated-results": str(a.truncated_results),
-                    "x-ctxwin-estimated-tokens": str(r.estimated_tokens),
-                    "x-ctxwin-estimated-tokens-after": str(r.estimated_tokens_after),
-                    "x-ctxwin-budget": str(r.budget),
-                    "x-ctxwin-calibration": f"{r.calibration:.4f}",
+                    "x-ctxwin-dropped-turns": str(row["dropped_turns"]),
+                    "x-ctxwin-dropped-messages": str(len(p.result.dropped)),
+                    "x-ctxwin-kept-turns": str(row["kept_turns"]),
+                    "x-ctxwin-cleared-results": str(row["cleared_results"]),
+                    "x-ctxwin-cleared-thinking": str(row["cleared_thinking"]),
+                    "x-ctxwin-truncated-results": str(row["truncated_results"]),
+                    "x-ctxwin-estimated-tokens": str(row["estimated_tokens"]),
+                    "x-ctxwin-estimated-tokens-after": str(row["estimated_tokens_after"]),
+                    "x-ctxwin-budget": str(row["budget"]),
+                    "x-ctxwin-calibration": f"{row['calibration']:.4f}",
                 }
             )
         if self.reason is not None:
@@ -179,9 +131,11 @@ class Fitter:
         self.config = config
         self.settings = config.settings
         self.estimator = config.settings.make_estimator()
-        self._by_model: dict[str | None, Estimator] = {}
-        """With ``tokenizer="auto"``: the estimator of each model seen."""
-        self.calibrations = Calibrations(config.conversations)
+        self.conversations = Conversations(
+            "auto", {"settings": config.settings}, config.conversations, learn_overhead=False
+        )
+        """One manager per conversation; calibration only grows (no overhead is learned:
+        the proxy sees every byte of each request)."""
 
     def fit(self, route: Route, raw: bytes, credentials: Iterable[str] = ()) -> Fitted:
         """Decide what to forward for ``raw`` posted to ``route``.
@@ -191,56 +145,71 @@ class Fitter:
         body = parse(raw)
         settings = self.settings
         try:
-            transcript = load(body, route.fmt, self.estimator_for(route.model, body))
+            items_key = get_adapter(body, route.fmt).items_key
         except InputError as exc:
             return Fitted(UNREAD, raw, reason=str(exc))
         model = settings.model or route.model
-        key = fingerprint(route, transcript, model or transcript.view.model, credentials)
-        learned = self.calibrations.get(key)
-        changes: dict[str, Any] = {}
+        named = model or body_model(body)
+        messages = body.get(items_key) if isinstance(body, dict) else body
+        entries = messages if isinstance(messages, list) else []
+        key = self.conversations.key(named, entries, extra=_extra(route, body, credentials))
+        changes: dict[str, Any] = {"fmt": route.fmt, "estimator": self.estimator_for(named)}
         if model != settings.model:
             changes["model"] = model
-        if learned is not None:
-            changes["calibration"] = learned
+        manager, read = self.conversations.entries(named, entries, key[1], changes=changes)
+        if isinstance(messages, list):
+            body = read if body is messages else {**body, items_key: read}
         try:
-            p = plan(transcript, settings, **changes)
-        except InputError as exc:  # fitting needed, but it would break a pairing rule
-            return Fitted(UNSAFE, raw, key=key, reason=str(exc))
-        result = p.result
-        if result.overflow_at_floor:
-            return Fitted(TRUNCATED, b"", p, key)
-        edited = p.transcript is not transcript
-        if not result.pruned and not edited:
-            return Fitted(FIT, raw, p, key, result.raw_tokens)
-        out = dumps(p.output())
+            p = manager.evaluate(body)
+        except InputError as exc:
+            try:
+                load(body, route.fmt, manager.estimator)
+            except InputError as unread:
+                return Fitted(UNREAD, raw, reason=str(unread))
+            # fitting needed, but it would break a pairing rule
+            return Fitted(UNSAFE, raw, key=key, reason=str(exc), manager=manager)
+        status = p.status
+        if status == FITS:
+            return Fitted(FIT, raw, p, key, manager=manager)
+        if status != NEEDS_PRUNING:
+            return Fitted(TRUNCATED, b"", p, key, manager=manager)
+        out = dumps(p.request)
         if may_hold_big_number(out):
             big = find_big_integer(raw)
             if big is not None:
                 reason = f"{big} does not fit 64 bits; fitting would rewrite it"
-                return Fitted(UNSAFE, raw, key=key, reason=reason)
-        action = PRUNED if result.pruned else CLEARED
-        return Fitted(action, out, p, key, p.transcript.raw_tokens(result.keep))
+                return Fitted(UNSAFE, raw, key=key, reason=reason, manager=manager)
+        action = PRUNED if p.result.pruned else CLEARED
+        return Fitted(action, out, p, key, manager=manager)
 
-    def estimator_for(self, route_model: str | None, body: Any) -> Estimator:
-        """The estimator for one request: the configured one, or under
-        ``tokenizer="auto"`` the one for the request's model (its route's, else its body's)."""
+    def estimator_for(self, model: str | None) -> Any:
+        """The estimator for a new conversation: the configured one, or under
+        ``tokenizer="auto"`` the one for its model (its route's, else its body's)."""
         if self.settings.tokenizer != AUTO_TOKENIZER:
             return self.estimator
-        model = self.settings.model or route_model or body_model(body)
-        found = self._by_model.get(model)
-        if found is None:
-            if len(self._by_model) >= 64:  # model names come from clients: keep it bounded
-                self._by_model.clear()
-            found = self._by_model[model] = self.settings.make_estimator(model)
-        return found
+        return self.settings.make_estimator(model)
+
+    def learned(self) -> int:
+        """How many of the conversations remembered have learned from usage."""
+        return sum(1 for m in self.conversations.managers.values() if m.learned)
 
     def learn(self, fitted: Fitted, prompt_tokens: int | None) -> float | None:
         """Grow the conversation's factor from the prompt tokens its provider reported."""
-        p = fitted.plan
-        if p is None or fitted.key is None or prompt_tokens is None:
+        p, manager = fitted.plan, fitted.manager
+        if p is None or manager is None or prompt_tokens is None:
             return None
-        factor = grow(p.result.calibration, fitted.raw_sent, prompt_tokens)
-        return self.calibrations.learn(fitted.key, factor)
+        return manager.observe({"prompt_tokens": prompt_tokens}, raw_tokens=p.raw_tokens_sent)
+
+
+def _extra(route: Route, body: Any, credentials: Iterable[str]) -> list[Any]:
+    """What names a conversation besides its model and head entries: the route, a hash
+    of the credentials (never stored) and the body's top-level system prompt."""
+    h = hashlib.blake2b(digest_size=16)
+    for value in credentials:
+        h.update(value.encode("utf-8", "replace"))
+        h.update(b"\0")
+    rest = [body.get(k) for k in _TOP_LEVEL_HEAD] if isinstance(body, dict) else []
+    return [route.name, h.hexdigest(), rest]
 
 
 def floor_message(fitted: Fitted) -> str:
@@ -259,10 +228,9 @@ def floor_message(fitted: Fitted) -> str:
             "--max-tokens)."
         )
     return (
-        f"ctxwin proxy: request not forwarded: even after dropping every older turn, the "
-        f"system prompt, first user message and newest turn need about "
-        f"{r.estimated_tokens_after:,} tokens, over ctxwin's budget of {r.budget:,} for "
-        f"{model} ({b.context_length:,}-token window, {b.reserve:,} reserved for the "
+        f"ctxwin proxy: request not forwarded: after dropping every older turn, "
+        f"{floor_words(r.estimated_tokens_after, r.budget)} for {model} "
+        f"({b.context_length:,}-token window, {b.reserve:,} reserved for the "
         "response). Fix: shorten the newest message or tool result (or the system prompt), "
         "lower max_tokens, or start a new conversation; if the window is larger than ctxwin "
         "assumes, restart the proxy with --context-length (or --strategy ...,truncate-results "

@@ -17,7 +17,7 @@ Served at ``GET /metrics``:
   ``timeout`` (504), ``disconnect`` (client gone mid-response);
 * ``ctxwin_proxy_fit_seconds`` — histogram of the time spent parsing and fitting;
 * ``ctxwin_proxy_request_seconds`` — histogram of whole requests, to the last byte;
-* ``ctxwin_proxy_conversations`` — calibrations currently remembered.
+* ``ctxwin_proxy_conversations`` — conversations currently remembered.
 """
 
 from __future__ import annotations

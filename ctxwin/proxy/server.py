@@ -88,7 +88,7 @@ class Proxy:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.fitter = Fitter(config)
-        self.metrics = Metrics(lambda: len(self.fitter.calibrations))
+        self.metrics = Metrics(lambda: len(self.fitter.conversations.managers))
         self.upstream = Upstream(config.upstream, config.connect_timeout, config.read_timeout)
 
     def server(self) -> web.Server:
