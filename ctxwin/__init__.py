@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from ctxwin.budget import Budget, ModelSpec, compute_budget, lookup_model, resolve_spec
+from ctxwin.budget import Budget, ModelSpec, compute_budget, resolve_spec
 from ctxwin.codec import parse
 from ctxwin.core import Plan, Transcript, load, plan, prune
 from ctxwin.errors import (
@@ -36,6 +36,7 @@ from ctxwin.pruning import FitResult, fit, pairing_problems, segment
 from ctxwin.settings import Settings
 from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, Kind, calibrated
+from ctxwin.tokens.models import lookup_model
 from ctxwin.tokens.registry import default_calibration
 from ctxwin.view import Item, Problem, View
 

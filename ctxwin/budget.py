@@ -34,14 +34,11 @@ pricing recorded runs offline; either is ``None`` when unknown. They are built o
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-import orjson
-
 from ctxwin.errors import SpecError, spec_int
+from ctxwin.tokens.models import lookup_model, table_row
 
 if TYPE_CHECKING:
     from ctxwin.pricing import CacheRules, Pricing
@@ -51,101 +48,12 @@ RESERVE_FLOOR = 1000
 RESERVE_PERCENT = 2
 SAFETY_PERCENT = 3
 
-_BOUNDARY = "-:@_"
-
-
 ContextSource = Literal["flag", "spec", "table", "fallback"]
 """Where a context length came from."""
 
 ReserveSource = Literal["flag", "body", "model", "scaled", "default"]
 """Where the response reserve came from (``scaled``: the model table's output cap,
 scaled to a window smaller than the table's)."""
-
-SNAPSHOT_WORDS = frozenset(("latest", "preview", "exp", "experimental", "instruct"))
-"""Words after a model name that name a release of the same model, as a date does
-(``gpt-4o-2024-08-06``, ``gemini-2.5-flash-preview-05-20``), not a sibling model."""
-
-
-class ModelRow(NamedTuple):
-    """One row of the built-in model table.
-
-    A NamedTuple: a dataclass would compile its methods at every start.
-    """
-
-    name: str
-    provider: str
-    context_length: int
-    max_output_tokens: int | None
-    source: str
-    date: str
-    tokenizer: str | None = None
-    """The model's tokenizer family: an encoding ``--tokenizer`` counts exactly
-    (``o200k_base``, ``cl100k_base``, ``llama3``, ``qwen3``) or a family it does not
-    ship (``claude``, ``gemini``, ``llama4``, ``mistral``, ``deepseek-v3``, ``qwen``)."""
-    tokenizer_generation: int | None = None
-    """Claude only: 1 for Claude 3 through Opus 4.6 / Sonnet 4.6 / Haiku 4.5, 2 for the
-    tokenizer of Claude Opus 4.7 and later (up to 1.35× the tokens of generation 1,
-    :data:`ctxwin.tokens.CLAUDE_TOKENIZER_GROWTH`)."""
-    max_input_tokens: int | None = None
-    """The provider's cap on the prompt where it is below ``context_length`` minus the
-    output cap (GPT-5: 272,000 of 400,000); ``None``: the window is the only cap."""
-    extra: Mapping[str, Any] | None = None
-    """The row as ``models.json`` has it, for the fields read on use: :attr:`price`,
-    :attr:`cache` and their sources (one field, not seven: each field of a NamedTuple adds
-    to every command's start-up)."""
-
-    @property
-    def price(self) -> Pricing | None:
-        """The model's prices (:class:`~ctxwin.pricing.Pricing`), ``None`` when unknown;
-        built on use, so a command that prices nothing never loads :mod:`ctxwin.pricing`."""
-        data = self._get("price")
-        if data is None:
-            return None
-        from ctxwin.pricing import table_pricing
-
-        return table_pricing(data)
-
-    @property
-    def cache(self) -> CacheRules | None:
-        """The model's prompt-caching rules (:class:`~ctxwin.pricing.CacheRules`)."""
-        data = self._get("cache")
-        if data is None:
-            return None
-        from ctxwin.pricing import CacheRules
-
-        return CacheRules(**data)
-
-    @property
-    def price_source(self) -> str | None:
-        """The page or file the prices were read from."""
-        return self._text("price_source")
-
-    @property
-    def price_date(self) -> str | None:
-        """The day the prices were read."""
-        return self._text("price_date")
-
-    @property
-    def cache_source(self) -> str | None:
-        """The page the caching rules were read from."""
-        return self._text("cache_source")
-
-    @property
-    def note(self) -> str | None:
-        """Where the figures differ from a source read, or could not be re-read."""
-        return self._text("note")
-
-    @property
-    def litellm_key(self) -> str | None:
-        """The entry of LiteLLM's model map the figures (and prices) were read from."""
-        return self._text("litellm_key")
-
-    def _get(self, key: str) -> Any:
-        return None if self.extra is None else self.extra.get(key)
-
-    def _text(self, key: str) -> str | None:
-        value = self._get(key)
-        return value if isinstance(value, str) else None
 
 
 class ModelSpec(NamedTuple):
@@ -180,7 +88,7 @@ class ModelSpec(NamedTuple):
         table row's; ``None`` when unknown."""
         if self.spec_price is not None:
             return self.spec_price
-        row = _table_row(self.table_row)
+        row = table_row(self.table_row)
         return None if row is None else row.price
 
     @property
@@ -188,7 +96,7 @@ class ModelSpec(NamedTuple):
         """``spec`` or ``table``; ``None`` when no price is known."""
         if self.spec_price is not None:
             return "spec"
-        row = _table_row(self.table_row)
+        row = table_row(self.table_row)
         return "table" if row is not None and row.price_source is not None else None
 
     @property
@@ -196,7 +104,7 @@ class ModelSpec(NamedTuple):
         """The model's prompt-caching rules: the spec file's, else the table row's."""
         if self.spec_cache is not None:
             return self.spec_cache
-        row = _table_row(self.table_row)
+        row = table_row(self.table_row)
         return None if row is None else row.cache
 
 
@@ -221,96 +129,6 @@ class Budget(NamedTuple):
         """False when the budget is not positive: no prompt fits, so fitting reports an
         overflow at the floor and nothing may be sent (:class:`~ctxwin.errors.NoBudget`)."""
         return self.budget > 0
-
-
-@cache
-def model_table() -> tuple[ModelRow, ...]:
-    """The built-in model table, in file order."""
-    # orjson and os.path: json and pathlib would add to every command's start-up
-    with open(os.path.join(os.path.dirname(__file__), "data", "models.json"), "rb") as f:
-        rows = orjson.loads(f.read())["models"]
-    return tuple(
-        ModelRow(
-            name=r["name"],
-            provider=r["provider"],
-            context_length=int(r["context_length"]),
-            max_output_tokens=r.get("max_output_tokens"),
-            source=r["source"],
-            date=r["date"],
-            tokenizer=r.get("tokenizer"),
-            tokenizer_generation=r.get("tokenizer_generation"),
-            max_input_tokens=r.get("max_input_tokens"),
-            extra=r,
-        )
-        for r in rows
-    )
-
-
-@cache
-def _by_name() -> dict[str, ModelRow]:
-    return {row.name.lower(): row for row in model_table()}
-
-
-def _table_row(name: str | None) -> ModelRow | None:
-    return None if name is None else _by_name().get(name.lower())
-
-
-def lookup_model(name: str) -> ModelRow | None:
-    """The table row for ``name``: exact, else the longest known prefix.
-
-    Provider prefixes (``openai/``, ``litellm_proxy/anthropic/``) are stripped
-    one at a time, and a prefix must end at a boundary (``-``, ``:``, ``@``,
-    ``_``), so ``gpt-4o-2024-08-06`` finds ``gpt-4o`` but ``gpt-4o`` never
-    finds ``gpt-4``.
-
-    A name that extends a row's by a word (``gpt-5.4-mini`` after ``gpt-5.4``) names a
-    sibling model, not a release of that row's (a date, a number or one of
-    :data:`SNAPSHOT_WORDS`): it never inherits a larger window than the family's row
-    for that word. The row's name is shortened one ``-`` or ``.`` part at a time to
-    find that family row (``gpt-5`` + ``-mini``: ``gpt-5-mini``), and of the two the
-    one with the smaller window is the answer.
-    """
-    table = _by_name()
-    candidate = name.strip().lower()
-    while candidate:
-        row = table.get(candidate)
-        if row is not None:
-            return row
-        best: ModelRow | None = None
-        for key, row in table.items():
-            if (
-                len(key) < len(candidate)
-                and candidate.startswith(key)
-                and candidate[len(key)] in _BOUNDARY
-                and (best is None or len(key) > len(best.name))
-            ):
-                best = row
-        if best is not None:
-            return _sibling_guard(best, candidate[len(best.name) + 1 :], table)
-        _, slash, rest = candidate.partition("/")
-        candidate = rest if slash else ""
-    return None
-
-
-def _sibling_guard(row: ModelRow, rest: str, table: Mapping[str, ModelRow]) -> ModelRow:
-    """``row``, or the family row of the variant word that starts ``rest`` when its
-    window is no larger (see :func:`lookup_model`)."""
-    word = rest
-    for i, ch in enumerate(rest):
-        if ch in _BOUNDARY or ch == ".":
-            word = rest[:i]
-            break
-    if not word or not word[0].isalpha() or word in SNAPSHOT_WORDS:
-        return row
-    stem = row.name.lower()
-    while True:
-        cut = max(stem.rfind("-"), stem.rfind("."))
-        if cut <= 0:
-            return row
-        stem = stem[:cut]
-        family = table.get(f"{stem}-{word}")
-        if family is not None:
-            return family if family.context_length <= row.context_length else row
 
 
 def spec_fields(data: Any, model: str | None = None) -> tuple[int | None, int | None]:

@@ -7,16 +7,10 @@ from datetime import date
 
 import pytest
 
-from ctxwin.budget import (
-    ModelSpec,
-    compute_budget,
-    lookup_model,
-    model_table,
-    resolve_spec,
-    spec_fields,
-)
+from ctxwin.budget import ModelSpec, compute_budget, resolve_spec, spec_fields
 from ctxwin.errors import SpecError
 from ctxwin.pricing import CacheRules, Pricing, spec_pricing
+from ctxwin.tokens.models import lookup_model, model_table
 
 
 def test_table_has_enough_current_models_with_sources() -> None:
@@ -444,3 +438,31 @@ def test_a_budget_never_loads_the_pricing_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_every_table_of_model_names_matches_by_one_rule() -> None:
+    """Provider prefixes and vendor words (Bedrock's ids) come off the same way for the
+    model table, the seeds, the open tokenizers and the reasoning models."""
+    from ctxwin.tokens.bpe import exact_encoding
+    from ctxwin.tokens.framing import reasoning_model
+    from ctxwin.tokens.models import candidates, match
+    from ctxwin.tokens.registry import default_calibration
+
+    bedrock = "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    assert list(candidates(bedrock))[-1] == "claude-sonnet-4-5-20250929-v1:0"
+    row = lookup_model(bedrock)
+    assert row is not None and row.name == "claude-sonnet-4-5"
+    assert (
+        default_calibration("content", bedrock)
+        == default_calibration("content", "claude-sonnet-4-5")
+        > 1.0
+    )
+    assert default_calibration("content", "meta.llama4-maverick-17b-instruct-v1:0") > 1.0
+    # a name that only contains a family's name somewhere is not of that family
+    assert default_calibration("content", "my-claude-proxy") == 1.0
+    # "." ends a family only where a table says so
+    assert match("gpt-4.5-preview", {"gpt-4"}) is None
+    assert exact_encoding("openrouter/openai/gpt-4.5-preview") == "o200k_base"
+    assert reasoning_model("azure/gpt-5.4-mini") and not reasoning_model("gpt-4o")
+    # a version separated by "." is not a release of a vendor word
+    assert list(candidates("gpt-4.1")) == ["gpt-4.1"]

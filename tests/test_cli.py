@@ -451,7 +451,7 @@ def test_models_is_readable_at_80_columns(cli: Cli) -> None:
     lines = result.stdout.decode().splitlines()
     assert max(map(len, lines)) <= 80
     names = [line.split()[0] for line in lines[1:] if line.strip()]
-    from ctxwin.budget import model_table
+    from ctxwin.tokens.models import model_table
 
     assert names == [r.name for r in model_table()]  # every name whole, none cut
     assert "input cap" in lines[0]

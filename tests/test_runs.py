@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.budget import lookup_model
 from ctxwin.core import INVALID, load
 from ctxwin.errors import CtxwinError
 from ctxwin.manager import ContextWindowManager
@@ -19,6 +18,7 @@ from ctxwin.runs import read_runs, usage_of
 from ctxwin.settings import Settings
 from ctxwin.simulate import calibration_rows, check_run, replay_run
 from ctxwin.strategy import Strategy
+from ctxwin.tokens.models import lookup_model
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.strategies import transcripts
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 import ctxwin
-from ctxwin.budget import compute_budget, lookup_model, model_table, resolve_spec
+from ctxwin.budget import compute_budget, resolve_spec
 from ctxwin.core import load
 from ctxwin.proxy.fitting import Fitter, ProxyConfig
 from ctxwin.proxy.routes import CHAT, MESSAGES
@@ -19,6 +19,7 @@ from ctxwin.settings import Settings
 from ctxwin.tokens.bound import BoundEstimator
 from ctxwin.tokens.bpe import TOKENIZERS, TokenizerEstimator, auto_estimator, exact_encoding
 from ctxwin.tokens.content import ContentEstimator
+from ctxwin.tokens.models import lookup_model, model_table
 from ctxwin.tokens.registry import default_calibration
 from ctxwin.tokens.seeds import (
     BOUND_MODEL_CALIBRATION,

@@ -24,7 +24,7 @@ from ctxwin.cli.streams import STDIO, write_stdout
 from ctxwin.errors import SpecError
 
 if TYPE_CHECKING:
-    from ctxwin.budget import ModelRow
+    from ctxwin.tokens.models import ModelRow
 
 HELP = (
     "Keep LLM agent transcripts inside the model's context window.\n\n"
@@ -114,7 +114,7 @@ def models(
     """
     import orjson
 
-    from ctxwin.budget import lookup_model, model_table
+    from ctxwin.tokens.models import lookup_model, model_table
 
     rows = model_table()
     if name is not None:

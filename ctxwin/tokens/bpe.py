@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from ctxwin.extras import install_hint
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.tokens.framing import provider_framing
-from ctxwin.tokens.models import name_family
+from ctxwin.tokens.models import lookup_model, name_family
 
 TOKENIZERS = ("o200k_base", "cl100k_base", "llama3", "qwen3")
 """BPE encodings ``--tokenizer`` accepts (all ship with the ``bpe`` extra)."""
@@ -45,7 +45,6 @@ such as ``Qwen/Qwen2.5-7B-Instruct``): the prefix must be the whole name or end 
 vocabulary (``qwen3``), as do Llama 3, 3.1, 3.2 and 3.3 (``llama3``)."""
 
 _FAMILY_ENCODING = dict(OPEN_FAMILIES)
-_FAMILY_ORDER = sorted(_FAMILY_ENCODING, key=lambda prefix: -len(prefix))
 
 
 def exact_encoding(model: str | None) -> str | None:
@@ -56,12 +55,10 @@ def exact_encoding(model: str | None) -> str | None:
     """
     if not model:
         return None
-    from ctxwin.budget import lookup_model
-
     row = lookup_model(model)
     if row is not None:
         return row.tokenizer if row.tokenizer in TOKENIZERS else None
-    family = name_family(model, _FAMILY_ORDER)
+    family = name_family(model, _FAMILY_ENCODING)
     return None if family is None else _FAMILY_ENCODING[family]
 
 

@@ -10,24 +10,25 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ctxwin.tokens.models import lookup_model, match
+
 MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
     ("claude", 1.35),
-    ("anthropic", 1.35),
     ("deepseek", 1.2),
     ("llama-4", 1.3),
     ("llama4", 1.3),
 )
 """Seeds for :class:`ContentEstimator` on model families whose own tokenizers
-count more than the four it bounds, matched as substrings of the lower-cased
-model name. Measured on the provider-reported prompt tokens in the recorded
-corpus (``make fidelity``, provider rows): Claude Sonnet 4/4.5 and Haiku 4.5
+count more than the four it bounds, by family (:func:`ctxwin.tokens.models.match`:
+``anthropic/claude-…`` and Bedrock's ``us.anthropic.claude-…`` are ``claude``).
+Measured on the provider-reported prompt tokens in the recorded corpus (``make
+fidelity``, provider rows): Claude Sonnet 4/4.5 and Haiku 4.5
 reported up to 1/0.76 ≈ 1.31× the uncalibrated estimate (tool-search requests
 excepted, see README), DeepSeek-V3 1.15×, Llama 4 Maverick 1.26×. A Claude model
 on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED` instead (:func:`claude_seed`)."""
 
 BOUND_MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
     ("claude", 1.4),
-    ("anthropic", 1.4),
     ("deepseek", 1.4),
     ("llama-4", 1.45),
     ("llama4", 1.45),
@@ -68,8 +69,6 @@ def claude_seed(model: str, first: float = MODEL_CALIBRATION[0][1]) -> float:
     ``content``) when the model table puts it on the generation-1 tokenizer, else
     :data:`CLAUDE_NEXT_SEED` (a Claude model the table does not know is taken to be
     newer)."""
-    from ctxwin.budget import lookup_model
-
     row = lookup_model(model)
     if row is not None and row.tokenizer == "claude" and row.tokenizer_generation == 1:
         return first
@@ -81,8 +80,9 @@ def family_seed(model: str | None, table: tuple[tuple[str, float], ...]) -> floa
     :data:`BOUND_MODEL_CALIBRATION`), a Claude model's by the generation of its tokenizer
     (:func:`claude_seed`); 1.0 for a model no row names."""
     if model:
-        lowered = model.lower()
-        for needle, seed in table:
-            if needle in lowered:
-                return claude_seed(model, seed) if needle in ("claude", "anthropic") else seed
+        found = match(model, dict(table))
+        if found is not None:
+            family = found[0]
+            seed = dict(table)[family]
+            return claude_seed(model, seed) if family == "claude" else seed
     return 1.0
