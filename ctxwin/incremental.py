@@ -32,7 +32,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import accumulate
 from operator import is_
 from typing import Any
 
@@ -43,14 +42,15 @@ from ctxwin.formats._util import replace_key
 from ctxwin.formats.base import Adapter
 from ctxwin.pruning import (
     FitResult,
+    Kept,
     Rules,
     Scale,
     Segments,
     _shares_ids,
     cost_columns,
-    fewest_units,
     guard,
     passed,
+    prefix_sums,
     pruned,
     refuse,
     scan_turns,
@@ -193,6 +193,23 @@ class _Cover:
         return total > 0
 
 
+class _Options:
+    """:func:`ctxwin.pruning.drop_options` of a growing segmentation, read in place
+    (O(1) each, where the list would cost O(units) per fit)."""
+
+    __slots__ = ("seg",)
+
+    def __init__(self, seg: Segmenter) -> None:
+        self.seg = seg
+
+    def __len__(self) -> int:
+        return max(1, len(self.seg.unit_starts))
+
+    def __getitem__(self, k: int, /) -> tuple[bool, int]:
+        seg = self.seg
+        return False, seg.turn_starts[seg.unit_starts[k]] if k else seg.head_end
+
+
 class Prefixes:
     """Fits of the growing prefixes of ``view``'s items (see the module docstring).
 
@@ -235,7 +252,7 @@ class Prefixes:
         self._marks: list[int] | None = None
         """For a complete view: how many pairing problems the first ``i`` items have."""
         if complete:
-            self.prefix = [[0, *accumulate(col)] for col in cost_columns(view)]
+            self.prefix = prefix_sums(cost_columns(view))
             self._marks = [0]
             self.scan.feed(range(len(view.items)), self._marks)
             self.cover.grow(len(view.items))
@@ -372,23 +389,11 @@ class Prefixes:
         problems = self.problems(i)
         refuse(problems)
         start = seg.head_end
-        turns = seg.turn_starts
-        units = seg.unit_starts
-        prefix = self.prefix
-
-        known: dict[int, int] = {}
-
-        def after(k: int) -> int:  # the raw estimate with the k oldest units dropped
-            raw_k = known.get(k)
-            if raw_k is None:
-                c = turns[units[k]] if k else start
-                kept = [t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)]
-                raw_k = known[k] = estimator.raw(kept)
-            return raw_k
-
-        k = fewest_units(max(1, len(units)), after, scale.raw_limit(budget), self._near)
+        options = _Options(seg)
+        kept = Kept(total, self.prefix, start, options, estimator)
+        k = kept.fewest(scale.raw_limit(budget), self._near)
         self._near = k
-        cut = turns[units[k]] if k else start
+        cut = options[k][1]
         if cut > start:
             view = self._view_for(i)
             cover = self.cover
@@ -403,7 +408,7 @@ class Prefixes:
             else:
                 found = rules(view, [*range(start), *range(cut, i)])
             guard(found, problems)
-        after_k = scale.estimate(after(k))
+        after_k = scale.estimate(kept.raw(k))
         return pruned(self.segments(), k, i, after_k, estimate, budget, scale, raw, problems)
 
     def segments(self) -> Segments:
