@@ -18,7 +18,7 @@ from ctxwin.formats.base import Adapter
 from ctxwin.pruning import FitResult, fit
 from ctxwin.rules import problems as rule_problems
 from ctxwin.settings import Settings, body_model, settings_with
-from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
+from ctxwin.strategy import DEFAULT_STRATEGY, DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import default_estimator, seed_of
 from ctxwin.view import Problem, View
@@ -109,10 +109,11 @@ def plan(
     give the model, budget, calibration and strategy; the estimator is the
     transcript's. ``calibration=None`` uses the estimator's default seed for the
     model (:meth:`~ctxwin.tokens.base.Estimator.seed`: 1.15 for the seed
-    formula). ``strategy`` (default: drop turns only) says which steps fit it
-    (:mod:`ctxwin.strategy`). ``overhead`` is added to every estimate (tokens
-    the body does not show); with ``learned``, ``calibration`` is a factor learned
-    from usage, applied as it is (see :class:`~ctxwin.calibration.OverheadLearner`).
+    formula). ``strategy`` (default: :data:`~ctxwin.strategy.DEFAULT_STRATEGY`, drop
+    turns only) says which steps fit it (:mod:`ctxwin.strategy`). ``overhead`` is
+    added to every estimate (tokens the body does not show); with ``learned``,
+    ``calibration`` is a factor learned from usage, applied as it is (see
+    :class:`~ctxwin.calibration.OverheadLearner`).
     """
     s = settings_with(settings, changes)
     budget = budget_for(transcript.view, s)
@@ -140,7 +141,7 @@ def fit_plan(
     transcript: Transcript,
     budget: Budget,
     calibration: float,
-    strategy: Strategy | None = None,
+    strategy: Strategy = DEFAULT_STRATEGY,
     *,
     overhead: int = 0,
     learned: bool = False,
@@ -153,7 +154,6 @@ def fit_plan(
     view = transcript.view
     adapter = transcript.adapter
     est = transcript.estimator
-    strategy = strategy or Strategy()
     applied = Applied(strategy)
     if strategy.edits:
         applied = plan_edits(

@@ -141,13 +141,17 @@ class Strategy(_StrategyFields):
         return ",".join(self.steps)
 
 
+DEFAULT_STRATEGY = Strategy()
+"""``drop-turns`` alone: what ctxwin always did."""
+
+
 class Applied(NamedTuple):
     """What the editing steps did to the kept items.
 
     A NamedTuple: a dataclass would compile its methods at every start.
     """
 
-    strategy: Strategy = Strategy()
+    strategy: Strategy = DEFAULT_STRATEGY
     cleared_results: int = 0
     cleared_tokens: int = 0
     """The size of the cleared results (the sum their placeholders state)."""
@@ -488,6 +492,7 @@ __all__ = [
     "CLEAR_RESULTS",
     "CLEAR_THINKING",
     "DEFAULT_STEPS",
+    "DEFAULT_STRATEGY",
     "DROP_TURNS",
     "PLACEHOLDER",
     "STEPS",
