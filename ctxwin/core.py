@@ -165,6 +165,8 @@ def fit_plan(
             calibration,
             strategy,
             adapter.problems,
+            overhead=overhead,
+            learned=learned,
         )
     fitted = transcript
     if applied.edits:

@@ -352,12 +352,13 @@ class _Planner:
         budget: int,
         calibration: float,
         strategy: Strategy,
+        scale: Scale | None = None,
     ) -> None:
         self.adapter = adapter
         self.estimator = estimator
         self.calibration = calibration
-        self.limit = Scale(calibration).raw_limit(budget)
-        """The largest raw estimate within the budget."""
+        self.limit = (scale or Scale(calibration)).raw_limit(budget)
+        """The largest raw estimate within the budget (as the fit counts it)."""
         self.strategy = strategy
         self.view = view
         self.seg = segment(view.items, view.pinned)
@@ -414,8 +415,14 @@ def plan_edits(
     calibration: float,
     strategy: Strategy,
     rules: Rules | None = None,
+    *,
+    overhead: int = 0,
+    learned: bool = False,
 ) -> Applied:
     """The content edits ``strategy`` makes so that ``body`` (read into ``view``) fits.
+
+    ``overhead`` and ``learned`` are :func:`~ctxwin.pruning.fit`'s: the plan checks
+    the estimate the fit checks.
 
     Nothing is edited when the body fits, the budget is not positive, or the
     strategy only drops turns. Raises :class:`~ctxwin.errors.PairingError`,
@@ -431,9 +438,10 @@ def plan_edits(
         return Applied(strategy)
     columns = cost_columns(view)
     total = total_cost(view, columns)
-    if estimator.raw(total) <= Scale(calibration).raw_limit(budget):
+    scale = Scale(calibration, overhead, learned)
+    if estimator.raw(total) <= scale.raw_limit(budget):
         return Applied(strategy)
-    pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy)
+    pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy, scale)
     refuse_broken(view, rules)
     steps = strategy.actions
     offered = {}  # the offers of the steps before drop-turns, found once

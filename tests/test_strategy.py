@@ -251,3 +251,21 @@ def test_prune_takes_a_strategy() -> None:
     plain, _ = core.prune(body, context_length=budget + 100, max_tokens=0)
     same, _ = core.prune(body, context_length=budget + 100, max_tokens=0, strategy=Strategy())
     assert same == plain and len(plain["messages"]) < len(body["messages"])
+
+
+def test_the_plan_counts_the_overhead_and_learned_factor_the_fit_counts() -> None:
+    """The edits are planned against the estimate the fit checks: with an overhead the
+    body does not show, clearing makes room for it (rather than turns being dropped);
+    with a learned factor below 1 under which the body fits, nothing is edited."""
+    body = chat(_shape())
+    t = core.load(body)
+    total = _tokens(body)
+    budget = Budget(resolve_spec(None, context_length=10**9), 0, "flag", 0, total)
+    s = Strategy(("clear-results", "drop-turns"))
+    p = core.fit_plan(t, budget, CAL, s, overhead=1400)
+    assert p.applied.cleared_results >= 1 and not p.result.pruned
+    assert p.result.estimated_tokens_after <= total
+    tight = Budget(resolve_spec(None, context_length=10**9), 0, "flag", 0, total - 500)
+    learned = core.fit_plan(t, tight, 0.8, s, learned=True)
+    assert learned.result.fits and not learned.applied.edits
+    assert learned.output() is body
