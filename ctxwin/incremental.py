@@ -362,6 +362,30 @@ class Prefixes:
                 out += [p for p in rules(view, window) if p.index == b - 1]
         return out
 
+    def whole(
+        self,
+        i: int,
+        budget: int,
+        calibration: float,
+        *,
+        overhead: int = 0,
+        learned: bool = False,
+    ) -> FitResult | None:
+        """The fit of ``items[:i]`` when they are kept whole, as every strategy keeps a
+        request within its budget (or, when the budget is not positive, reports it an
+        overflow that is not enforced); ``None`` when they must be fitted. O(new items)."""
+        self.advance(i)
+        raw = self.raw(i)
+        scale = self._scale
+        key = (calibration, overhead, learned)
+        if self._scale_key != key:
+            scale = self._scale = Scale(calibration, overhead, learned)
+            self._scale_key = key
+        estimate = scale.estimate(raw)
+        if budget <= 0 or estimate <= budget:
+            return passed(i, estimate, budget, scale, len(self.seg.turn_starts), raw)
+        return None
+
     def fit(
         self,
         i: int,
@@ -372,19 +396,15 @@ class Prefixes:
         learned: bool = False,
     ) -> FitResult:
         """What :func:`ctxwin.pruning.fit` gives on a view of ``items[:i]``."""
-        self.advance(i)
+        whole = self.whole(i, budget, calibration, overhead=overhead, learned=learned)
+        if whole is not None:
+            return whole
         estimator = self.estimator
         total = self.total(i)
         raw = estimator.raw(total)
         scale = self._scale
-        key = (calibration, overhead, learned)
-        if self._scale_key != key:
-            scale = self._scale = Scale(calibration, overhead, learned)
-            self._scale_key = key
         estimate = scale.estimate(raw)
         seg = self.seg
-        if budget <= 0 or estimate <= budget:
-            return passed(i, estimate, budget, scale, len(seg.turn_starts), raw)
         rules = self.rules
         problems = self.problems(i)
         refuse(problems)
@@ -456,6 +476,7 @@ class Reader:
         self._messages: list[Any] = []
         self._kept: list[Any] = []
         self._keep: list[int] = []
+        self._kept_view: View | None = None
         self._view: View | None = None
         self._prefixes: Prefixes | None = None
         self.messages_read = 0
@@ -482,6 +503,7 @@ class Reader:
         self._rest = rest
         self._messages = list(messages) if isinstance(messages, list) else []
         self._kept = []
+        self._kept_view = None
         self._view = prefixes.view
         self._prefixes = prefixes
         n = len(prefixes.view.items)
@@ -489,10 +511,13 @@ class Reader:
         snapshot = replace(view, items=view.items[:n], notes=list(view.notes))
         return Transcript(body, adapter, snapshot, self.estimator), prefixes
 
-    def sent(self, messages: list[Any], keep: list[int]) -> None:
-        """The last request was sent with only ``messages`` (its items at ``keep``)."""
+    def sent(self, messages: list[Any], keep: list[int], view: View | None = None) -> None:
+        """The last request was sent with only ``messages``: its items at ``keep``, of
+        ``view`` when that is not the request as read (a body a strategy edited, read
+        again)."""
         self._kept = messages
         self._keep = keep
+        self._kept_view = view
 
     def _extend(self, body: Any, adapter: Adapter, messages: list[Any]) -> Prefixes | None:
         view = self._view
@@ -506,6 +531,8 @@ class Reader:
             items = None
         elif kept and len(messages) >= len(kept) and all(map(is_, kept, messages)):
             start = len(kept)
+            if self._kept_view is not None:
+                view = self._kept_view
             items = [view.items[k] for k in self._keep]
         else:
             return None

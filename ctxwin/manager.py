@@ -38,10 +38,13 @@ Promises:
   either the whole history or what the last fit kept, and the other fields
   equal) is read incrementally: only its new messages are estimated, and the
   fit reuses the running sums, segmentation and rule checks of the last one
-  (``ctxwin.incremental``), so an N-call loop costs O(total messages). The
-  result is exactly what reading the whole request gives; pass
-  ``incremental=False`` to read every request whole. Messages already sent must
-  not be edited in place.
+  (``ctxwin.incremental``), so an N-call loop costs O(total messages). Under a
+  strategy with a step that is not incremental (``Step.incremental``: the
+  editing steps), a request within budget is settled the same way, and one over
+  it is planned over the whole request already read. The result is exactly what
+  reading the whole request gives, the edited messages a fit sent built on too;
+  pass ``incremental=False`` to read every request whole. Messages already sent
+  must not be edited in place.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from ctxwin.errors import truncated
 from ctxwin.incremental import Prefixes, Reader
 from ctxwin.pruning import FitResult
 from ctxwin.settings import Settings, settings_with
-from ctxwin.strategy import DEFAULT_STEPS, Applied
+from ctxwin.strategy import Applied
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import seed_of
 
@@ -224,15 +227,34 @@ class ContextWindowManager:
         ``result.overflow_at_floor`` says so. Raises
         :class:`~ctxwin.errors.InputError` for a body it cannot read.
         """
-        strategy = self.settings.strategy
-        if not self.incremental or (strategy is not None and strategy.steps != DEFAULT_STEPS):
-            # a strategy that edits content reads each request whole
+        if not self.incremental:
             return self.evaluate_transcript(load(request, self.fmt, self.estimator))
         transcript, prefixes = self._reader.read(request)
         if transcript.view.pinned:
             # a compaction block: the incremental segmenter does not know its head
             return self.evaluate_transcript(transcript)
         n = len(transcript.view.items)
+        strategy = self.settings.strategy
+        if not strategy.incremental:
+            # Every strategy keeps a request within its budget whole: that is settled at
+            # O(new items). One over it is planned over the whole request, as a step that
+            # is not incremental (ctxwin.strategy.Step.incremental) declares.
+            budget = self._prefix_budget(prefixes)
+            whole = prefixes.whole(
+                n,
+                budget.budget,
+                self.calibration,
+                overhead=self.overhead,
+                learned=self._learner is not None,
+            )
+            if whole is not None:
+                raw = whole.raw_tokens
+                return ManagedFit(request, whole, budget, transcript, raw, Applied(strategy))
+            p = self.plan(transcript)
+            managed = self._managed(p, transcript)
+            if managed.result.pruned or p.applied.edits:
+                self._reader.sent(managed.messages, managed.result.keep, p.transcript.view)
+            return managed
         result, budget = self.evaluate_prefix(prefixes, n)
         if result.pruned:
             raw_sent = prefixes.raw_kept(result)
@@ -243,11 +265,13 @@ class ContextWindowManager:
         else:
             raw_sent = result.raw_tokens
             sent = request
-        return ManagedFit(sent, result, budget, transcript, raw_sent)
+        return ManagedFit(sent, result, budget, transcript, raw_sent, Applied(strategy))
 
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
         """:meth:`evaluate` for a request that is already read."""
-        p = self.plan(transcript)
+        return self._managed(self.plan(transcript), transcript)
+
+    def _managed(self, p: Plan, transcript: Transcript) -> ManagedFit:
         result = p.result
         changed = result.pruned or bool(p.applied.edits)
         raw_sent = p.transcript.raw_tokens(result.keep) if changed else result.raw_tokens
@@ -273,13 +297,7 @@ class ContextWindowManager:
         The result equals ``evaluate`` of that request's body; the fitted body
         is not built (``transcript.write(result.keep)`` builds it).
         """
-        view = prefixes.view
-        if self._learned is None and self._seed is None:
-            self._seed = default_seed(self.estimator, self.model or view.model)
-        key = (view.model, view.max_tokens)
-        if self._budget is None or self._budget[0] != key:
-            self._budget = (key, budget_for(view, self.settings))
-        budget = self._budget[1]
+        budget = self._prefix_budget(prefixes)
         learner = self._learner
         result = prefixes.fit(
             i,
@@ -289,6 +307,16 @@ class ContextWindowManager:
             learned=learner is not None,
         )
         return result, budget
+
+    def _prefix_budget(self, prefixes: Prefixes) -> Budget:
+        """The budget of the requests ``prefixes`` holds (fixing the run's seed first)."""
+        view = prefixes.view
+        if self._learned is None and self._seed is None:
+            self._seed = default_seed(self.estimator, self.model or view.model)
+        key = (view.model, view.max_tokens)
+        if self._budget is None or self._budget[0] != key:
+            self._budget = (key, budget_for(view, self.settings))
+        return self._budget[1]
 
     def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:
         """Bound ``request`` before a send.
