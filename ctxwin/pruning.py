@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
 from operator import attrgetter
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple
 
 from ctxwin.errors import PairingError
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
@@ -319,13 +319,16 @@ def prefix_sums(columns: Sequence[Sequence[int]]) -> list[list[int]]:
     return [[0, *accumulate(col)] for col in columns]
 
 
-class Options(Protocol):
-    """What a fit may drop, least first (:func:`drop_options`'s list, or a growing
-    segmentation's own: :class:`ctxwin.incremental.Prefixes`)."""
+if TYPE_CHECKING:  # a Protocol class costs its creation at every start
+    from typing import Protocol
 
-    def __len__(self) -> int: ...
+    class Options(Protocol):
+        """What a fit may drop, least first (:func:`drop_options`'s list, or a growing
+        segmentation's own: :class:`ctxwin.incremental.Prefixes`)."""
 
-    def __getitem__(self, k: int, /) -> tuple[bool, int]: ...
+        def __len__(self) -> int: ...
+
+        def __getitem__(self, k: int, /) -> tuple[bool, int]: ...
 
 
 class Kept:

@@ -40,8 +40,7 @@ declares whether it can be fitted incrementally (:attr:`Step.incremental`).
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -196,145 +195,146 @@ class Offer:
         self.tokens = tokens
 
 
+def _nothing(pl: _Planner) -> list[Offer]:
+    return []
+
+
+def _none_at_least(strategy: Strategy) -> int:
+    return 0
+
+
+def _all_of(pl: _Planner, offer: Offer, current: list[int]) -> Offer:
+    return offer
+
+
 class Step:
     """One step of a strategy: what it offers to remove or replace, and how it takes an offer.
 
-    :func:`plan_edits` asks every step the same things: its :meth:`candidates` (each an
+    :func:`plan_edits` asks every step the same things: its :attr:`candidates` (each an
     :class:`Offer` with the cost it saves), how much it takes once it takes anything
-    (:meth:`at_least`), and the offer it takes when it needs less than all of one
-    (:meth:`take`). ``drop-turns`` offers nothing here: it is the search for the fewest
+    (:attr:`at_least`), and the offer it takes when it needs less than all of one
+    (:attr:`take`). ``drop-turns`` offers nothing here: it is the search for the fewest
     units to drop (:class:`ctxwin.pruning.Kept`), which counts the offers of the steps
     listed before it as savings on what it keeps.
+
+    One class whose instances (:data:`STEP_OF`) hold their behaviour: a subclass per
+    step would cost its creation at every start. Read-only by convention.
     """
 
-    __slots__ = ()
-    name = ""
-    edits = True
-    """Whether the step edits content (``drop-turns`` only drops whole turns)."""
-    incremental = False
-    """Whether a request over its budget is fitted from running state at O(new items)
-    (:class:`ctxwin.incremental.Prefixes`). A step that is not finds its candidates in the
-    whole body (:meth:`~ctxwin.formats.base.Adapter.parts`: a result's tool is named by a
-    call in another message, and its text lives in the body, not the view), and an edited
-    body is read again; so the manager (and ``replay``) reads only new messages and settles
-    a request within budget incrementally, but plans one over budget over the whole request."""
+    __slots__ = ("at_least", "candidates", "edits", "incremental", "name", "take")
 
-    def candidates(self, pl: _Planner) -> Iterable[Offer]:
+    def __init__(
+        self,
+        name: str,
+        candidates: Callable[[_Planner], Iterable[Offer]] = _nothing,
+        *,
+        edits: bool = True,
+        incremental: bool = False,
+        at_least: Callable[[Strategy], int] = _none_at_least,
+        take: Callable[[_Planner, Offer, list[int]], Offer] = _all_of,
+    ) -> None:
+        self.name = name
+        self.candidates = candidates
         """What the step can remove or replace, in the order it takes them (oldest first
         unless it says otherwise), each with the cost it saves. Clearing steps offer the
         same whatever the cut; a step listed after ``drop-turns`` may read the cut
         (``pl.cut``) and what is already edited (``pl.done``) to offer less."""
-        return ()
-
-    def at_least(self, strategy: Strategy) -> int:
+        self.edits = edits
+        """Whether the step edits content (``drop-turns`` only drops whole turns)."""
+        self.incremental = incremental
+        """Whether a request over its budget is fitted from running state at O(new
+        items) (:class:`ctxwin.incremental.Prefixes`). A step that is not finds its
+        candidates in the whole body (:meth:`~ctxwin.formats.base.Adapter.parts`: a
+        result's tool is named by a call in another message, and its text lives in the
+        body, not the view), and an edited body is read again; so the manager (and
+        ``replay``) reads only new messages and settles a request within budget
+        incrementally, but plans one over budget over the whole request."""
+        self.at_least = at_least
         """Once the step takes anything, the tokens it takes at least (its offers' ``tokens``)."""
-        return 0
-
-    def take(self, pl: _Planner, offer: Offer, current: list[int]) -> Offer:
-        """What the step takes of ``offer`` when the kept items cost ``current``: all of it
-        unless the step can take part."""
-        return offer
+        self.take = take
+        """What the step takes of an offer when the kept items cost ``current``: all of
+        it unless the step can take part."""
 
 
-class ClearResults(Step):
+def _clearable_results(pl: _Planner) -> list[Offer]:
     """``clear-results``: the oldest results become a placeholder (see the module docstring)."""
-
-    __slots__ = ()
-    name = CLEAR_RESULTS
-
-    def candidates(self, pl: _Planner) -> list[Offer]:
-        s = pl.strategy
-        results = [p for p in pl.parts if p.kind == RESULT]
-        newest = (
-            {id(p) for p in results[len(results) - s.keep_results :]} if s.keep_results else set()
-        )
-        last = pl.newest_turn()
-        out: list[Offer] = []
-        for p in results:
-            if not pl.seg.head_end <= p.index < last or id(p) in newest:
-                continue
-            if p.tool in s.exclude_tools or (p.text or "").startswith(CLEARED_PREFIX):
-                continue
-            tokens = pl.tokens(p.cost)
-            text = PLACEHOLDER.format(tokens=tokens)
-            if p.text is not None and _size(text) >= _size(p.text):
-                continue  # a placeholder as long as the result saves nothing real
-            replaced = pl.adapter.replaced_cost(p, text, pl.estimator)
-            if pl.estimator.raw(replaced) < pl.estimator.raw(p.cost):
-                out.append(Offer(self.name, p, text, _sub(p.cost, replaced), tokens))
-        return out
-
-    def at_least(self, strategy: Strategy) -> int:
-        return strategy.clear_at_least
+    s = pl.strategy
+    results = [p for p in pl.parts if p.kind == RESULT]
+    newest = {id(p) for p in results[len(results) - s.keep_results :]} if s.keep_results else set()
+    last = pl.newest_turn()
+    out: list[Offer] = []
+    for p in results:
+        if not pl.seg.head_end <= p.index < last or id(p) in newest:
+            continue
+        if p.tool in s.exclude_tools or (p.text or "").startswith(CLEARED_PREFIX):
+            continue
+        tokens = pl.tokens(p.cost)
+        text = PLACEHOLDER.format(tokens=tokens)
+        if p.text is not None and _size(text) >= _size(p.text):
+            continue  # a placeholder as long as the result saves nothing real
+        replaced = pl.adapter.replaced_cost(p, text, pl.estimator)
+        if pl.estimator.raw(replaced) < pl.estimator.raw(p.cost):
+            out.append(Offer(CLEAR_RESULTS, p, text, _sub(p.cost, replaced), tokens))
+    return out
 
 
-class ClearThinking(Step):
+def _clear_at_least(strategy: Strategy) -> int:
+    return strategy.clear_at_least
+
+
+def _removable_thinking(pl: _Planner) -> list[Offer]:
     """``clear-thinking``: earlier turns' thinking is removed, oldest first."""
-
-    __slots__ = ()
-    name = CLEAR_THINKING
-
-    def candidates(self, pl: _Planner) -> list[Offer]:
-        return [
-            Offer(self.name, p, None, list(p.cost), pl.tokens(p.cost))
-            for p in pl.parts
-            if p.kind == THINKING and pl.seg.head_end <= p.index < pl.newest_turn()
-        ]
+    return [
+        Offer(CLEAR_THINKING, p, None, list(p.cost), pl.tokens(p.cost))
+        for p in pl.parts
+        if p.kind == THINKING and pl.seg.head_end <= p.index < pl.newest_turn()
+    ]
 
 
-class DropTurns(Step):
-    """``drop-turns``: the oldest whole turns go (:func:`ctxwin.pruning.fit`)."""
+def _cuttable_results(pl: _Planner) -> Iterator[Offer]:
+    """``truncate-results``: the largest kept results, largest first, each offered cut
+    whole (:func:`_cut_no_more_than_needed` keeps the most characters that still fit)."""
+    s = pl.strategy
+    pool = [
+        p
+        for p in pl.parts
+        if p.kind == RESULT
+        and p.index >= max(pl.cut, pl.seg.head_end)
+        and p.text
+        and p.tool not in s.exclude_tools
+        and (p.index, p.path) not in pl.done
+    ]
+    pool.sort(key=lambda p: pl.tokens(p.cost), reverse=True)
+    raw = pl.estimator.raw
+    for p in pool:  # lazily: each is cut only when the one before it was not enough
+        new, cost, middle = pl.truncated(p, 0)
+        if raw(cost) < raw(p.cost):  # else too small to gain anything by cutting
+            yield Offer(TRUNCATE_RESULTS, p, new, _sub(p.cost, cost), middle)
 
-    __slots__ = ()
-    name = DROP_TURNS
-    edits = False
-    incremental = True
 
-
-class TruncateResults(Step):
-    """``truncate-results``: the middle of the largest kept results is cut, largest
-    first, each no more than needed (offered cut whole; :meth:`take` keeps the most
-    characters that still fit)."""
-
-    __slots__ = ()
-    name = TRUNCATE_RESULTS
-
-    def candidates(self, pl: _Planner) -> Iterator[Offer]:
-        s = pl.strategy
-        pool = [
-            p
-            for p in pl.parts
-            if p.kind == RESULT
-            and p.index >= max(pl.cut, pl.seg.head_end)
-            and p.text
-            and p.tool not in s.exclude_tools
-            and (p.index, p.path) not in pl.done
-        ]
-        pool.sort(key=lambda p: pl.tokens(p.cost), reverse=True)
-        raw = pl.estimator.raw
-        for p in pool:  # lazily: each is cut only when the one before it was not enough
-            new, cost, middle = pl.truncated(p, 0)
-            if raw(cost) < raw(p.cost):  # else too small to gain anything by cutting
-                yield Offer(self.name, p, new, _sub(p.cost, cost), middle)
-
-    def take(self, pl: _Planner, offer: Offer, current: list[int]) -> Offer:
-        p = offer.part
-        rest = _sub(current, p.cost)
-        lo, hi = 0, len(p.text or "") - 1  # the most characters kept that still fit
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if pl.fits(_add(rest, pl.truncated(p, mid)[1])):
-                lo = mid
-            else:
-                hi = mid - 1
-        if not lo:
-            return offer
-        new, cost, middle = pl.truncated(p, lo)
-        return Offer(self.name, p, new, _sub(p.cost, cost), middle)
+def _cut_no_more_than_needed(pl: _Planner, offer: Offer, current: list[int]) -> Offer:
+    p = offer.part
+    rest = _sub(current, p.cost)
+    lo, hi = 0, len(p.text or "") - 1  # the most characters kept that still fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if pl.fits(_add(rest, pl.truncated(p, mid)[1])):
+            lo = mid
+        else:
+            hi = mid - 1
+    if not lo:
+        return offer
+    new, cost, middle = pl.truncated(p, lo)
+    return Offer(TRUNCATE_RESULTS, p, new, _sub(p.cost, cost), middle)
 
 
 STEP_OF: Mapping[str, Step] = MappingProxyType(
-    {s.name: s for s in (ClearResults(), ClearThinking(), DropTurns(), TruncateResults())}
+    {
+        CLEAR_RESULTS: Step(CLEAR_RESULTS, _clearable_results, at_least=_clear_at_least),
+        CLEAR_THINKING: Step(CLEAR_THINKING, _removable_thinking),
+        DROP_TURNS: Step(DROP_TURNS, edits=False, incremental=True),
+        TRUNCATE_RESULTS: Step(TRUNCATE_RESULTS, _cuttable_results, take=_cut_no_more_than_needed),
+    }
 )
 """Each step's object, by name."""
 
@@ -449,6 +449,8 @@ def plan_edits(
     kept = Kept(total, prefix_sums(columns), pl.seg.head_end, options, estimator, view.superseded)
     k = 0
     if DROP_TURNS in strategy.steps:
+        from bisect import bisect_left  # here: not imported at start
+
         before = steps[: strategy.steps.index(DROP_TURNS)]
         offered = {s.name: list(s.candidates(pl)) for s in before}
         ahead = sorted((o for found in offered.values() for o in found), key=_index)
@@ -504,15 +506,12 @@ __all__ = [
     "DROP_TURNS",
     "PLACEHOLDER",
     "STEPS",
+    "STEP_OF",
     "TRUNCATE_RESULTS",
     "Applied",
-    "ClearResults",
-    "ClearThinking",
-    "DropTurns",
     "Offer",
     "Step",
     "Strategy",
-    "TruncateResults",
     "clearable",
     "parse_steps",
     "plan_edits",
