@@ -18,7 +18,7 @@ from ctxwin.formats.base import Adapter
 from ctxwin.pruning import FitResult, fit
 from ctxwin.rules import problems as rule_problems
 from ctxwin.settings import Settings, body_model, settings_with
-from ctxwin.strategy import DROP_TURNS, Applied, Strategy, plan_edits
+from ctxwin.strategy import DEFAULT_STRATEGY, DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import default_estimator, seed_of
 from ctxwin.view import Problem, View
@@ -308,10 +308,11 @@ def plan(
     give the model, budget, calibration and strategy; the estimator is the
     transcript's. ``calibration=None`` uses the estimator's default seed for the
     model (:meth:`~ctxwin.tokens.base.Estimator.seed`: 1.15 for the seed
-    formula). ``strategy`` (default: drop turns only) says which steps fit it
-    (:mod:`ctxwin.strategy`). ``overhead`` is added to every estimate (tokens
-    the body does not show); with ``learned``, ``calibration`` is a factor learned
-    from usage, applied as it is (see :class:`~ctxwin.calibration.OverheadLearner`).
+    formula). ``strategy`` (default: :data:`~ctxwin.strategy.DEFAULT_STRATEGY`, drop
+    turns only) says which steps fit it (:mod:`ctxwin.strategy`). ``overhead`` is
+    added to every estimate (tokens the body does not show); with ``learned``,
+    ``calibration`` is a factor learned from usage, applied as it is (see
+    :class:`~ctxwin.calibration.OverheadLearner`).
     """
     s = settings_with(settings, changes)
     budget = budget_for(transcript.view, s)
@@ -339,7 +340,7 @@ def fit_plan(
     transcript: Transcript,
     budget: Budget,
     calibration: float,
-    strategy: Strategy | None = None,
+    strategy: Strategy = DEFAULT_STRATEGY,
     *,
     overhead: int = 0,
     learned: bool = False,
@@ -352,7 +353,6 @@ def fit_plan(
     view = transcript.view
     adapter = transcript.adapter
     est = transcript.estimator
-    strategy = strategy or Strategy()
     applied = Applied(strategy)
     if strategy.edits:
         applied = plan_edits(
@@ -364,6 +364,8 @@ def fit_plan(
             calibration,
             strategy,
             adapter.problems,
+            overhead=overhead,
+            learned=learned,
         )
     fitted = transcript
     if applied.edits:

@@ -32,7 +32,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import accumulate
 from operator import is_
 from typing import Any
 
@@ -43,14 +42,15 @@ from ctxwin.formats._util import replace_key
 from ctxwin.formats.base import Adapter
 from ctxwin.pruning import (
     FitResult,
+    Kept,
     Rules,
     Scale,
     Segments,
     _shares_ids,
     cost_columns,
-    fewest_units,
     guard,
     passed,
+    prefix_sums,
     pruned,
     refuse,
     scan_turns,
@@ -193,6 +193,23 @@ class _Cover:
         return total > 0
 
 
+class _Options:
+    """:func:`ctxwin.pruning.drop_options` of a growing segmentation, read in place
+    (O(1) each, where the list would cost O(units) per fit)."""
+
+    __slots__ = ("seg",)
+
+    def __init__(self, seg: Segmenter) -> None:
+        self.seg = seg
+
+    def __len__(self) -> int:
+        return max(1, len(self.seg.unit_starts))
+
+    def __getitem__(self, k: int, /) -> tuple[bool, int]:
+        seg = self.seg
+        return False, seg.turn_starts[seg.unit_starts[k]] if k else seg.head_end
+
+
 class Prefixes:
     """Fits of the growing prefixes of ``view``'s items (see the module docstring).
 
@@ -235,7 +252,7 @@ class Prefixes:
         self._marks: list[int] | None = None
         """For a complete view: how many pairing problems the first ``i`` items have."""
         if complete:
-            self.prefix = [[0, *accumulate(col)] for col in cost_columns(view)]
+            self.prefix = prefix_sums(cost_columns(view))
             self._marks = [0]
             self.scan.feed(range(len(view.items)), self._marks)
             self.cover.grow(len(view.items))
@@ -345,6 +362,30 @@ class Prefixes:
                 out += [p for p in rules(view, window) if p.index == b - 1]
         return out
 
+    def whole(
+        self,
+        i: int,
+        budget: int,
+        calibration: float,
+        *,
+        overhead: int = 0,
+        learned: bool = False,
+    ) -> FitResult | None:
+        """The fit of ``items[:i]`` when they are kept whole, as every strategy keeps a
+        request within its budget (or, when the budget is not positive, reports it an
+        overflow that is not enforced); ``None`` when they must be fitted. O(new items)."""
+        self.advance(i)
+        raw = self.raw(i)
+        scale = self._scale
+        key = (calibration, overhead, learned)
+        if self._scale_key != key:
+            scale = self._scale = Scale(calibration, overhead, learned)
+            self._scale_key = key
+        estimate = scale.estimate(raw)
+        if budget <= 0 or estimate <= budget:
+            return passed(i, estimate, budget, scale, len(self.seg.turn_starts), raw)
+        return None
+
     def fit(
         self,
         i: int,
@@ -355,40 +396,24 @@ class Prefixes:
         learned: bool = False,
     ) -> FitResult:
         """What :func:`ctxwin.pruning.fit` gives on a view of ``items[:i]``."""
-        self.advance(i)
+        whole = self.whole(i, budget, calibration, overhead=overhead, learned=learned)
+        if whole is not None:
+            return whole
         estimator = self.estimator
         total = self.total(i)
         raw = estimator.raw(total)
         scale = self._scale
-        key = (calibration, overhead, learned)
-        if self._scale_key != key:
-            scale = self._scale = Scale(calibration, overhead, learned)
-            self._scale_key = key
         estimate = scale.estimate(raw)
         seg = self.seg
-        if budget <= 0 or estimate <= budget:
-            return passed(i, estimate, budget, scale, len(seg.turn_starts), raw)
         rules = self.rules
         problems = self.problems(i)
         refuse(problems)
         start = seg.head_end
-        turns = seg.turn_starts
-        units = seg.unit_starts
-        prefix = self.prefix
-
-        known: dict[int, int] = {}
-
-        def after(k: int) -> int:  # the raw estimate with the k oldest units dropped
-            raw_k = known.get(k)
-            if raw_k is None:
-                c = turns[units[k]] if k else start
-                kept = [t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)]
-                raw_k = known[k] = estimator.raw(kept)
-            return raw_k
-
-        k = fewest_units(max(1, len(units)), after, scale.raw_limit(budget), self._near)
+        options = _Options(seg)
+        kept = Kept(total, self.prefix, start, options, estimator)
+        k = kept.fewest(scale.raw_limit(budget), self._near)
         self._near = k
-        cut = turns[units[k]] if k else start
+        cut = options[k][1]
         if cut > start:
             view = self._view_for(i)
             cover = self.cover
@@ -403,7 +428,7 @@ class Prefixes:
             else:
                 found = rules(view, [*range(start), *range(cut, i)])
             guard(found, problems)
-        after_k = scale.estimate(after(k))
+        after_k = scale.estimate(kept.raw(k))
         return pruned(self.segments(), k, i, after_k, estimate, budget, scale, raw, problems)
 
     def segments(self) -> Segments:
@@ -451,6 +476,7 @@ class Reader:
         self._messages: list[Any] = []
         self._kept: list[Any] = []
         self._keep: list[int] = []
+        self._kept_view: View | None = None
         self._view: View | None = None
         self._prefixes: Prefixes | None = None
         self.messages_read = 0
@@ -477,6 +503,7 @@ class Reader:
         self._rest = rest
         self._messages = list(messages) if isinstance(messages, list) else []
         self._kept = []
+        self._kept_view = None
         self._view = prefixes.view
         self._prefixes = prefixes
         n = len(prefixes.view.items)
@@ -484,10 +511,13 @@ class Reader:
         snapshot = replace(view, items=view.items[:n], notes=list(view.notes))
         return Transcript(body, adapter, snapshot, self.estimator), prefixes
 
-    def sent(self, messages: list[Any], keep: list[int]) -> None:
-        """The last request was sent with only ``messages`` (its items at ``keep``)."""
+    def sent(self, messages: list[Any], keep: list[int], view: View | None = None) -> None:
+        """The last request was sent with only ``messages``: its items at ``keep``, of
+        ``view`` when that is not the request as read (a body a strategy edited, read
+        again)."""
         self._kept = messages
         self._keep = keep
+        self._kept_view = view
 
     def _extend(self, body: Any, adapter: Adapter, messages: list[Any]) -> Prefixes | None:
         view = self._view
@@ -501,6 +531,8 @@ class Reader:
             items = None
         elif kept and len(messages) >= len(kept) and all(map(is_, kept, messages)):
             start = len(kept)
+            if self._kept_view is not None:
+                view = self._kept_view
             items = [view.items[k] for k in self._keep]
         else:
             return None

@@ -38,10 +38,13 @@ Promises:
   either the whole history or what the last fit kept, and the other fields
   equal) is read incrementally: only its new messages are estimated, and the
   fit reuses the running sums, segmentation and rule checks of the last one
-  (``ctxwin.incremental``), so an N-call loop costs O(total messages). The
-  result is exactly what reading the whole request gives; pass
-  ``incremental=False`` to read every request whole. Messages already sent must
-  not be edited in place.
+  (``ctxwin.incremental``), so an N-call loop costs O(total messages). Under a
+  strategy with a step that is not incremental (``Step.incremental``: the
+  editing steps), a request within budget is settled the same way, and one over
+  it is planned over the whole request already read. The result is exactly what
+  reading the whole request gives, the edited messages a fit sent built on too;
+  pass ``incremental=False`` to read every request whole. Messages already sent
+  must not be edited in place.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import truncated
 from ctxwin.incremental import Prefixes, Reader
 from ctxwin.settings import Settings, settings_with
-from ctxwin.strategy import DEFAULT_STEPS
+from ctxwin.strategy import Applied
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import seed_of
 
@@ -180,15 +183,40 @@ class ContextWindowManager:
         ``result.overflow_at_floor`` says so. Raises
         :class:`~ctxwin.errors.InputError` for a body it cannot read.
         """
-        strategy = self.settings.strategy
-        if not self.incremental or (strategy is not None and strategy.steps != DEFAULT_STEPS):
-            # a strategy that edits content reads each request whole
+        if not self.incremental:
             return self.evaluate_transcript(load(request, self.fmt, self.estimator))
         transcript, prefixes = self._reader.read(request)
         if transcript.view.pinned:
             # a compaction block: the incremental segmenter does not know its head
             return self.evaluate_transcript(transcript)
-        fitted = self.evaluate_prefix(prefixes, len(transcript.view.items), transcript)
+        n = len(transcript.view.items)
+        strategy = self.settings.strategy
+        if not strategy.incremental:
+            # Every strategy keeps a request within its budget whole: that is settled at
+            # O(new items). One over it is planned over the whole request, as a step that
+            # is not incremental (ctxwin.strategy.Step.incremental) declares.
+            budget = self._prefix_budget(prefixes)
+            whole = prefixes.whole(
+                n,
+                budget.budget,
+                self.calibration,
+                overhead=self.overhead,
+                learned=self._learner is not None,
+            )
+            if whole is not None:
+                return Plan(
+                    transcript,
+                    budget,
+                    whole,
+                    Applied(strategy),
+                    sent=request,
+                    sent_raw=whole.raw_tokens,
+                )
+            managed = self.evaluate_transcript(transcript)
+            if managed.changed:
+                self._reader.sent(managed.messages, managed.result.keep, managed.transcript.view)
+            return managed
+        fitted = self.evaluate_prefix(prefixes, n, transcript)
         result = fitted.result
         if not result.pruned:
             return fitted._replace(sent=request, sent_raw=result.raw_tokens)
@@ -224,13 +252,7 @@ class ContextWindowManager:
         ``evaluate`` of that request's body; the fitted body is built only when
         asked for (:attr:`~ctxwin.core.Plan.request`).
         """
-        view = prefixes.view
-        if self._learned is None and self._seed is None:
-            self._seed = default_seed(self.estimator, self.model or view.model)
-        key = (view.model, view.max_tokens)
-        if self._budget is None or self._budget[0] != key:
-            self._budget = (key, budget_for(view, self.settings))
-        budget = self._budget[1]
+        budget = self._prefix_budget(prefixes)
         learner = self._learner
         result = prefixes.fit(
             i,
@@ -240,6 +262,16 @@ class ContextWindowManager:
             learned=learner is not None,
         )
         return Plan(transcript, budget, result)
+
+    def _prefix_budget(self, prefixes: Prefixes) -> Budget:
+        """The budget of the requests ``prefixes`` holds (fixing the run's seed first)."""
+        view = prefixes.view
+        if self._learned is None and self._seed is None:
+            self._seed = default_seed(self.estimator, self.model or view.model)
+        key = (view.model, view.max_tokens)
+        if self._budget is None or self._budget[0] != key:
+            self._budget = (key, budget_for(view, self.settings))
+        return self._budget[1]
 
     def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:
         """Bound ``request`` before a send.

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
 from operator import attrgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ctxwin.errors import PairingError
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
@@ -285,28 +285,17 @@ def fit(
     problems = refuse_broken(view, rules)
     seg = segment(items, view.pinned)
     options = drop_options(view, seg, drop)
-    # prefix[slot][i]: cost of items [0, i); option k drops items [head_end, cut) and,
-    # when it says so, the superseded block.
-    prefix = [[0, *accumulate(col)] for col in columns]
     start = seg.head_end
     gap = view.superseded
-
-    def after(k: int) -> int:
-        dropped_gap, c = options[k]
-        kept = [t - p[c] + p[start] for t, p in zip(total, prefix, strict=True)]
-        if dropped_gap and gap is not None:
-            a, b = gap
-            kept = [t - p[b] + p[a] for t, p in zip(kept, prefix, strict=True)]
-        return estimator.raw(kept)
-
-    k = fewest_units(len(options), after, scale.raw_limit(budget))
+    kept = Kept(total, prefix_sums(columns), start, options, estimator, gap)
+    k = kept.fewest(scale.raw_limit(budget))
     dropped_gap, cut = options[k]
     units = k - 1 if k and options[-1][0] else k  # option 1 drops the superseded block
     result = pruned(
         seg,
         units,
         n,
-        scale.estimate(after(k)),
+        scale.estimate(kept.raw(k)),
         estimate,
         budget,
         scale,
@@ -322,6 +311,87 @@ def fit(
             found = rules(view, result.keep) if rules is not None else []
         guard(found, problems)
     return result
+
+
+def prefix_sums(columns: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Per-slot prefix sums of cost columns (:func:`cost_columns`): ``prefix[slot][i]`` is
+    the cost of items ``[0, i)`` in that slot."""
+    return [[0, *accumulate(col)] for col in columns]
+
+
+if TYPE_CHECKING:  # a Protocol class costs its creation at every start
+    from typing import Protocol
+
+    class Options(Protocol):
+        """What a fit may drop, least first (:func:`drop_options`'s list, or a growing
+        segmentation's own: :class:`ctxwin.incremental.Prefixes`)."""
+
+        def __len__(self) -> int: ...
+
+        def __getitem__(self, k: int, /) -> tuple[bool, int]: ...
+
+
+class Kept:
+    """The cost a fit keeps when it takes option ``k`` of ``options`` (as
+    :func:`drop_options` gives them: whether the superseded block ``gap`` goes, and the
+    first kept item after the head ``[0, start)``), from per-slot prefix sums of the
+    items' costs (:func:`prefix_sums`): O(width) per option.
+
+    The one search for the fewest units to drop (:meth:`fewest`, over
+    :func:`fewest_units`) runs on it for :func:`fit`, for
+    :class:`ctxwin.incremental.Prefixes` and for the strategies' planner, which passes
+    ``less``: what its editing steps would save on the items from a cut on, taken off
+    each option's cost. Raw estimates are remembered per option. (A plain class: a
+    dataclass would cost its generated code at every start.)
+    """
+
+    __slots__ = ("estimator", "gap", "known", "less", "options", "prefix", "start", "total")
+
+    def __init__(
+        self,
+        total: Sequence[int],
+        prefix: Sequence[Sequence[int]],
+        start: int,
+        options: Options,
+        estimator: Estimator,
+        gap: tuple[int, int] | None = None,
+        less: Callable[[int], Sequence[int]] | None = None,
+    ) -> None:
+        self.total = total
+        self.prefix = prefix
+        self.start = start
+        self.options = options
+        self.estimator = estimator
+        self.gap = gap
+        self.less = less
+        self.known: dict[int, int] = {}
+
+    def cost(self, k: int) -> list[int]:
+        """The summed cost vector of what option ``k`` keeps."""
+        dropped_gap, c = self.options[k]
+        start = self.start
+        kept = [t - p[c] + p[start] for t, p in zip(self.total, self.prefix, strict=True)]
+        gap = self.gap
+        if dropped_gap and gap is not None:
+            a, b = gap
+            kept = [t - p[b] + p[a] for t, p in zip(kept, self.prefix, strict=True)]
+        return kept
+
+    def raw(self, k: int) -> int:
+        """The raw estimate of what option ``k`` keeps (less what ``less`` saves)."""
+        raw = self.known.get(k)
+        if raw is None:
+            cost = self.cost(k)
+            if self.less is not None:
+                saved = self.less(self.options[k][1])
+                cost = [c - s for c, s in zip(cost, saved, strict=True)]
+            raw = self.known[k] = self.estimator.raw(cost)
+        return raw
+
+    def fewest(self, limit: int, near: int = 0) -> int:
+        """The first option whose raw estimate is within ``limit``; the last (the floor)
+        when none is (see :func:`fewest_units`)."""
+        return fewest_units(len(self.options), self.raw, limit, near)
 
 
 def drop_options(view: View, seg: Segments, drop: bool = True) -> list[tuple[bool, int]]:

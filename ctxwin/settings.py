@@ -15,14 +15,12 @@ object), so worker processes get a copy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ctxwin.formats import AUTO
+from ctxwin.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import estimator_for
-
-if TYPE_CHECKING:
-    from ctxwin.strategy import Strategy
 
 
 class Settings(NamedTuple):
@@ -54,8 +52,8 @@ class Settings(NamedTuple):
     ``qwen3``) instead of ``estimator``; or ``auto``: exactly when the model's tokenizer
     is one of those and the ``bpe`` extra is installed, else with ``estimator``
     (:func:`~ctxwin.tokens.auto_estimator`)."""
-    strategy: Strategy | None = None
-    """The steps that fit a request (:mod:`ctxwin.strategy`); ``None``: drop turns only."""
+    strategy: Strategy = DEFAULT_STRATEGY
+    """The steps that fit a request (:mod:`ctxwin.strategy`); by default drop turns only."""
 
     def make_estimator(self, model: str | None = None) -> Estimator:
         """The estimator these settings name (a fresh one when named). ``model`` names

@@ -33,7 +33,6 @@ from ctxwin.rows import (
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
-from ctxwin.strategy import DEFAULT_STEPS
 from ctxwin.tokens.base import Estimator, calibrated
 
 SESSION_SHAPES = frozenset(session_names())
@@ -118,7 +117,9 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     ends: list[int] = []
     strategy = settings.strategy
     whole: Transcript | None = None
-    if run.recorded is None and (strategy is None or strategy.steps == DEFAULT_STEPS):
+    # a strategy with a step that cannot be fitted incrementally (Step.incremental) reads
+    # each call's request whole
+    if run.recorded is None and strategy.incremental:
         whole = load(run.body, run.format_for(settings.fmt), estimator)
         if whole.view.pinned:  # a compaction block: earlier calls did not have it
             whole = None

@@ -30,17 +30,33 @@ needed. Steps after it run only when even the floor overflows. Editing never
 adds, removes or reorders entries, so call ids, pairing and turns stay as
 they were; an edited body is read again and fitted by :func:`ctxwin.pruning.fit`,
 whose estimate and rule checks are the ones reported.
+
+Each step is an object (:class:`Step`, by name in :data:`STEP_OF`) that offers its
+candidates (:class:`Offer`: what it can remove or replace, with the cost each saves);
+:func:`plan_edits` applies them in one pass, on the fewest-units search
+(:class:`ctxwin.pruning.Kept`) that fitting and incremental fitting use too. A step
+declares whether it can be fitted incrementally (:attr:`Step.incremental`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ctxwin.errors import UsageError
 from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
-from ctxwin.pruning import Rules, cost_columns, drop_options, refuse_broken, segment, total_cost
+from ctxwin.pruning import (
+    Kept,
+    Rules,
+    Scale,
+    cost_columns,
+    drop_options,
+    prefix_sums,
+    refuse_broken,
+    segment,
+    total_cost,
+)
 from ctxwin.tokens.base import Estimator, Kind, calibrated
 from ctxwin.view import View
 
@@ -105,13 +121,27 @@ class Strategy(_StrategyFields):
         return super().__new__(cls, steps, keep_results, exclude_tools, clear_at_least)
 
     @property
+    def actions(self) -> tuple[Step, ...]:
+        """The steps' objects (:class:`Step`), in order."""
+        return tuple(STEP_OF[s] for s in self.steps)
+
+    @property
     def edits(self) -> bool:
         """Whether any step edits content (any but ``drop-turns``)."""
-        return self.steps != DEFAULT_STEPS and any(s != DROP_TURNS for s in self.steps)
+        return any(STEP_OF[s].edits for s in self.steps)
+
+    @property
+    def incremental(self) -> bool:
+        """Whether every step is :attr:`Step.incremental`."""
+        return all(STEP_OF[s].incremental for s in self.steps)
 
     @property
     def name(self) -> str:
         return ",".join(self.steps)
+
+
+DEFAULT_STRATEGY = Strategy()
+"""``drop-turns`` alone: what ctxwin always did."""
 
 
 class Applied(NamedTuple):
@@ -120,7 +150,7 @@ class Applied(NamedTuple):
     A NamedTuple: a dataclass would compile its methods at every start.
     """
 
-    strategy: Strategy = Strategy()
+    strategy: Strategy = DEFAULT_STRATEGY
     cleared_results: int = 0
     cleared_tokens: int = 0
     """The size of the cleared results (the sum their placeholders state)."""
@@ -145,18 +175,174 @@ def _size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-class _Edit:
-    # A plain class: a dataclass here would cost its generated code at every start.
-    __slots__ = ("part", "saving", "text", "tokens")
+class Offer:
+    """One thing a step can remove or replace: the part, its new content (``None``:
+    removed), the cost vector it saves and its size in tokens (what a placeholder or
+    marker states).
 
-    def __init__(self, part: Part, text: str | None, saving: list[int], tokens: int) -> None:
+    A plain class: a dataclass here would cost its generated code at every start.
+    """
+
+    __slots__ = ("part", "saving", "step", "text", "tokens")
+
+    def __init__(
+        self, step: str, part: Part, text: str | None, saving: list[int], tokens: int
+    ) -> None:
+        self.step = step
         self.part = part
         self.text = text
         self.saving = saving
         self.tokens = tokens
 
 
+def _nothing(pl: _Planner) -> list[Offer]:
+    return []
+
+
+def _none_at_least(strategy: Strategy) -> int:
+    return 0
+
+
+def _all_of(pl: _Planner, offer: Offer, current: list[int]) -> Offer:
+    return offer
+
+
+class Step:
+    """One step of a strategy: what it offers to remove or replace, and how it takes an offer.
+
+    :func:`plan_edits` asks every step the same things: its :attr:`candidates` (each an
+    :class:`Offer` with the cost it saves), how much it takes once it takes anything
+    (:attr:`at_least`), and the offer it takes when it needs less than all of one
+    (:attr:`take`). ``drop-turns`` offers nothing here: it is the search for the fewest
+    units to drop (:class:`ctxwin.pruning.Kept`), which counts the offers of the steps
+    listed before it as savings on what it keeps.
+
+    One class whose instances (:data:`STEP_OF`) hold their behaviour: a subclass per
+    step would cost its creation at every start. Read-only by convention.
+    """
+
+    __slots__ = ("at_least", "candidates", "edits", "incremental", "name", "take")
+
+    def __init__(
+        self,
+        name: str,
+        candidates: Callable[[_Planner], Iterable[Offer]] = _nothing,
+        *,
+        edits: bool = True,
+        incremental: bool = False,
+        at_least: Callable[[Strategy], int] = _none_at_least,
+        take: Callable[[_Planner, Offer, list[int]], Offer] = _all_of,
+    ) -> None:
+        self.name = name
+        self.candidates = candidates
+        """What the step can remove or replace, in the order it takes them (oldest first
+        unless it says otherwise), each with the cost it saves. Clearing steps offer the
+        same whatever the cut; a step listed after ``drop-turns`` may read the cut
+        (``pl.cut``) and what is already edited (``pl.done``) to offer less."""
+        self.edits = edits
+        """Whether the step edits content (``drop-turns`` only drops whole turns)."""
+        self.incremental = incremental
+        """Whether a request over its budget is fitted from running state at O(new
+        items) (:class:`ctxwin.incremental.Prefixes`). A step that is not finds its
+        candidates in the whole body (:meth:`~ctxwin.formats.base.Adapter.parts`: a
+        result's tool is named by a call in another message, and its text lives in the
+        body, not the view), and an edited body is read again; so the manager (and
+        ``replay``) reads only new messages and settles a request within budget
+        incrementally, but plans one over budget over the whole request."""
+        self.at_least = at_least
+        """Once the step takes anything, the tokens it takes at least (its offers' ``tokens``)."""
+        self.take = take
+        """What the step takes of an offer when the kept items cost ``current``: all of
+        it unless the step can take part."""
+
+
+def _clearable_results(pl: _Planner) -> list[Offer]:
+    """``clear-results``: the oldest results become a placeholder (see the module docstring)."""
+    s = pl.strategy
+    results = [p for p in pl.parts if p.kind == RESULT]
+    newest = {id(p) for p in results[len(results) - s.keep_results :]} if s.keep_results else set()
+    last = pl.newest_turn()
+    out: list[Offer] = []
+    for p in results:
+        if not pl.seg.head_end <= p.index < last or id(p) in newest:
+            continue
+        if p.tool in s.exclude_tools or (p.text or "").startswith(CLEARED_PREFIX):
+            continue
+        tokens = pl.tokens(p.cost)
+        text = PLACEHOLDER.format(tokens=tokens)
+        if p.text is not None and _size(text) >= _size(p.text):
+            continue  # a placeholder as long as the result saves nothing real
+        replaced = pl.adapter.replaced_cost(p, text, pl.estimator)
+        if pl.estimator.raw(replaced) < pl.estimator.raw(p.cost):
+            out.append(Offer(CLEAR_RESULTS, p, text, _sub(p.cost, replaced), tokens))
+    return out
+
+
+def _clear_at_least(strategy: Strategy) -> int:
+    return strategy.clear_at_least
+
+
+def _removable_thinking(pl: _Planner) -> list[Offer]:
+    """``clear-thinking``: earlier turns' thinking is removed, oldest first."""
+    return [
+        Offer(CLEAR_THINKING, p, None, list(p.cost), pl.tokens(p.cost))
+        for p in pl.parts
+        if p.kind == THINKING and pl.seg.head_end <= p.index < pl.newest_turn()
+    ]
+
+
+def _cuttable_results(pl: _Planner) -> Iterator[Offer]:
+    """``truncate-results``: the largest kept results, largest first, each offered cut
+    whole (:func:`_cut_no_more_than_needed` keeps the most characters that still fit)."""
+    s = pl.strategy
+    pool = [
+        p
+        for p in pl.parts
+        if p.kind == RESULT
+        and p.index >= max(pl.cut, pl.seg.head_end)
+        and p.text
+        and p.tool not in s.exclude_tools
+        and (p.index, p.path) not in pl.done
+    ]
+    pool.sort(key=lambda p: pl.tokens(p.cost), reverse=True)
+    raw = pl.estimator.raw
+    for p in pool:  # lazily: each is cut only when the one before it was not enough
+        new, cost, middle = pl.truncated(p, 0)
+        if raw(cost) < raw(p.cost):  # else too small to gain anything by cutting
+            yield Offer(TRUNCATE_RESULTS, p, new, _sub(p.cost, cost), middle)
+
+
+def _cut_no_more_than_needed(pl: _Planner, offer: Offer, current: list[int]) -> Offer:
+    p = offer.part
+    rest = _sub(current, p.cost)
+    lo, hi = 0, len(p.text or "") - 1  # the most characters kept that still fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if pl.fits(_add(rest, pl.truncated(p, mid)[1])):
+            lo = mid
+        else:
+            hi = mid - 1
+    if not lo:
+        return offer
+    new, cost, middle = pl.truncated(p, lo)
+    return Offer(TRUNCATE_RESULTS, p, new, _sub(p.cost, cost), middle)
+
+
+STEP_OF: Mapping[str, Step] = MappingProxyType(
+    {
+        CLEAR_RESULTS: Step(CLEAR_RESULTS, _clearable_results, at_least=_clear_at_least),
+        CLEAR_THINKING: Step(CLEAR_THINKING, _removable_thinking),
+        DROP_TURNS: Step(DROP_TURNS, edits=False, incremental=True),
+        TRUNCATE_RESULTS: Step(TRUNCATE_RESULTS, _cuttable_results, take=_cut_no_more_than_needed),
+    }
+)
+"""Each step's object, by name."""
+
+
 class _Planner:
+    """What the steps read: the body's parts, the segmentation, the budget, and as the
+    plan goes, the cut (the first kept item after the head) and the offers taken."""
+
     def __init__(
         self,
         body: Any,
@@ -166,56 +352,29 @@ class _Planner:
         budget: int,
         calibration: float,
         strategy: Strategy,
+        scale: Scale | None = None,
     ) -> None:
         self.adapter = adapter
         self.estimator = estimator
-        self.budget = budget
         self.calibration = calibration
+        self.limit = (scale or Scale(calibration)).raw_limit(budget)
+        """The largest raw estimate within the budget (as the fit counts it)."""
         self.strategy = strategy
         self.view = view
         self.seg = segment(view.items, view.pinned)
         self.parts = adapter.parts(body, view, estimator)
+        self.cut = self.seg.head_end
+        self.done: dict[tuple[int, Path], Offer] = {}
 
     def tokens(self, cost: Sequence[int]) -> int:
         return calibrated(self.estimator.raw(cost), self.calibration)
 
     def fits(self, cost: Sequence[int]) -> bool:
-        return self.tokens(cost) <= self.budget
+        return self.estimator.raw(cost) <= self.limit
 
     def newest_turn(self) -> int:
         turns = self.seg.turn_starts
         return turns[-1] if turns else len(self.view.items)
-
-    def clearable(self) -> list[_Edit]:
-        """The results ``clear-results`` may clear, oldest first."""
-        s = self.strategy
-        results = [p for p in self.parts if p.kind == RESULT]
-        newest = (
-            {id(p) for p in results[len(results) - s.keep_results :]} if s.keep_results else set()
-        )
-        last = self.newest_turn()
-        out: list[_Edit] = []
-        for p in results:
-            if not self.seg.head_end <= p.index < last or id(p) in newest:
-                continue
-            if p.tool in s.exclude_tools or (p.text or "").startswith(CLEARED_PREFIX):
-                continue
-            tokens = self.tokens(p.cost)
-            text = PLACEHOLDER.format(tokens=tokens)
-            if p.text is not None and _size(text) >= _size(p.text):
-                continue  # a placeholder as long as the result saves nothing real
-            replaced = self.adapter.replaced_cost(p, text, self.estimator)
-            if self.estimator.raw(replaced) < self.estimator.raw(p.cost):
-                out.append(_Edit(p, text, _sub(p.cost, replaced), tokens))
-        return out
-
-    def thinking(self) -> list[_Edit]:
-        """The thinking ``clear-thinking`` may remove, oldest first."""
-        return [
-            _Edit(p, None, list(p.cost), self.tokens(p.cost))
-            for p in self.parts
-            if p.kind == THINKING and self.seg.head_end <= p.index < self.newest_turn()
-        ]
 
     def truncated(self, p: Part, keep: int) -> tuple[str, list[int], int]:
         """``p``'s text keeping ``keep`` characters (its head and tail), its cost,
@@ -243,8 +402,8 @@ def clearable(
     the results of ``clear-results`` (``kind`` :data:`RESULT`), or the thinking of
     ``clear-thinking`` (:data:`THINKING`)."""
     planner = _Planner(body, view, adapter, estimator, 0, calibration, strategy)
-    found = planner.clearable() if kind == RESULT else planner.thinking()
-    return [e.part for e in found]
+    step = STEP_OF[CLEAR_RESULTS if kind == RESULT else CLEAR_THINKING]
+    return [o.part for o in step.candidates(planner)]
 
 
 def plan_edits(
@@ -256,150 +415,102 @@ def plan_edits(
     calibration: float,
     strategy: Strategy,
     rules: Rules | None = None,
+    *,
+    overhead: int = 0,
+    learned: bool = False,
 ) -> Applied:
     """The content edits ``strategy`` makes so that ``body`` (read into ``view``) fits.
+
+    ``overhead`` and ``learned`` are :func:`~ctxwin.pruning.fit`'s: the plan checks
+    the estimate the fit checks.
 
     Nothing is edited when the body fits, the budget is not positive, or the
     strategy only drops turns. Raises :class:`~ctxwin.errors.PairingError`,
     as :func:`~ctxwin.pruning.fit` does, when the body needs fitting but already
     breaks a structural rule.
+
+    One pass: with ``drop-turns``, the fewest units are dropped such that the offers of
+    the steps before it, on the kept items, would make the request fit (the search of
+    :class:`~ctxwin.pruning.Kept`); then each step in turn takes its offers on the kept
+    items until the request fits.
     """
-    if not strategy.edits:
+    if not strategy.edits or budget <= 0:
         return Applied(strategy)
-    items = view.items
     columns = cost_columns(view)
     total = total_cost(view, columns)
-    pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy)
-    if budget <= 0 or pl.fits(total):
+    scale = Scale(calibration, overhead, learned)
+    if estimator.raw(total) <= scale.raw_limit(budget):
         return Applied(strategy)
+    pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy, scale)
     refuse_broken(view, rules)
-    seg = pl.seg
-    steps = strategy.steps
-    candidates: dict[str, list[_Edit]] = {
-        CLEAR_RESULTS: pl.clearable() if CLEAR_RESULTS in steps else [],
-        CLEAR_THINKING: pl.thinking() if CLEAR_THINKING in steps else [],
-    }
-    options = drop_options(view, seg)
-    cuts = [c for _, c in options]
-    gap = view.superseded
-    prefix = [[0] * len(total)]
-    for i in range(len(items)):
-        prefix.append(_add(prefix[-1], items[i].cost))
-    head = prefix[seg.head_end]
-
-    def kept(k: int) -> list[int]:
-        cost = _add(_sub(total, prefix[cuts[k]]), head)
-        if options[k][0] and gap is not None:  # the superseded block goes too
-            cost = _add(_sub(cost, prefix[gap[1]]), prefix[gap[0]])
-        return cost
-
+    steps = strategy.actions
+    offered = {}  # the offers of the steps before drop-turns, found once
+    options = drop_options(view, pl.seg)
+    kept = Kept(total, prefix_sums(columns), pl.seg.head_end, options, estimator, view.superseded)
     k = 0
-    if DROP_TURNS in steps:
-        from bisect import bisect_left
+    if DROP_TURNS in strategy.steps:
+        from bisect import bisect_left  # here: not imported at start
 
-        before = steps[: steps.index(DROP_TURNS)]
-        ahead = sorted(
-            (e for s in before for e in candidates.get(s, [])), key=lambda e: e.part.index
-        )
-        starts = [e.part.index for e in ahead]
+        before = steps[: strategy.steps.index(DROP_TURNS)]
+        offered = {s.name: list(s.candidates(pl)) for s in before}
+        ahead = sorted((o for found in offered.values() for o in found), key=_index)
+        starts = [o.part.index for o in ahead]
         suffix = [[0] * len(total)]
-        for e in reversed(ahead):
-            suffix.append(_add(suffix[-1], e.saving))
+        for o in reversed(ahead):
+            suffix.append(_add(suffix[-1], o.saving))
         suffix.reverse()  # suffix[j]: savings of ahead[j:]
-
-        def at_most(k: int) -> list[int]:
-            return _sub(kept(k), suffix[bisect_left(starts, cuts[k])])
-
-        lo, hi = 0, len(cuts) - 1
-        if not pl.fits(at_most(hi)):
-            lo = hi
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if pl.fits(at_most(mid)):
-                hi = mid
-            else:
-                lo = mid + 1
-        k = lo
-    cut = cuts[k]
-    current = kept(k)
-    done: dict[tuple[int, Path], _Edit] = {}
+        kept.less = lambda cut: suffix[bisect_left(starts, cut)]
+        k = kept.fewest(pl.limit)
+    pl.cut = options[k][1]
+    current = kept.cost(k)
+    done = pl.done
     for step in steps:
         if pl.fits(current):
             break
-        if step == TRUNCATE_RESULTS:
-            current = _truncate(pl, current, cut, done)
-            continue
-        cleared = 0
-        for e in candidates.get(step, []):
-            if e.part.index < cut:
+        at_least = step.at_least(strategy)
+        taken = 0
+        for offer in offered[step.name] if step.name in offered else step.candidates(pl):
+            part = offer.part
+            if part.index < pl.cut:
                 continue
-            if pl.fits(current) and (
-                step != CLEAR_RESULTS or not cleared or cleared >= strategy.clear_at_least
-            ):
+            if pl.fits(current) and (not taken or taken >= at_least):
                 break
-            current = _sub(current, e.saving)
-            done[(e.part.index, e.part.path)] = e
-            cleared += e.tokens
-    results = [e for e in done.values() if e.part.kind == RESULT]
-    cut_ones = [e for e in results if e.text is not None and not e.text.startswith(CLEARED_PREFIX)]
+            offer = step.take(pl, offer, current)
+            current = _sub(current, offer.saving)
+            done[(part.index, part.path)] = offer
+            taken += offer.tokens
+    by_step: dict[str, list[Offer]] = {CLEAR_RESULTS: [], CLEAR_THINKING: [], TRUNCATE_RESULTS: []}
+    for offer in done.values():
+        by_step[offer.step].append(offer)
+    cleared, cut = by_step[CLEAR_RESULTS], by_step[TRUNCATE_RESULTS]
     return Applied(
         strategy,
-        cleared_results=len(results) - len(cut_ones),
-        cleared_tokens=sum(e.tokens for e in results if e not in cut_ones),
-        cleared_thinking=len(done) - len(results),
-        truncated_results=len(cut_ones),
-        truncated_tokens=sum(e.tokens for e in cut_ones),
-        edits={key: e.text for key, e in sorted(done.items(), key=lambda kv: kv[0][0])},
+        cleared_results=len(cleared),
+        cleared_tokens=sum(o.tokens for o in cleared),
+        cleared_thinking=len(by_step[CLEAR_THINKING]),
+        truncated_results=len(cut),
+        truncated_tokens=sum(o.tokens for o in cut),
+        edits={key: o.text for key, o in sorted(done.items(), key=lambda kv: kv[0][0])},
     )
 
 
-def _truncate(
-    pl: _Planner, current: list[int], cut: int, done: dict[tuple[int, Path], _Edit]
-) -> list[int]:
-    """Cut the middle of the largest kept results until ``current`` fits."""
-    s = pl.strategy
-    last = pl.seg.head_end
-    pool = [
-        p
-        for p in pl.parts
-        if p.kind == RESULT
-        and p.index >= max(cut, last)
-        and p.text
-        and p.tool not in s.exclude_tools
-        and (p.index, p.path) not in done
-    ]
-    pool.sort(key=lambda p: pl.tokens(p.cost), reverse=True)
-    for p in pool:
-        if pl.fits(current):
-            break
-        text = p.text or ""
-        rest = _sub(current, p.cost)
-        new, cost, middle = pl.truncated(p, 0)
-        if pl.estimator.raw(cost) >= pl.estimator.raw(p.cost):
-            continue  # too small to gain anything by cutting
-        lo, hi = 0, len(text) - 1  # the most characters kept that still fit
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if pl.fits(_add(rest, pl.truncated(p, mid)[1])):
-                lo = mid
-            else:
-                hi = mid - 1
-        if lo:
-            new, cost, middle = pl.truncated(p, lo)
-        current = _add(rest, cost)
-        done[(p.index, p.path)] = _Edit(p, new, _sub(p.cost, cost), middle)
-    return current
+def _index(offer: Offer) -> int:
+    return offer.part.index
 
 
 __all__ = [
     "CLEAR_RESULTS",
     "CLEAR_THINKING",
     "DEFAULT_STEPS",
+    "DEFAULT_STRATEGY",
     "DROP_TURNS",
     "PLACEHOLDER",
     "STEPS",
+    "STEP_OF",
     "TRUNCATE_RESULTS",
     "Applied",
+    "Offer",
+    "Step",
     "Strategy",
     "clearable",
     "parse_steps",

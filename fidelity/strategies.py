@@ -148,7 +148,7 @@ def measure(root: Path) -> tuple[list[Row], dict[str, float]]:
         shares.setdefault(sample.source, []).append(result_cost / need if need else 0.0)
         for name, target in targets.items():
             budget = _budget(target)
-            plain = core.fit_plan(t, budget, cal, None)
+            plain = core.fit_plan(t, budget, cal)
             for keep in KEEPS:
                 strategy = Strategy((CLEAR_RESULTS, DROP_TURNS), keep_results=keep)
                 p = core.fit_plan(t, budget, cal, strategy)

@@ -22,6 +22,7 @@ from ctxwin.pruning import Rules, fit, segment
 from ctxwin.runs import Run, calls_from_transcript, read_runs
 from ctxwin.settings import Settings
 from ctxwin.simulate import replay_run
+from ctxwin.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, View
 from tests.strategies import transcripts
@@ -248,10 +249,28 @@ def attempt(manager: ContextWindowManager, request: Any, usage: Any) -> Any:
     try:
         fitted = manager.fit(request, last_usage=usage)
     except CtxwinError as exc:
-        return type(exc).__name__, str(exc), None, None, None, None
+        return type(exc).__name__, str(exc), None, None, None, None, None
     view = fitted.transcript.view
-    return fitted.result, fitted.budget, fitted.raw_tokens_sent, fitted.request, view, fitted
+    return (
+        fitted.result,
+        fitted.budget,
+        fitted.raw_tokens_sent,
+        fitted.request,
+        view,
+        fitted.applied,
+        fitted,
+    )
 
+
+STRATEGIES = [
+    DEFAULT_STRATEGY,
+    Strategy(("clear-results", "drop-turns"), keep_results=0),
+    Strategy(("clear-results", "drop-turns"), keep_results=1, clear_at_least=300),
+    Strategy(("clear-thinking", "clear-results", "drop-turns", "truncate-results")),
+    Strategy(("clear-results",), keep_results=0),
+    Strategy(("drop-turns", "truncate-results")),
+]
+"""Every step, before and after drop-turns, and without it."""
 
 LOOP = st.lists(
     st.tuples(
@@ -269,6 +288,7 @@ LOOP = st.lists(
     st.booleans(),
     st.booleans(),
     st.booleans(),
+    st.sampled_from(STRATEGIES),
 )
 def test_manager_loop_equals_reading_every_request_whole(
     messages: list[Any],
@@ -277,18 +297,24 @@ def test_manager_loop_equals_reading_every_request_whole(
     anthropic: bool,
     tools: bool,
     learn: bool,
+    strategy: Strategy,
 ) -> None:
     """Whatever the loop sends (the growing history, the last fit's kept messages plus
     new ones, or fresh copies), an incremental manager decides exactly what one that
-    reads every request whole decides."""
+    reads every request whole decides, under every strategy (the edited messages a
+    clearing step sent are built on too)."""
     system = ""
     if anthropic:
         system, messages = to_anthropic(messages)
     incremental = ContextWindowManager(
-        context_length=context_length, estimator=EST, learn_overhead=learn
+        context_length=context_length, estimator=EST, learn_overhead=learn, strategy=strategy
     )
     scratch = ContextWindowManager(
-        context_length=context_length, estimator=EST, learn_overhead=learn, incremental=False
+        context_length=context_length,
+        estimator=EST,
+        learn_overhead=learn,
+        incremental=False,
+        strategy=strategy,
     )
     history: list[Any] = []
     sent: list[Any] | None = None
@@ -311,10 +337,104 @@ def test_manager_loop_equals_reading_every_request_whole(
             body["tools"] = [{"name": "f", "description": "d" * take, "input_schema": {}}]
         got = attempt(incremental, body, usage)
         want = attempt(scratch, body, usage)
-        assert got[:5] == want[:5]
-        if got[5] is not None:
-            sent = got[5].request["messages"]
+        assert got[:6] == want[:6]
+        if got[6] is not None:
+            sent = got[6].request["messages"]
         usage = {"prompt_tokens": reported} if reported else None
+
+
+EDITING = [s for s in STRATEGIES if s.edits]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    transcripts(max_steps=60),
+    st.integers(700, 2500),
+    st.lists(
+        st.tuples(st.integers(1, 4), st.sampled_from(["history", "sent", "sent", "copy"])),
+        min_size=4,
+        max_size=20,
+    ),
+    st.booleans(),
+    st.sampled_from(EDITING),
+)
+def test_an_editing_loop_equals_reading_every_request_whole(
+    messages: list[Any],
+    context_length: int,
+    loop: list[tuple[int, str]],
+    anthropic: bool,
+    strategy: Strategy,
+) -> None:
+    """A loop under a strategy that edits, tight enough that results are cleared or cut
+    and the next request is built on the edited messages sent: the incremental manager
+    decides what one that reads every request whole decides."""
+    system = ""
+    if anthropic:
+        system, messages = to_anthropic(messages)
+    incremental = ContextWindowManager(
+        context_length=context_length, estimator=EST, strategy=strategy
+    )
+    scratch = ContextWindowManager(
+        context_length=context_length, estimator=EST, incremental=False, strategy=strategy
+    )
+    history: list[Any] = []
+    sent: list[Any] | None = None
+    pos = 0
+    usage: Any = None
+    for take, mode in loop:
+        new = messages[pos : pos + take]
+        pos += take
+        if mode == "sent" and sent is not None:
+            listed = [*sent, *new]
+        elif mode == "copy":
+            listed = [dict(m) for m in [*history, *new]]
+        else:
+            listed = [*history, *new]
+        history = [*history, *new]
+        body: dict[str, Any] = {"model": "m", "messages": listed}
+        if anthropic:
+            body["system"] = system
+        got = attempt(incremental, body, usage)
+        want = attempt(scratch, body, usage)
+        assert got[:6] == want[:6]
+        if got[6] is not None:
+            sent = got[6].request["messages"]
+            usage = {"prompt_tokens": got[6].estimated_tokens_after}
+
+
+@pytest.mark.parametrize("build_on", ["history", "sent"])
+def test_a_clearing_loop_reads_each_message_once(build_on: str) -> None:
+    """Under clear-results,drop-turns a 200-call loop reads each message once (requests
+    within budget are settled from running state; the ones over it are planned on the
+    messages already read) and decides what reading every request whole decides, the
+    edited messages it sent built on too."""
+    strategy = Strategy(("clear-results", "drop-turns"), keep_results=1)
+    manager = ContextWindowManager(context_length=3000, estimator=EST, strategy=strategy)
+    scratch = ContextWindowManager(
+        context_length=3000, estimator=EST, strategy=strategy, incremental=False
+    )
+    history: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    usage = None
+    cleared = 0
+    total = len(history)
+    for k in range(200):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        history = [
+            *history,
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": "x" * 200},
+        ]
+        total += 2
+        body = {"model": "m", "messages": history}
+        got = attempt(manager, body, usage)
+        assert got[:6] == attempt(scratch, body, usage)[:6]
+        fitted = got[6]
+        cleared += fitted.applied.cleared_results
+        usage = {"prompt_tokens": fitted.estimated_tokens_after}
+        if build_on == "sent":
+            history = fitted.messages
+    assert cleared > 100
+    assert manager.messages_read == total
 
 
 def to_responses(messages: list[Any]) -> list[Any]:
@@ -345,19 +465,33 @@ def to_responses(messages: list[Any]) -> list[Any]:
 
 
 @settings(max_examples=80, deadline=None)
-@given(transcripts(max_steps=40), st.integers(900, 6000), LOOP, st.booleans())
+@given(
+    transcripts(max_steps=40),
+    st.integers(900, 6000),
+    LOOP,
+    st.booleans(),
+    st.sampled_from(STRATEGIES),
+)
 def test_a_responses_loop_equals_reading_every_request_whole(
-    messages: list[Any], context_length: int, loop: list[tuple[int, str, int]], learn: bool
+    messages: list[Any],
+    context_length: int,
+    loop: list[tuple[int, str, int]],
+    learn: bool,
+    strategy: Strategy,
 ) -> None:
     """The same for Responses input items, whose model items join the ones before them
     and whose reasoning items are known by index: the new items, read alone and
     appended, give exactly the view and the decision of a whole read."""
     items = to_responses(messages)
     incremental = ContextWindowManager(
-        context_length=context_length, estimator=EST, learn_overhead=learn
+        context_length=context_length, estimator=EST, learn_overhead=learn, strategy=strategy
     )
     scratch = ContextWindowManager(
-        context_length=context_length, estimator=EST, learn_overhead=learn, incremental=False
+        context_length=context_length,
+        estimator=EST,
+        learn_overhead=learn,
+        incremental=False,
+        strategy=strategy,
     )
     history: list[Any] = []
     sent: list[Any] | None = None
@@ -376,9 +510,9 @@ def test_a_responses_loop_equals_reading_every_request_whole(
         body = {"model": "m", "instructions": "Be brief.", "input": listed}
         got = attempt(incremental, body, usage)
         want = attempt(scratch, body, usage)
-        assert got[:5] == want[:5]
-        if got[5] is not None:
-            sent = got[5].request["input"]
+        assert got[:6] == want[:6]
+        if got[6] is not None:
+            sent = got[6].request["input"]
         usage = {"input_tokens": reported} if reported else None
 
 
@@ -485,9 +619,9 @@ def test_a_gemini_loop_equals_reading_every_request_whole(ids: bool) -> None:
         body = {"contents": contents}
         got = attempt(incremental, body, usage)
         want = attempt(scratch, body, usage)
-        assert got[:5] == want[:5]
-        pruned += got[5].pruned
-        usage = {"promptTokenCount": got[5].estimated_tokens_after}
+        assert got[:6] == want[:6]
+        pruned += got[6].pruned
+        usage = {"promptTokenCount": got[6].estimated_tokens_after}
     assert pruned > 50
     total = len(bodies[-1])
     if ids:

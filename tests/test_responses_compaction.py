@@ -26,7 +26,7 @@ from ctxwin.formats.openai_responses import compaction_tokens
 from ctxwin.pruning import fit, segment
 from ctxwin.repairing import repair
 from ctxwin.rules import check
-from ctxwin.strategy import CLEARED_PREFIX, Strategy
+from ctxwin.strategy import CLEARED_PREFIX, DEFAULT_STRATEGY, Strategy
 from tests.conftest import Cli
 from tests.test_format_properties import SHAPES, responses, responses_rules, txt
 from tests.test_strategy_properties import strategies
@@ -55,7 +55,7 @@ def _body(turns: int = 3) -> dict[str, Any]:
     return {"model": "gpt-5", "instructions": "Be brief.", "input": items}
 
 
-def _plan(body: Any, budget: int, strategy: Strategy | None = None) -> core.Plan:
+def _plan(body: Any, budget: int, strategy: Strategy = DEFAULT_STRATEGY) -> core.Plan:
     spec = resolve_spec(None, context_length=10**9)
     return core.fit_plan(core.load(body), Budget(spec, 0, "flag", 0, budget), 1.0, strategy)
 

@@ -12,14 +12,14 @@ from ctxwin import core
 from ctxwin.budget import Budget, resolve_spec
 from ctxwin.errors import ContextTruncated, UsageError
 from ctxwin.pruning import fit
-from ctxwin.strategy import Strategy, parse_steps
+from ctxwin.strategy import DEFAULT_STRATEGY, Strategy, parse_steps
 from tests.test_format_properties import Shape, Turn, anthropic, chat, gemini, responses
 
 CAL = 1.15
 BIG = 3000
 
 
-def _fit(body: Any, budget: int, strategy: Strategy | None) -> core.Plan:
+def _fit(body: Any, budget: int, strategy: Strategy) -> core.Plan:
     t = core.load(body)
     return core.fit_plan(
         t, Budget(resolve_spec(None, context_length=10**9), 0, "flag", 0, budget), CAL, strategy
@@ -70,7 +70,7 @@ def test_clear_results_replaces_the_oldest_results_with_a_placeholder(fmt: str) 
     total = _tokens(body)
     budget = total - 2 * 700  # two old results' worth: clearing alone fits
     before = _results(body)
-    plain = _fit(body, budget, None)
+    plain = _fit(body, budget, DEFAULT_STRATEGY)
     assert plain.result.pruned  # drop-turns would drop turns
     p = _fit(body, budget, Strategy(("clear-results", "drop-turns")))
     r = p.result
@@ -159,7 +159,7 @@ def test_clear_at_least_clears_more_than_needed() -> None:
 def test_clear_results_then_drop_turns_keeps_more_and_clears_only_kept() -> None:
     body = chat(_shape(n=10))
     budget = _tokens(body) // 4
-    plain = _fit(body, budget, None)
+    plain = _fit(body, budget, DEFAULT_STRATEGY)
     p = _fit(body, budget, Strategy(("clear-results", "drop-turns"), keep_results=2))
     assert len(p.result.keep) > len(plain.result.keep)
     assert p.result.pruned and p.result.estimated_tokens_after <= budget
@@ -170,7 +170,7 @@ def test_clear_results_then_drop_turns_keeps_more_and_clears_only_kept() -> None
 def test_truncate_results_cuts_an_oversize_result_instead_of_giving_up() -> None:
     body = chat(_shape(n=2, size=40_000))
     budget = 4000
-    plain = _fit(body, budget, None)
+    plain = _fit(body, budget, DEFAULT_STRATEGY)
     assert plain.result.overflow_at_floor
     with pytest.raises(ContextTruncated):
         core.prune(body, context_length=budget, max_tokens=0)
@@ -251,3 +251,21 @@ def test_prune_takes_a_strategy() -> None:
     plain, _ = core.prune(body, context_length=budget + 100, max_tokens=0)
     same, _ = core.prune(body, context_length=budget + 100, max_tokens=0, strategy=Strategy())
     assert same == plain and len(plain["messages"]) < len(body["messages"])
+
+
+def test_the_plan_counts_the_overhead_and_learned_factor_the_fit_counts() -> None:
+    """The edits are planned against the estimate the fit checks: with an overhead the
+    body does not show, clearing makes room for it (rather than turns being dropped);
+    with a learned factor below 1 under which the body fits, nothing is edited."""
+    body = chat(_shape())
+    t = core.load(body)
+    total = _tokens(body)
+    budget = Budget(resolve_spec(None, context_length=10**9), 0, "flag", 0, total)
+    s = Strategy(("clear-results", "drop-turns"))
+    p = core.fit_plan(t, budget, CAL, s, overhead=1400)
+    assert p.applied.cleared_results >= 1 and not p.result.pruned
+    assert p.result.estimated_tokens_after <= total
+    tight = Budget(resolve_spec(None, context_length=10**9), 0, "flag", 0, total - 500)
+    learned = core.fit_plan(t, tight, 0.8, s, learned=True)
+    assert learned.result.fits and not learned.applied.edits
+    assert learned.output() is body

@@ -164,7 +164,7 @@ def check(
         assert not second.applied.edits and not second.result.pruned
         assert orjson.dumps(second.output()) == orjson.dumps(out)
     # the default is drop-turns alone, byte for byte
-    plain = core.fit_plan(t, budget, cal, None)
+    plain = core.fit_plan(t, budget, cal)
     default = core.fit_plan(t, budget, cal, Strategy(DEFAULT_STEPS, keep_results=0))
     assert orjson.dumps(default.output()) == orjson.dumps(plain.output())
     assert plain.result.keep == fit(view, budget.budget, t.estimator, cal, t.adapter.problems).keep

@@ -17,7 +17,7 @@ import orjson
 
 from ctxwin.errors import truncated
 from ctxwin.manager import ContextWindowManager, ManagedFit
-from ctxwin.strategy import Strategy
+from ctxwin.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.tokens.base import Estimator
 
 SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
@@ -45,7 +45,7 @@ def settings_for(
     model_spec: Any = None,
     calibration: float | None = None,
     estimator: Estimator | None = None,
-    strategy: Strategy | None = None,
+    strategy: Strategy = DEFAULT_STRATEGY,
 ) -> dict[str, Any]:
     """The keyword arguments of :class:`~ctxwin.manager.ContextWindowManager` for the
     wrappers' settings: ``model`` (the model's spec is looked up by this name
