@@ -36,12 +36,12 @@ if TYPE_CHECKING:
 
         input_: str
         model: str | None
-        model_spec: Path | None
+        spec: Path | None
         context_length: int | None
         max_output_tokens: int | None
         max_tokens: int | None
         calibration: float | None
-        format_: str
+        fmt: str
         run_format: str
         estimator: str
         tokenizer: str | None
@@ -105,7 +105,7 @@ def make_strategy(
 
 
 def choose_estimator(
-    format_: str, estimator: str, tokenizer: str | None, calibration: float | None
+    fmt: str, estimator: str, tokenizer: str | None, calibration: float | None
 ) -> Estimator:
     """Check the format, estimator and calibration flags; the estimator they name
     (with ``--tokenizer auto``, the one used when the model's tokenizer cannot count).
@@ -115,9 +115,9 @@ def choose_estimator(
     """
     from ctxwin import formats, tokens
 
-    if format_ != formats.AUTO and format_ not in formats.names():
+    if fmt != formats.AUTO and fmt not in formats.names():
         raise UsageError(
-            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
+            f"--format: unknown format {fmt!r}; choose from: auto, {', '.join(formats.names())}"
         )
     check_calibration(calibration)
     if tokenizer is not None and tokenizer != tokens.AUTO_TOKENIZER:
@@ -130,21 +130,20 @@ def choose_estimator(
 
 def build_settings(
     *,
-    model: str | None,
-    model_spec: Path | None,
-    context_length: int | None,
-    max_output_tokens: int | None,
-    max_tokens: int | None,
-    calibration: float | None,
-    format_: str = "auto",
+    spec: Path | None = None,
+    fmt: str = "auto",
+    calibration: float | None = None,
     estimator: str = "content",
     tokenizer: str | None = None,
     strategy: str = "drop-turns",
     keep_results: int = 3,
     exclude_tools: str = "",
     clear_at_least: int = 0,
+    **fields: Any,
 ) -> Settings:
-    """The :class:`~ctxwin.settings.Settings` the model, budget and estimation flags name.
+    """The :class:`~ctxwin.settings.Settings` the model, budget, estimation and strategy
+    flags name (:data:`ctxwin.cli.flags.SHARED`), each given by its key: the field it
+    sets. The others (``model``, ``context_length``, ...) are set as they come.
 
     Raises :class:`UsageError` (exit 2) for a bad format, estimator or calibration, or a
     tokenizer that cannot count, or a bad ``--strategy``, and :class:`SpecError` for an
@@ -154,16 +153,13 @@ def build_settings(
 
     steps = make_strategy(strategy, keep_results, exclude_tools, clear_at_least)
     return Settings(
-        model=model,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        spec=load_spec(model_spec),
+        spec=load_spec(spec),
         calibration=calibration,
-        fmt=format_,
-        estimator=choose_estimator(format_, estimator, tokenizer, calibration),
+        fmt=fmt,
+        estimator=choose_estimator(fmt, estimator, tokenizer, calibration),
         tokenizer="auto" if tokenizer == "auto" else None,
         strategy=steps,
+        **fields,
     )
 
 
