@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from ctxwin.cli.report import Report
     from ctxwin.settings import Settings
     from ctxwin.strategy import Strategy
-    from ctxwin.tokens.base import Estimator
 
     # Declared for the checker only: a TypedDict class costs start-up time.
     class PlanOptions(TypedDict):
@@ -74,7 +73,7 @@ def retain(value: Any) -> None:
 def check_calibration(calibration: float | None) -> None:
     """Refuse a ``--calibration`` that is not a finite number (``inf``, ``nan``)."""
     if calibration is not None and not math.isfinite(calibration):
-        raise UsageError(f"--calibration: expected a finite number, got {calibration!r}")
+        raise UsageError(f"expected a finite number, got {calibration!r}", setting="calibration")
 
 
 def load_spec(path: Path | None) -> Any:
@@ -99,33 +98,42 @@ def make_strategy(
     try:
         steps = parse_steps(strategy)
     except UsageError as exc:
-        raise UsageError(f"--strategy: {exc}") from None
+        raise UsageError(str(exc), setting="strategy") from None
     tools = frozenset(t.strip() for t in exclude_tools.split(",") if t.strip())
     return Strategy(steps, keep_results, tools, clear_at_least)
 
 
-def choose_estimator(
-    fmt: str, estimator: str, tokenizer: str | None, calibration: float | None
-) -> Estimator:
-    """Check the format, estimator and calibration flags; the estimator they name
-    (with ``--tokenizer auto``, the one used when the model's tokenizer cannot count).
-
-    Raises :class:`UsageError` (exit 2) for an unknown format or estimator, a
-    calibration that is not finite, or a tokenizer that cannot count here.
-    """
-    from ctxwin import formats, tokens
+def check_format(fmt: str) -> str:
+    """``fmt`` when it is ``auto`` or a wire format; :class:`UsageError` about ``fmt``
+    (``--format``, exit 2) naming the choices."""
+    from ctxwin import formats
 
     if fmt != formats.AUTO and fmt not in formats.names():
         raise UsageError(
-            f"--format: unknown format {fmt!r}; choose from: auto, {', '.join(formats.names())}"
+            f"unknown format {fmt!r}; choose from: auto, {', '.join(formats.names())}",
+            setting="fmt",
         )
-    check_calibration(calibration)
+    return fmt
+
+
+def name_estimator(estimator: str, tokenizer: str | None) -> tuple[str, str | None]:
+    """The ``estimator`` and ``tokenizer`` settings of the ``--estimator`` and
+    ``--tokenizer`` flags, checked: ``--tokenizer ENCODING`` is the estimator
+    ``tokenizer:ENCODING``; ``--tokenizer auto`` stays the ``tokenizer`` setting (it
+    depends on the model), with ``--estimator`` used when the model's tokenizer
+    cannot count.
+
+    Raises :class:`UsageError` (exit 2) for an unknown estimator, or a tokenizer that
+    cannot count here.
+    """
+    from ctxwin import tokens
+
     if tokenizer is not None and tokenizer != tokens.AUTO_TOKENIZER:
-        return tokens.TokenizerEstimator(tokenizer)
+        estimator, tokenizer = f"tokenizer:{tokenizer}", None
     try:
-        return tokens.get_estimator(estimator)
+        return tokens.check_estimator(estimator), tokenizer
     except ValueError as exc:
-        raise UsageError(f"--estimator: {exc}") from None
+        raise UsageError(str(exc), setting="estimator") from None
 
 
 def build_settings(
@@ -143,7 +151,9 @@ def build_settings(
 ) -> Settings:
     """The :class:`~ctxwin.settings.Settings` the model, budget, estimation and strategy
     flags name (:data:`ctxwin.cli.flags.SHARED`), each given by its key: the field it
-    sets. The others (``model``, ``context_length``, ...) are set as they come.
+    sets. The others (``model``, ``context_length``, ...) are set as they come. The
+    estimator is named, never built (:func:`name_estimator`), so the settings go to
+    worker processes as they are.
 
     Raises :class:`UsageError` (exit 2) for a bad format, estimator or calibration, or a
     tokenizer that cannot count, or a bad ``--strategy``, and :class:`SpecError` for an
@@ -152,12 +162,16 @@ def build_settings(
     from ctxwin.settings import Settings
 
     steps = make_strategy(strategy, keep_results, exclude_tools, clear_at_least)
+    body_spec = load_spec(spec)
+    check_format(fmt)
+    check_calibration(calibration)
+    estimator, tokenizer = name_estimator(estimator, tokenizer)
     return Settings(
-        spec=load_spec(spec),
+        spec=body_spec,
         calibration=calibration,
         fmt=fmt,
-        estimator=choose_estimator(fmt, estimator, tokenizer, calibration),
-        tokenizer="auto" if tokenizer == "auto" else None,
+        estimator=estimator,
+        tokenizer=tokenizer,
         strategy=steps,
         **fields,
     )
