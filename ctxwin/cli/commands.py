@@ -70,10 +70,11 @@ def retain(value: Any) -> None:
         _kept.append(value)
 
 
-def check_calibration(calibration: float | None) -> None:
-    """Refuse a ``--calibration`` that is not a finite number (``inf``, ``nan``)."""
+def check_calibration(calibration: float | None) -> float | None:
+    """``calibration``; refuses one that is not a finite number (``inf``, ``nan``)."""
     if calibration is not None and not math.isfinite(calibration):
         raise UsageError(f"expected a finite number, got {calibration!r}", setting="calibration")
+    return calibration
 
 
 def load_spec(path: Path | None) -> Any:
@@ -161,20 +162,12 @@ def build_settings(
     """
     from ctxwin.settings import Settings
 
-    steps = make_strategy(strategy, keep_results, exclude_tools, clear_at_least)
-    body_spec = load_spec(spec)
-    check_format(fmt)
-    check_calibration(calibration)
-    estimator, tokenizer = name_estimator(estimator, tokenizer)
-    return Settings(
-        spec=body_spec,
-        calibration=calibration,
-        fmt=fmt,
-        estimator=estimator,
-        tokenizer=tokenizer,
-        strategy=steps,
-        **fields,
-    )
+    fields["strategy"] = make_strategy(strategy, keep_results, exclude_tools, clear_at_least)
+    fields["spec"] = load_spec(spec)
+    fields["fmt"] = check_format(fmt)
+    fields["calibration"] = check_calibration(calibration)
+    fields["estimator"], fields["tokenizer"] = name_estimator(estimator, tokenizer)
+    return Settings(**fields)
 
 
 def _plan(
