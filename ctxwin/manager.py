@@ -94,8 +94,10 @@ class ContextWindowManager:
     ) -> None:
         """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
 
-        ``model`` and ``calibration_seed`` are the settings ``model`` and ``calibration``;
-        ``estimator`` may be an estimator or its name. ``learn_overhead`` learns
+        ``model`` is the setting ``model``; ``calibration_seed`` is the former name of
+        the setting ``calibration`` (deprecated, still accepted; giving both is a
+        ``TypeError``). ``estimator`` is a name (``content``, ``tokenizer:o200k_base``)
+        or an estimator. ``learn_overhead`` learns
         an overhead the requests do not show from usage (see the module docstring);
         ``fresh_factor`` is its factor until two reports measure one
         (:class:`~ctxwin.calibration.OverheadLearner`; 1.0 when the requests show
@@ -104,6 +106,8 @@ class ContextWindowManager:
         if model is not None:
             changes["model"] = model
         if calibration_seed is not None:
+            if changes.get("calibration") is not None:
+                raise TypeError("calibration and calibration_seed (its former name): give one")
             changes["calibration"] = calibration_seed
         self.settings = settings_with(settings, changes)
         self.model = self.settings.model

@@ -45,13 +45,15 @@ class Settings(NamedTuple):
     fmt: str = AUTO
     """Wire format, or ``auto`` to detect it from the body's shape."""
     estimator: str | Estimator | None = None
-    """An estimator, or its name: ``content``, ``seed``, or ``tokenizer:ENCODING``;
-    ``None``: the default (:func:`~ctxwin.tokens.default_estimator`)."""
+    """The estimator's name (:func:`~ctxwin.tokens.get_estimator`): ``content``,
+    ``bound``, ``seed``, or ``tokenizer:ENCODING`` to count exactly with a BPE encoding
+    (``o200k_base``, ``cl100k_base``, ``llama3``, ``qwen3``; the ``bpe`` extra);
+    ``None``: the default (:func:`~ctxwin.tokens.default_estimator`). An estimator
+    object is accepted too (see :meth:`portable`)."""
     tokenizer: str | None = None
-    """Count exactly with this BPE encoding (``o200k_base``, ``cl100k_base``, ``llama3``,
-    ``qwen3``) instead of ``estimator``; or ``auto``: exactly when the model's tokenizer
-    is one of those and the ``bpe`` extra is installed, else with ``estimator``
-    (:func:`~ctxwin.tokens.auto_estimator`)."""
+    """``auto``: count exactly when the model's tokenizer is one the ``bpe`` extra has,
+    else with ``estimator`` (:func:`~ctxwin.tokens.auto_estimator`). An encoding named
+    here is the estimator ``tokenizer:ENCODING``, whatever ``estimator`` says."""
     strategy: Strategy = DEFAULT_STRATEGY
     """The steps that fit a request (:mod:`ctxwin.strategy`); by default drop turns only."""
 
@@ -61,7 +63,9 @@ class Settings(NamedTuple):
         return estimator_for(self.estimator, self.tokenizer, self.model or model)
 
     def portable(self) -> Settings:
-        """These settings with the estimator named rather than held (for worker processes)."""
+        """These settings with the estimator named rather than held (for worker processes):
+        for an estimator object a library caller gave; named settings are returned as
+        they are."""
         if self.estimator is None or isinstance(self.estimator, str):
             return self
         return self._replace(estimator=self.estimator.name)

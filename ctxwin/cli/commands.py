@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from ctxwin.rows import Report
     from ctxwin.settings import Settings
     from ctxwin.strategy import Strategy
-    from ctxwin.tokens.base import Estimator
 
     # Declared for the checker only: a TypedDict class costs start-up time.
     class PlanOptions(TypedDict):
@@ -36,12 +35,12 @@ if TYPE_CHECKING:
 
         input_: str
         model: str | None
-        model_spec: Path | None
+        spec: Path | None
         context_length: int | None
         max_output_tokens: int | None
         max_tokens: int | None
         calibration: float | None
-        format_: str
+        fmt: str
         run_format: str
         estimator: str
         tokenizer: str | None
@@ -71,10 +70,11 @@ def retain(value: Any) -> None:
         _kept.append(value)
 
 
-def check_calibration(calibration: float | None) -> None:
-    """Refuse a ``--calibration`` that is not a finite number (``inf``, ``nan``)."""
+def check_calibration(calibration: float | None) -> float | None:
+    """``calibration``; refuses one that is not a finite number (``inf``, ``nan``)."""
     if calibration is not None and not math.isfinite(calibration):
-        raise UsageError(f"--calibration: expected a finite number, got {calibration!r}")
+        raise UsageError(f"expected a finite number, got {calibration!r}", setting="calibration")
+    return calibration
 
 
 def load_spec(path: Path | None) -> Any:
@@ -99,52 +99,62 @@ def make_strategy(
     try:
         steps = parse_steps(strategy)
     except UsageError as exc:
-        raise UsageError(f"--strategy: {exc}") from None
+        raise UsageError(str(exc), setting="strategy") from None
     tools = frozenset(t.strip() for t in exclude_tools.split(",") if t.strip())
     return Strategy(steps, keep_results, tools, clear_at_least)
 
 
-def choose_estimator(
-    format_: str, estimator: str, tokenizer: str | None, calibration: float | None
-) -> Estimator:
-    """Check the format, estimator and calibration flags; the estimator they name
-    (with ``--tokenizer auto``, the one used when the model's tokenizer cannot count).
+def check_format(fmt: str) -> str:
+    """``fmt`` when it is ``auto`` or a wire format; :class:`UsageError` about ``fmt``
+    (``--format``, exit 2) naming the choices."""
+    from ctxwin import formats
 
-    Raises :class:`UsageError` (exit 2) for an unknown format or estimator, a
-    calibration that is not finite, or a tokenizer that cannot count here.
-    """
-    from ctxwin import formats, tokens
-
-    if format_ != formats.AUTO and format_ not in formats.names():
+    if fmt != formats.AUTO and fmt not in formats.names():
         raise UsageError(
-            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
+            f"unknown format {fmt!r}; choose from: auto, {', '.join(formats.names())}",
+            setting="fmt",
         )
-    check_calibration(calibration)
+    return fmt
+
+
+def name_estimator(estimator: str, tokenizer: str | None) -> tuple[str, str | None]:
+    """The ``estimator`` and ``tokenizer`` settings of the ``--estimator`` and
+    ``--tokenizer`` flags, checked: ``--tokenizer ENCODING`` is the estimator
+    ``tokenizer:ENCODING``; ``--tokenizer auto`` stays the ``tokenizer`` setting (it
+    depends on the model), with ``--estimator`` used when the model's tokenizer
+    cannot count.
+
+    Raises :class:`UsageError` (exit 2) for an unknown estimator, or a tokenizer that
+    cannot count here.
+    """
+    from ctxwin import tokens
+
     if tokenizer is not None and tokenizer != tokens.AUTO_TOKENIZER:
-        return tokens.TokenizerEstimator(tokenizer)
+        estimator, tokenizer = f"tokenizer:{tokenizer}", None
     try:
-        return tokens.get_estimator(estimator)
+        return tokens.check_estimator(estimator), tokenizer
     except ValueError as exc:
-        raise UsageError(f"--estimator: {exc}") from None
+        raise UsageError(str(exc), setting="estimator") from None
 
 
 def build_settings(
     *,
-    model: str | None,
-    model_spec: Path | None,
-    context_length: int | None,
-    max_output_tokens: int | None,
-    max_tokens: int | None,
-    calibration: float | None,
-    format_: str = "auto",
+    spec: Path | None = None,
+    fmt: str = "auto",
+    calibration: float | None = None,
     estimator: str = "content",
     tokenizer: str | None = None,
     strategy: str = "drop-turns",
     keep_results: int = 3,
     exclude_tools: str = "",
     clear_at_least: int = 0,
+    **fields: Any,
 ) -> Settings:
-    """The :class:`~ctxwin.settings.Settings` the model, budget and estimation flags name.
+    """The :class:`~ctxwin.settings.Settings` the model, budget, estimation and strategy
+    flags name (:data:`ctxwin.cli.flags.SHARED`), each given by its key: the field it
+    sets. The others (``model``, ``context_length``, ...) are set as they come. The
+    estimator is named, never built (:func:`name_estimator`), so the settings go to
+    worker processes as they are.
 
     Raises :class:`UsageError` (exit 2) for a bad format, estimator or calibration, or a
     tokenizer that cannot count, or a bad ``--strategy``, and :class:`SpecError` for an
@@ -152,19 +162,12 @@ def build_settings(
     """
     from ctxwin.settings import Settings
 
-    steps = make_strategy(strategy, keep_results, exclude_tools, clear_at_least)
-    return Settings(
-        model=model,
-        context_length=context_length,
-        max_output_tokens=max_output_tokens,
-        max_tokens=max_tokens,
-        spec=load_spec(model_spec),
-        calibration=calibration,
-        fmt=format_,
-        estimator=choose_estimator(format_, estimator, tokenizer, calibration),
-        tokenizer="auto" if tokenizer == "auto" else None,
-        strategy=steps,
-    )
+    fields["strategy"] = make_strategy(strategy, keep_results, exclude_tools, clear_at_least)
+    fields["spec"] = load_spec(spec)
+    fields["fmt"] = check_format(fmt)
+    fields["calibration"] = check_calibration(calibration)
+    fields["estimator"], fields["tokenizer"] = name_estimator(estimator, tokenizer)
+    return Settings(**fields)
 
 
 def _plan(

@@ -24,6 +24,10 @@ class Flag(NamedTuple):
     """
 
     key: str
+    """The keyword the option sets: for a model, budget or estimation option, the
+    :class:`~ctxwin.settings.Settings` field it sets (``--format``: ``fmt``;
+    ``--model-spec``: ``spec``, the file's content); for a strategy option, the
+    :class:`~ctxwin.strategy.Strategy` argument."""
     names: tuple[str, ...]
     kind: str
     """``str``, ``int``, ``float``, ``path`` (a readable file) or ``flag`` (no value)."""
@@ -47,7 +51,7 @@ FLAGS: dict[str, Flag] = {
             panel=MODEL_PANEL,
         ),
         Flag(
-            "model_spec",
+            "spec",
             ("--model-spec",),
             "path",
             None,
@@ -98,7 +102,7 @@ FLAGS: dict[str, Flag] = {
             show_default=False,
         ),
         Flag(
-            "format_",
+            "fmt",
             ("--format", "-f"),
             "str",
             "auto",
@@ -225,17 +229,18 @@ FLAGS: dict[str, Flag] = {
         "json_", ("--json",), "flag", False, "Print JSON for machines instead of tables."
     ),
 }
-"""Every flag ``estimate``, ``prune`` or ``replay`` takes, by its name here: the keyword
-it sets, but for ``json_tables`` (``replay``'s ``--json``, whose help differs)."""
+"""Every flag ``estimate``, ``prune`` or ``replay`` takes, by its key (:attr:`Flag.key`),
+but for ``json_tables`` (``replay``'s ``--json``, whose help differs). An error about a
+setting names its flag through this table (:func:`ctxwin.cli.funnel.flag_for`)."""
 
 ESTIMATION = (
     "model",
-    "model_spec",
+    "spec",
     "context_length",
     "max_output_tokens",
     "max_tokens",
     "calibration",
-    "format_",
+    "fmt",
     "estimator",
     "tokenizer",
 )

@@ -109,8 +109,9 @@ def no_budget_message(exc: NoBudget) -> str:
 
 def flag_for(setting: str) -> str:
     """The flag that sets ``setting``: the one declared for it in
-    :data:`ctxwin.cli.flags.FLAGS`, else its name as a flag (``scheduler`` →
-    ``--scheduler``)."""
+    :data:`ctxwin.cli.flags.FLAGS`, keyed by the setting's name (a
+    :class:`~ctxwin.settings.Settings` field: ``fmt`` → ``--format``), else its name as
+    a flag (``scheduler`` → ``--scheduler``)."""
     from ctxwin.cli.flags import FLAGS
 
     flag = FLAGS.get(setting)

@@ -162,7 +162,7 @@ def lint(
             show_default=False,
         ),
     ] = None,
-    format_: AnyFormatOpt = "auto",
+    fmt: AnyFormatOpt = "auto",
     run_format: RunFormatOpt = "auto",
     json_: Annotated[
         bool, typer.Option("--json", help="Print the problems as JSON instead of a table.")
@@ -181,17 +181,12 @@ def lint(
     """
     import orjson
 
-    from ctxwin import formats
+    from ctxwin.cli.commands import check_format, check_run_format
 
-    if format_ != formats.AUTO and format_ not in formats.names():
-        raise UsageError(
-            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
-        )
-    from ctxwin.cli.commands import check_run_format
-
+    check_format(fmt)
     check_run_format(run_format)
     files = expand(paths or [STDIO])
-    records = [lint_file(path, format_, max_input_bytes, run_format) for path in files]
+    records = [lint_file(path, fmt, max_input_bytes, run_format) for path in files]
     total = sum(len(r["problems"]) for r in records)
     if json_:
         payload = {"clean": total == 0, "problems": total, "files": records}

@@ -38,7 +38,7 @@ def check_upstream(url: str) -> str:
 
 # The proxy reads the wire format from the route, so it takes no --format; of the
 # strategy flags, --strategy.
-@with_settings(*(key for key in ESTIMATION if key != "format_"), "strategy")
+@with_settings(*(key for key in ESTIMATION if key != "fmt"), "strategy")
 def proxy(
     upstream: Annotated[
         str,

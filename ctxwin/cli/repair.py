@@ -54,7 +54,7 @@ def repair(
             "nothing is written when the command fails.",
         ),
     ] = STDIO,
-    format_: AnyFormatOpt = "auto",
+    fmt: AnyFormatOpt = "auto",
     json_: Annotated[
         bool,
         typer.Option(
@@ -77,19 +77,16 @@ def repair(
     """
     import orjson
 
-    from ctxwin import codec, formats
-    from ctxwin.cli.commands import _looks_indented
+    from ctxwin import codec
+    from ctxwin.cli.commands import _looks_indented, check_format
     from ctxwin.errors import InputError
     from ctxwin.repairing import repair as repair_body
 
-    if format_ != formats.AUTO and format_ not in formats.names():
-        raise UsageError(
-            f"--format: unknown format {format_!r}; choose from: auto, {', '.join(formats.names())}"
-        )
+    check_format(fmt)
     if json_ and output == STDIO:
         raise UsageError("--json prints the report on stdout: give OUT as a file, or use --report")
     data = read_input(input_, max_input_bytes)
-    body, done = repair_body(codec.parse(data), format_)
+    body, done = repair_body(codec.parse(data), fmt)
     out = data
     if done.changed:
         out = codec.dumps(body, indent=_looks_indented(data), newline=data.endswith(b"\n"))

@@ -65,7 +65,7 @@ def replay(
     from ctxwin.runs import Run, join_recorded, read_runs
     from ctxwin.simulate import replay_run
 
-    settings = build_settings(**flags).portable()
+    settings = build_settings(**flags)
     check_run_format(run_format)
     runs: list[Run] = []
     files = [p for p in run_files if p == STDIO]

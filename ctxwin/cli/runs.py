@@ -181,7 +181,6 @@ def check(
         raise UsageError("--scheduler needs --engine dask")
     if jobs and engine is Engine.dask and not quiet:
         _say("warning: --jobs is for --engine local; the Dask workers' threads do the work")
-    settings = settings.portable()
     check_run_format(run_format)
     stdin_rows: list[CheckRow] = []
     if STDIO in paths:
@@ -352,7 +351,6 @@ def calibrate(
     from ctxwin.runs import read_runs
     from ctxwin.simulate import calibration_rows, calibration_summary, overhead_fits
 
-    settings = settings.portable()
     check_run_format(run_format)
     found = find_files(logs)
     if not quiet:

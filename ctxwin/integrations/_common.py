@@ -23,18 +23,6 @@ from ctxwin.tokens.base import Estimator
 SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 """Keyword arguments of an SDK call that are not part of the request body."""
 
-SETTINGS = (
-    "model",
-    "context_length",
-    "max_output_tokens",
-    "max_tokens",
-    "model_spec",
-    "calibration",
-    "estimator",
-    "strategy",
-)
-"""The settings a wrapper takes: the library's own (see :func:`settings_for`)."""
-
 
 def settings_for(
     *,
@@ -42,24 +30,31 @@ def settings_for(
     context_length: int | None = None,
     max_output_tokens: int | None = None,
     max_tokens: int | None = None,
-    model_spec: Any = None,
+    spec: Any = None,
     calibration: float | None = None,
-    estimator: Estimator | None = None,
+    estimator: str | Estimator | None = None,
     strategy: Strategy = DEFAULT_STRATEGY,
+    model_spec: Any = None,
 ) -> dict[str, Any]:
-    """The keyword arguments of :class:`~ctxwin.manager.ContextWindowManager` for the
-    wrappers' settings: ``model`` (the model's spec is looked up by this name
-    instead of the request's), ``context_length``, ``max_output_tokens``,
-    ``max_tokens`` (the response allocation, when the request names none),
-    ``model_spec`` (a :class:`~ctxwin.budget.ModelSpec` or its dict),
-    ``calibration`` (the seed factor), ``estimator`` and ``strategy``."""
+    """The settings a wrapper takes, by their :class:`~ctxwin.settings.Settings` names,
+    as the keyword arguments of :class:`~ctxwin.manager.ContextWindowManager`: ``model``
+    (the model's spec is looked up by this name instead of the request's),
+    ``context_length``, ``max_output_tokens``, ``max_tokens`` (the response allocation,
+    when the request names none), ``spec`` (a :class:`~ctxwin.budget.ModelSpec` or its
+    dict), ``calibration`` (the seed factor), ``estimator`` (a name, or an estimator)
+    and ``strategy``. ``model_spec`` is the former name of ``spec`` (deprecated, still
+    accepted)."""
+    if model_spec is not None:
+        if spec is not None:
+            raise TypeError("spec and model_spec (its former name): give one")
+        spec = model_spec
     return {
         "model": model,
         "context_length": context_length,
         "max_output_tokens": max_output_tokens,
         "max_tokens": max_tokens,
-        "spec": model_spec,
-        "calibration_seed": calibration,
+        "spec": spec,
+        "calibration": calibration,
         "estimator": estimator,
         "strategy": strategy,
     }

@@ -92,7 +92,7 @@ def _tools(agent: Agent[Any]) -> list[dict[str, Any]]:
 class ContextWindowFilter(RunHooks[Any]):
     """A ``call_model_input_filter`` that fits each model call to the model's window, and
     the ``RunHooks`` that learn from its usage (see the module docstring). ``settings``:
-    ``context_length=``, ``model=``, ``model_spec=``, ``max_output_tokens=``,
+    ``context_length=``, ``model=``, ``spec=``, ``max_output_tokens=``,
     ``max_tokens=``, ``calibration=``, ``estimator=``, ``strategy=``. ``conversations``
     bounds how many conversations' managers are kept. ``learn_overhead`` (default)
     learns what usage reports beyond the estimate as an overhead (what the filter cannot

@@ -23,7 +23,7 @@ The wrapped client's ``messages.create`` (streamed or not) and
   cache read tokens; from a stream, its ``message_start`` event).
 
 Everything else is the client's own. ``settings`` are the library's own:
-``context_length=``, ``model=``, ``model_spec=``, ``max_output_tokens=``,
+``context_length=``, ``model=``, ``spec=``, ``max_output_tokens=``,
 ``max_tokens=``, ``calibration=``, ``estimator=``, ``strategy=``.
 ``client.ctxwin`` holds the wrapper's state (``last``, ``reset()``). This
 module never imports ``anthropic`` itself.

@@ -34,7 +34,7 @@ Both raise :class:`ctxwin.ContextTruncated` before the model is called when
 even the floor does not fit, and learn from the ``usage_metadata`` of each
 ``AIMessage`` the model answered (the system prompt and tool schemas the state
 does not show are learned as an overhead). ``settings`` are the library's own
-(``context_length=``, ``model=``, ``model_spec=``, ``max_tokens=``,
+(``context_length=``, ``model=``, ``spec=``, ``max_tokens=``,
 ``max_output_tokens=``, ``calibration=``, ``estimator=``, ``strategy=``).
 """
 

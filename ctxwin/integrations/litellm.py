@@ -100,7 +100,7 @@ def _model_of(kwargs: Mapping[str, Any]) -> str | None:
 
 class ContextWindowCallback(CustomLogger):
     """A LiteLLM callback that fits each chat call to the model's window (see the module
-    docstring). ``settings``: ``context_length=``, ``model=``, ``model_spec=``,
+    docstring). ``settings``: ``context_length=``, ``model=``, ``spec=``,
     ``max_output_tokens=``, ``max_tokens=``, ``calibration=``, ``estimator=``,
     ``strategy=``. ``conversations`` bounds how many conversations' managers are kept
     (the least recently used is forgotten). ``learn_overhead`` (default) learns what

@@ -22,7 +22,7 @@ The wrapped client's ``chat.completions.create`` and ``responses.create``
 
 Everything else is the client's own. ``settings`` are the library's own (see
 :func:`ctxwin.integrations._common.settings_for`): ``context_length=``,
-``model=``, ``model_spec=``, ``max_output_tokens=``, ``max_tokens=``,
+``model=``, ``spec=``, ``max_output_tokens=``, ``max_tokens=``,
 ``calibration=``, ``estimator=``, ``strategy=``. ``client.ctxwin`` holds the
 wrapper's state: ``client.ctxwin.last`` (the last fit), ``client.ctxwin.reset()``
 (a new agent run). This module never imports ``openai`` itself.

@@ -25,7 +25,7 @@ floor does not fit, and learns from each ``ModelResponse.usage`` (its ``input_to
 The model's name, its ``max_tokens`` setting, the run's tool definitions and the
 request's instructions are read from the run; what the history does not show is learned
 from usage as an overhead. ``settings`` are the library's own (``context_length=``,
-``model=``, ``model_spec=``, ``max_tokens=``, ``max_output_tokens=``, ``calibration=``,
+``model=``, ``spec=``, ``max_tokens=``, ``max_output_tokens=``, ``calibration=``,
 ``estimator=``, ``strategy=``).
 """
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ctxwin.tokens.models import name_family
     from ctxwin.tokens.registry import (
         ESTIMATORS,
+        check_estimator,
         default_calibration,
         default_estimator,
         estimator_for,
@@ -77,6 +78,7 @@ _SOURCES = {
     "CLAUDE_TOKENIZER_GROWTH": "seeds",
     "ContentEstimator": "content",
     "ESTIMATORS": "registry",
+    "check_estimator": "registry",
     "estimator_for": "registry",
     "Estimator": "base",
     "Kind": "base",
@@ -144,6 +146,7 @@ __all__ = [
     "TokenizerEstimator",
     "auto_estimator",
     "calibrated",
+    "check_estimator",
     "claude_seed",
     "default_calibration",
     "default_estimator",

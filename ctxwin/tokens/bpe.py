@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ctxwin.extras import install_hint
 from ctxwin.tokens.base import Estimator, Kind
@@ -82,6 +83,26 @@ BPE_MISSING = (
 )
 
 
+def check_encoding(encoding: str) -> Any:
+    """The tokenizer (``quicktok``) when it can count ``encoding`` here, for
+    :class:`TokenizerEstimator`; :class:`~ctxwin.errors.UsageError` about the
+    ``tokenizer`` setting for an encoding not in :data:`TOKENIZERS` or a missing
+    ``bpe`` extra."""
+    from ctxwin.errors import UsageError
+
+    if encoding not in TOKENIZERS:
+        raise UsageError(
+            f"unknown encoding {encoding!r} "
+            f"(choose from: {AUTO_TOKENIZER}, {', '.join(TOKENIZERS)})",
+            setting="tokenizer",
+        )
+    try:
+        import quicktok
+    except ImportError:
+        raise UsageError(BPE_MISSING, setting="tokenizer") from None
+    return quicktok
+
+
 class TokenizerEstimator:
     """Exact BPE token counts (``quicktok``) plus OpenAI's chat framing.
 
@@ -94,18 +115,7 @@ class TokenizerEstimator:
     width = 1
 
     def __init__(self, encoding: str, *, per_message: int = 3, per_tool_call: int = 3) -> None:
-        from ctxwin.errors import UsageError
-
-        if encoding not in TOKENIZERS:
-            raise UsageError(
-                f"unknown encoding {encoding!r} "
-                f"(choose from: {AUTO_TOKENIZER}, {', '.join(TOKENIZERS)})",
-                setting="tokenizer",
-            )
-        try:
-            import quicktok
-        except ImportError:
-            raise UsageError(BPE_MISSING, setting="tokenizer") from None
+        quicktok = check_encoding(encoding)
         self.name = f"tokenizer:{encoding}"
         self.encoding = encoding
         self.per_message = per_message

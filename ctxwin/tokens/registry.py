@@ -42,36 +42,58 @@ ESTIMATORS: dict[str, Callable[[], Estimator]] = {
 """Estimators selectable by name (``--estimator``): name → a function that builds one."""
 
 
+TOKENIZER_PREFIX = "tokenizer:"
+"""``tokenizer:ENCODING`` names the estimator that counts exactly in ``ENCODING``."""
+
+
 def get_estimator(name: str) -> Estimator:
     """Build the estimator called ``name``: one of :data:`ESTIMATORS`, or
     ``tokenizer:ENCODING`` for exact counts (the ``bpe`` extra); ``ValueError`` names
-    the choices."""
-    if name.startswith("tokenizer:"):
+    the choices (:class:`~ctxwin.errors.UsageError` about the ``tokenizer`` setting for
+    an encoding that cannot count here)."""
+    if name.startswith(TOKENIZER_PREFIX):
         from ctxwin.tokens.bpe import TokenizerEstimator
 
-        return TokenizerEstimator(name.partition(":")[2])
-    try:
-        factory = ESTIMATORS[name]
-    except KeyError:
-        choices = ", ".join(sorted(ESTIMATORS))
-        raise ValueError(f"unknown estimator {name!r} (choose from: {choices})") from None
+        return TokenizerEstimator(name.removeprefix(TOKENIZER_PREFIX))
+    factory = ESTIMATORS.get(name)
+    if factory is None:
+        raise _unknown(name)
     return factory()
+
+
+def check_estimator(name: str) -> str:
+    """``name``, when :func:`get_estimator` can build the estimator it names; raises what
+    that would, without building one (the command line checks its flags before it
+    reads any input)."""
+    if name.startswith(TOKENIZER_PREFIX):
+        from ctxwin.tokens.bpe import check_encoding
+
+        check_encoding(name.removeprefix(TOKENIZER_PREFIX))
+    elif name not in ESTIMATORS:
+        raise _unknown(name)
+    return name
+
+
+def _unknown(name: str) -> ValueError:
+    choices = ", ".join(sorted(ESTIMATORS))
+    return ValueError(f"unknown estimator {name!r} (choose from: {choices})")
 
 
 def estimator_for(
     estimator: str | Estimator | None, tokenizer: str | None = None, model: str | None = None
 ) -> Estimator:
-    """The estimator a setting names: ``estimator`` (an object, a name for
-    :func:`get_estimator`, or ``None`` for the default), unless ``tokenizer`` names a BPE
-    encoding to count with exactly, or is ``auto``: exactly when ``model``'s tokenizer is
-    one the ``bpe`` extra has, else ``estimator`` (:func:`~ctxwin.tokens.bpe.auto_estimator`)."""
+    """The estimator a setting names: ``estimator`` (a name for :func:`get_estimator`,
+    ``None`` for the default, or an object a library caller built), unless ``tokenizer``
+    is ``auto``: exactly when ``model``'s tokenizer is one the ``bpe`` extra has, else
+    ``estimator`` (:func:`~ctxwin.tokens.bpe.auto_estimator`). Any other ``tokenizer``
+    is an encoding, the estimator ``tokenizer:ENCODING``."""
     if tokenizer is None:
         return _named(estimator)
     from ctxwin.tokens import bpe
 
     if tokenizer == bpe.AUTO_TOKENIZER:
         return bpe.auto_estimator(model, _named(estimator))
-    return bpe.TokenizerEstimator(tokenizer)
+    return get_estimator(TOKENIZER_PREFIX + tokenizer)
 
 
 def _named(estimator: str | Estimator | None) -> Estimator:
@@ -96,7 +118,7 @@ def default_calibration(name: str, model: str | None = None) -> float:
     ``content`` and ``bound`` 1.0 or their model family's measured seed
     (:mod:`ctxwin.tokens.seeds`). A name this registry does not know gets the ADR's
     1.15."""
-    if name.startswith("tokenizer:"):
+    if name.startswith(TOKENIZER_PREFIX):
         return 1.0  # exact counts, without needing the bpe extra to say so
     factory = ESTIMATORS.get(name)
     return SEED_CALIBRATION if factory is None else seed_of(factory(), model)
