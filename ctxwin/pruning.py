@@ -405,8 +405,9 @@ class Kept:
     def stable(self, limit: int, block: float, near: int = 0) -> int:
         """The option a cache-stable cut takes: :meth:`fewest` when that drops nothing or
         ``block`` is 0; else the first option that drops at least the next multiple of
-        ``block × limit`` raw tokens at or above what :meth:`fewest` drops (the floor
-        when none does). The multiples sit at fixed offsets of the history's cost, so
+        ``block × limit`` raw tokens at or above what :meth:`fewest` drops, short of the
+        floor (when no such option is, :meth:`fewest`'s: a cut never empties a request
+        to the floor to reach a block). The multiples sit at fixed offsets of the history's cost, so
         consecutive requests of a growing run keep one cut, and the prefix a provider
         caches, until what must go crosses the next one."""
         k = self.fewest(limit, near)
@@ -415,7 +416,9 @@ class Kept:
             return k
         size = max(1, int(block * limit))
         target = -(-self.dropped(k) // size) * size
-        lo, hi = k, last  # the first option at or after k dropping at least target
+        if self.dropped(last - 1) < target:
+            return k  # no block boundary short of the floor: drop what must go, no more
+        lo, hi = k, last - 1  # the first option at or after k dropping at least target
         while lo < hi:
             mid = (lo + hi) // 2
             if self.dropped(mid) >= target:

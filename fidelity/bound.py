@@ -81,11 +81,9 @@ from ctxwin.tokens.bound import (
     BOUND_WORD_CENTS,
     bound_parts,
     bound_pieces,
-    bound_vocabulary,
-    fixed_cents,
     unicode_subpieces,
-    vocab_file,
 )
+from ctxwin.tokens.vocabulary import bound_vocabulary, fixed_cents, vocab_file
 from fidelity import adversarial
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -110,10 +110,9 @@ from ctxwin.tokens.bound import (
     _pair_cents,
     bound_parts,
     bound_pieces,
-    bound_vocabulary,
-    fixed_cents,
 )
 from ctxwin.tokens.bpe import TOKENIZERS
+from ctxwin.tokens.vocabulary import bound_vocabulary, fixed_cents
 from fidelity.adversarial import vocab_tokens
 
 N = len(TOKENIZERS)

@@ -20,22 +20,24 @@ from ctxwin.tokens.bound import (
     _BPAIR,
     _BSPAN,
     BOUND_STRING_CENTS,
-    VOCAB_MAGIC,
     BoundEstimator,
-    BoundVocabulary,
     _bound_cents,
     _pair_cents,
     bound_parts,
     bound_pieces,
+    unicode_subpieces,
+)
+from ctxwin.tokens.registry import default_calibration, get_estimator
+from ctxwin.tokens.vocabulary import (
+    VOCAB_MAGIC,
+    BoundVocabulary,
     bound_vocabulary,
     char_caps,
     fixed_cents,
     run_cap,
-    unicode_subpieces,
     vocab_file,
     vocab_slot,
 )
-from ctxwin.tokens.registry import default_calibration, get_estimator
 from fidelity import adversarial
 from fidelity import scripts as fidelity_scripts
 from tests.conftest import Cli

@@ -4,18 +4,22 @@
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
-from zlib import adler32, crc32
+from zlib import adler32
 
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.content import _ADLER_MOD, _SHORT, SCALE, ContentEstimator, _memoize
 from ctxwin.tokens.seeds import BOUND_MODEL_CALIBRATION, family_seed
+from ctxwin.tokens.vocabulary import (
+    bound_vocabulary,
+    fixed_cents,
+    lacking_cents,
+)
 
 if TYPE_CHECKING:
-    import mmap
+    pass
 
 BOUND_CLASSES = (
     ("e", b"e"),
@@ -218,258 +222,6 @@ def unicode_subpieces(text: str) -> list[str]:
     return [text[m.start() : m.end()] for m in _uregex().finditer(classes)]
 
 
-VOCAB_MAGIC = b"ctxwin-bound-vocab-1\n\0\0\0"
-"""The first 24 bytes of ``ctxwin/data/bound-vocab.bin`` (:class:`BoundVocabulary`)."""
-
-_VOCAB_HEADER = len(VOCAB_MAGIC) + 12
-"""Bytes before the records: the magic, then the number of pieces, the number of index
-slots and where the index starts, each a 4-byte little-endian integer."""
-
-
-def vocab_slot(piece: bytes, mask: int) -> int:
-    """The home slot of ``piece`` in the index of :class:`BoundVocabulary` (``mask`` is
-    the number of slots less one): its CRC-32, masked."""
-    return crc32(piece) & mask
-
-
-_NOT_IN_VOCAB = frozenset(b"\x000123456789")
-"""Bytes no vocabulary piece holds: NUL ends a record, and a digit run is priced exactly
-without it (:func:`fixed_cents`), so :class:`_PiecePrices` looks no digit run up."""
-
-
-def _vocab_tags(start: int) -> int:
-    """The bits of an index entry that hold a CRC-32's bits, not the offset: those above
-    the width of ``start`` (where the index starts, beyond every offset)."""
-    return ~((1 << start.bit_length()) - 1) & 0xFFFFFFFF
-
-
-def vocab_file(records: list[tuple[bytes, int]]) -> bytes:
-    """The bytes of ``ctxwin/data/bound-vocab.bin`` holding ``records`` (piece, count; no
-    piece holds NUL or an ASCII digit, every count is 1-255; ``python -m fidelity.bound
-    --vocab`` gives them sorted by piece), in their order (see :class:`BoundVocabulary`)."""
-    from array import array
-
-    body = bytearray()
-    offsets = []
-    for piece, count in records:
-        if not 0 < count < 256 or any(c in _NOT_IN_VOCAB for c in piece):
-            raise ValueError(f"not a vocabulary record: {piece!r}, {count}")
-        body.append(count)
-        offsets.append(_VOCAB_HEADER + len(body))
-        body += piece + b"\0"
-    body += bytes(-(_VOCAB_HEADER + len(body)) % 4)
-    start = _VOCAB_HEADER + len(body)
-    if start >= 1 << 32:
-        raise ValueError("the vocabulary's records pass 4 GiB")
-    tags = _vocab_tags(start)
-    slots = 1 << (3 * len(records) // 2).bit_length()
-    mask = slots - 1
-    index = array("I", bytes(4 * slots))
-    for (piece, _), offset in zip(records, offsets, strict=True):
-        hashed = crc32(piece)
-        slot = hashed & mask
-        while index[slot]:
-            slot = (slot + 1) & mask
-        index[slot] = offset | (hashed & tags)
-    if sys.byteorder != "little":
-        index.byteswap()
-    head = VOCAB_MAGIC + b"".join(n.to_bytes(4, "little") for n in (len(records), slots, start))
-    return head + bytes(body) + index.tobytes()
-
-
-class BoundVocabulary(Mapping[bytes, int]):
-    """Piece → its count, read in place from the bytes of ``bound-vocab.bin``
-    (:func:`vocab_file`): opening it costs a file mapping, not a dict of a million pieces.
-
-    The file is :data:`VOCAB_MAGIC`; the number of pieces, of index slots (the smallest
-    power of two above 1.5 times the pieces: at most two thirds of them taken) and the
-    offset of the index (4-byte little-endian integers); the records, each the count
-    byte, the piece and NUL, sorted by piece; NUL padding to a multiple of 4; and the
-    index, one 4-byte little-endian integer per slot: 0 for an empty slot, else the
-    offset of a record's piece in the low bits and, in the bits above the offsets' width
-    (:func:`_vocab_tags`; 8 of them for the shipped file), the same bits of the piece's
-    CRC-32. A piece lives in its home slot (:func:`vocab_slot`) or, if that is taken,
-    the next free one after it (linear probing, wrapping round). A lookup hashes the
-    piece once (C speed) and walks the slots from its home slot to the first empty one
-    (1.6 slots on average for a piece the vocabulary holds, 2.8 for one it lacks, at
-    53 % of the slots taken); at a slot whose CRC-32 bits are the piece's it compares
-    the piece and a NUL with the bytes at the offset, so a slot of another piece is
-    passed over without reading the records, mostly.
-    """
-
-    __slots__ = ("_data", "_index", "_mask", "_size", "_start", "_tags")
-
-    def __init__(self, data: bytes | mmap.mmap) -> None:
-        head = bytes(data[:_VOCAB_HEADER])
-        if len(head) < _VOCAB_HEADER or not head.startswith(VOCAB_MAGIC):
-            raise ValueError("not a ctxwin bound vocabulary")
-        size, slots, start = (
-            int.from_bytes(head[i : i + 4], "little")
-            for i in range(len(VOCAB_MAGIC), _VOCAB_HEADER, 4)
-        )
-        if not slots or slots & (slots - 1) or start % 4 or start + 4 * slots != len(data):
-            raise ValueError("not a ctxwin bound vocabulary")
-        view = memoryview(data)[start:]
-        index: Sequence[int] = view.cast("I")
-        if sys.byteorder != "little":
-            from array import array
-
-            swapped = array("I")
-            swapped.frombytes(view)
-            swapped.byteswap()
-            index = swapped
-        self._data = data
-        self._index = index
-        self._mask = slots - 1
-        self._size = size
-        self._start = start
-        self._tags = _vocab_tags(start)
-
-    def get(self, piece: bytes, default: int | None = None) -> int | None:  # type: ignore[override]
-        data, index, mask, start = self._data, self._index, self._mask, self._start
-        hashed = crc32(piece)
-        slot = hashed & mask
-        tag = hashed & self._tags
-        entry = index[slot]
-        while entry:
-            offset = entry ^ tag  # below start only if the entry's tag is the piece's
-            if offset < start:
-                end = offset + len(piece)
-                if data[offset:end] == piece and data[end : end + 1] == b"\0":
-                    return data[offset - 1] if 0 not in piece else default  # NUL ends a record
-            slot = (slot + 1) & mask
-            entry = index[slot]
-        return default
-
-    def __contains__(self, piece: object) -> bool:
-        try:
-            return self.get(piece) is not None  # type: ignore[arg-type]
-        except TypeError:  # not bytes
-            return False
-
-    def __getitem__(self, piece: bytes) -> int:
-        count = self.get(piece)
-        if count is None:
-            raise KeyError(piece)
-        return count
-
-    def __len__(self) -> int:
-        return self._size
-
-    def records(self) -> Iterator[tuple[bytes, int]]:
-        """(piece, count) in the order of the file, read straight from the records."""
-        body = bytes(self._data[_VOCAB_HEADER : self._start]).rstrip(b"\0")
-        for record in body.split(b"\0") if body else ():
-            yield record[1:], record[0]
-
-    def __iter__(self) -> Iterator[bytes]:
-        return (piece for piece, _ in self.records())
-
-
-@lru_cache(maxsize=1)
-def bound_vocabulary() -> BoundVocabulary:
-    """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
-    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin``, 21.3 MB: a
-    :class:`BoundVocabulary` mapped into memory, so opening it takes under a millisecond,
-    where a dict of it took about 0.5 s, and a lookup a CRC-32 and a slice comparison;
-    written by ``python -m fidelity.bound --vocab``).
-    1,107,206 pieces without digits, each the shape
-    :func:`bound_parts` looks up (an ASCII piece of :func:`bound_pieces`, or one
-    :func:`unicode_subpieces` piece): the tokens of the four vocabularies that count 1 or 2
-    in all four (`` the``, ``_id``, ``.\n\n``, ``→``, `` ├``, `` Привет``); the forms of
-    the 20,000 commonest English words (lower-case, capitalized, upper-case; alone, after a
-    space, ``_``, ``/``, ``-`` or ``.``: `` economy``, ``/Contents``); the commonest 10,000
-    words of 38 other languages that hold a non-ASCII letter (as written and capitalized,
-    alone and after a space; ``wordfreq``); and the ASCII pieces of the code and paths on
-    the machine that built it (the standard library's and installed packages' ``.py``
-    files, also JSON-escaped twice, and the paths under ``/usr``: ``/site``, ``-packages``,
-    ``_dtype``) found in 8 files or more. None comes from the recorded corpus."""
-    import mmap
-    from pathlib import Path
-
-    path = Path(__file__).parent.parent / "data" / "bound-vocab.bin"
-    with path.open("rb") as f:
-        try:
-            data: bytes | mmap.mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # no mapping here: read it whole
-            data = f.read()
-    return BoundVocabulary(data)
-
-
-def fixed_cents(piece: bytes, vocab: Mapping[bytes, int]) -> int | None:
-    """What ``piece`` costs, in 1/100 token, when a count is known for it: its count in
-    ``vocab``; one token per digit for a run of ASCII digits (Qwen 3 gives every digit
-    its own token; the others group up to three, one token or more each); for a run of
-    non-ASCII bytes, :func:`run_cap`. ``None`` for any other piece (it is priced by
-    pairs)."""
-    count = vocab.get(piece)
-    if count is not None:
-        return 100 * count
-    return _lacking_cents(piece)
-
-
-def _lacking_cents(piece: bytes) -> int | None:
-    """:func:`fixed_cents` of a piece the vocabulary lacks."""
-    if piece[:1] >= b"\x80":
-        return 100 * run_cap(piece)
-    if piece.isdigit():
-        return 100 * len(piece)
-    return None
-
-
-@lru_cache(maxsize=1)
-def char_caps() -> bytes:
-    """Code point → the most tokens o200k_base, cl100k_base, Llama 3 or Qwen 3 can start
-    inside that character, wherever it stands (``ctxwin/data/char-caps.bin.gz``, written
-    by ``python -m fidelity.bound --chars``: the characters whose cap is below their UTF-8
-    length, each as three bytes of code point and one of cap).
-
-    Every token holds at least one byte, so a character can start no more tokens than it
-    has bytes; all four tokenizers are byte-level BPE. Fewer where their vocabularies rule
-    a split out: a token starts at byte k > 0 of a character only if bytes k-1 and k end
-    in different tokens. If both would be tokens of one byte each and the two bytes
-    together are a token, that split is not final: BPE stops only when no two
-    neighbouring tokens make a token, and a two-byte token is made from its two bytes
-    alone. ``--chars`` tries every split of every character that obeys this rule, with
-    every part a token of the vocabulary, the first part allowed to be the tail of a
-    longer token reaching in from the left and the last the head of one running on to the
-    right (and there the rule is waived); the cap is the most parts over the four
-    tokenizers. The 192 code points of the Hiragana and Katakana blocks and 512 CJK
-    ideographs cannot be split in three (2 tokens, not 3), nor 7,640 four-byte
-    characters in four (3, not 4); every other character keeps one token a byte."""
-    import gzip
-    from pathlib import Path
-
-    table = bytearray(
-        b"\x01" * 0x80 + b"\x02" * 0x780 + b"\x03" * 0xF800 + b"\x04" * (0x110000 - 0x10000)
-    )
-    path = Path(__file__).parent.parent / "data" / "char-caps.bin.gz"
-    raw = gzip.decompress(path.read_bytes())
-    for i in range(0, len(raw), 4):
-        table[int.from_bytes(raw[i : i + 3], "big")] = raw[i + 3]
-    return bytes(table)
-
-
-def run_cap(run: bytes) -> int:
-    """The most tokens any of the four tokenizers can start in ``run``, UTF-8 text of
-    non-ASCII characters: the sum of their :func:`char_caps`, over the text as it is or
-    over its NFC form if that sum is larger (Qwen 3 normalizes to NFC before it tokenizes,
-    and some characters grow: U+0F76 from 3 bytes to 6, U+1D160 from 4 to 12). Bytes that
-    are not UTF-8 cost one token each."""
-    import unicodedata
-
-    try:
-        text = run.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        return len(run)
-    caps = char_caps()
-    price = sum(text.translate(caps).encode("latin-1"))
-    if unicodedata.is_normalized("NFC", text):
-        return price
-    nfc = unicodedata.normalize("NFC", text)
-    return max(price, sum(nfc.translate(caps).encode("latin-1")))
-
-
 _LOOSE = rb" +(?= |\Z)"
 """Spaces that no run takes: all but the last of a run of spaces before something
 else, and every space at the end of the string."""
@@ -633,7 +385,7 @@ class _PiecePrices(dict[bytes, int]):
             else:
                 price = 0
                 for part in _lacking_parts(piece, vocab):
-                    exact = _lacking_cents(part) if part is piece else fixed_cents(part, vocab)
+                    exact = lacking_cents(part) if part is piece else fixed_cents(part, vocab)
                     price += _pair_cents(part) if exact is None else exact
         if len(piece) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
