@@ -381,6 +381,7 @@ def fit_plan(
         drop=DROP_TURNS in strategy.steps,
         overhead=overhead,
         learned=learned,
+        block=strategy.block,
     )
     if fitted is not transcript:
         # the input's estimate, nothing checked

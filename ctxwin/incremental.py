@@ -394,6 +394,7 @@ class Prefixes:
         *,
         overhead: int = 0,
         learned: bool = False,
+        block: float = 0.0,
     ) -> FitResult:
         """What :func:`ctxwin.pruning.fit` gives on a view of ``items[:i]``."""
         whole = self.whole(i, budget, calibration, overhead=overhead, learned=learned)
@@ -411,7 +412,7 @@ class Prefixes:
         start = seg.head_end
         options = _Options(seg)
         kept = Kept(total, self.prefix, start, options, estimator)
-        k = kept.fewest(scale.raw_limit(budget), self._near)
+        k = kept.stable(scale.raw_limit(budget), block, self._near)
         self._near = k
         cut = options[k][1]
         if cut > start:

@@ -264,6 +264,7 @@ class ContextWindowManager:
             self.calibration,
             overhead=self.overhead,
             learned=learner is not None,
+            block=self.settings.strategy.block,
         )
         return Plan(transcript, budget, result)
 

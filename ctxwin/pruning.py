@@ -252,6 +252,7 @@ def fit(
     drop: bool = True,
     overhead: int = 0,
     learned: bool = False,
+    block: float = 0.0,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
 
@@ -288,7 +289,7 @@ def fit(
     start = seg.head_end
     gap = view.superseded
     kept = Kept(total, prefix_sums(columns), start, options, estimator, gap)
-    k = kept.fewest(scale.raw_limit(budget))
+    k = kept.stable(scale.raw_limit(budget), block)
     dropped_gap, cut = options[k]
     units = k - 1 if k and options[-1][0] else k  # option 1 drops the superseded block
     result = pruned(
@@ -387,6 +388,41 @@ class Kept:
                 cost = [c - s for c, s in zip(cost, saved, strict=True)]
             raw = self.known[k] = self.estimator.raw(cost)
         return raw
+
+    def dropped(self, k: int) -> int:
+        """The raw estimate of what option ``k`` drops, unedited: the items from the head's
+        end to its cut (and the superseded block when it goes). A function of the
+        history alone: appending items never changes it."""
+        dropped_gap, c = self.options[k]
+        start = self.start
+        cost = [p[c] - p[start] for p in self.prefix]
+        gap = self.gap
+        if dropped_gap and gap is not None:
+            a, b = gap
+            cost = [x + p[b] - p[a] for x, p in zip(cost, self.prefix, strict=True)]
+        return self.estimator.raw(cost)
+
+    def stable(self, limit: int, block: float, near: int = 0) -> int:
+        """The option a cache-stable cut takes: :meth:`fewest` when that drops nothing or
+        ``block`` is 0; else the first option that drops at least the next multiple of
+        ``block × limit`` raw tokens at or above what :meth:`fewest` drops (the floor
+        when none does). The multiples sit at fixed offsets of the history's cost, so
+        consecutive requests of a growing run keep one cut, and the prefix a provider
+        caches, until what must go crosses the next one."""
+        k = self.fewest(limit, near)
+        last = len(self.options) - 1
+        if k == 0 or block <= 0 or k >= last:
+            return k
+        size = max(1, int(block * limit))
+        target = -(-self.dropped(k) // size) * size
+        lo, hi = k, last  # the first option at or after k dropping at least target
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.dropped(mid) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def fewest(self, limit: int, near: int = 0) -> int:
         """The first option whose raw estimate is within ``limit``; the last (the floor)

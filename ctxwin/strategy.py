@@ -97,6 +97,9 @@ class _StrategyFields(NamedTuple):
     """Tools whose results are never cleared or cut."""
     clear_at_least: int = 0
     """Once ``clear-results`` clears anything, it clears at least this many tokens."""
+    block: float = 0.0
+    """The cut moves in blocks of this share of the budget (0: the fewest turns, just
+    fit): see :meth:`ctxwin.pruning.Kept.stable`."""
 
 
 class Strategy(_StrategyFields):
@@ -114,11 +117,16 @@ class Strategy(_StrategyFields):
         keep_results: int = DEFAULT_KEEP_RESULTS,
         exclude_tools: frozenset[str] = frozenset(),
         clear_at_least: int = 0,
+        block: float = 0.0,
     ) -> Strategy:
         parse_steps(",".join(steps))
         if keep_results < 0 or clear_at_least < 0:
             raise UsageError("keep_results and clear_at_least must not be negative")
-        return super().__new__(cls, steps, keep_results, exclude_tools, clear_at_least)
+        if not 0 <= block <= 1:  # also refuses NaN
+            raise UsageError(
+                f"expected a share of the budget from 0 to 1, got {block!r}", setting="block"
+            )
+        return super().__new__(cls, steps, keep_results, exclude_tools, clear_at_least, block)
 
     @property
     def actions(self) -> tuple[Step, ...]:
@@ -460,7 +468,7 @@ def plan_edits(
             suffix.append(_add(suffix[-1], o.saving))
         suffix.reverse()  # suffix[j]: savings of ahead[j:]
         kept.less = lambda cut: suffix[bisect_left(starts, cut)]
-        k = kept.fewest(pl.limit)
+        k = kept.stable(pl.limit, strategy.block)
     pl.cut = options[k][1]
     current = kept.cost(k)
     done = pl.done

@@ -1,7 +1,8 @@
 """Property tests of the strategy steps (``ctxwin.strategy``), in all four wire formats.
 
 Each test draws a transcript shape (see ``test_format_properties``), a strategy
-(steps in a valid order, ``keep_results``, excluded tools, ``clear_at_least``)
+(steps in a valid order, ``keep_results``, excluded tools, ``clear_at_least``, the
+cut's ``block``)
 and a budget between "far too small" and "more than enough". The output must:
 
 * be an ordered subsequence of the input's entries, each the same object
@@ -72,6 +73,7 @@ def strategies(draw: st.DrawFn) -> Strategy:
         keep_results=draw(st.integers(0, 4)),
         exclude_tools=frozenset(draw(st.lists(st.sampled_from(["search", "read", "run"])))),
         clear_at_least=draw(st.sampled_from([0, 0, 50, 400])),
+        block=draw(st.sampled_from([0.0, 0.0, 0.25, 0.5, 1.0])),
     )
 
 
@@ -168,9 +170,10 @@ def check(
     default = core.fit_plan(t, budget, cal, Strategy(DEFAULT_STEPS, keep_results=0))
     assert orjson.dumps(default.output()) == orjson.dumps(plain.output())
     assert plain.result.keep == fit(view, budget.budget, t.estimator, cal, t.adapter.problems).keep
-    # clearing before dropping never keeps fewer entries
+    # clearing before dropping never keeps fewer entries (cutting in the same blocks)
     if strategy.steps[:2] == ("clear-results", DROP_TURNS):
-        assert len(r.keep) >= len(plain.result.keep)
+        blocks = core.fit_plan(t, budget, cal, Strategy(DEFAULT_STEPS, block=strategy.block))
+        assert len(r.keep) >= len(blocks.result.keep)
 
 
 @PROPERTY

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         keep_results: int
         exclude_tools: str
         clear_at_least: int
+        block: float
 
 
 _kept: list[Any] | None = None
@@ -90,7 +91,7 @@ def load_spec(path: Path | None) -> Any:
 
 
 def make_strategy(
-    strategy: str, keep_results: int, exclude_tools: str, clear_at_least: int
+    strategy: str, keep_results: int, exclude_tools: str, clear_at_least: int, block: float = 0.0
 ) -> Strategy:
     """The :class:`~ctxwin.strategy.Strategy` the flags name; :class:`UsageError` (exit 2)
     for an unknown, repeated or misplaced step."""
@@ -101,7 +102,7 @@ def make_strategy(
     except UsageError as exc:
         raise UsageError(str(exc), setting="strategy") from None
     tools = frozenset(t.strip() for t in exclude_tools.split(",") if t.strip())
-    return Strategy(steps, keep_results, tools, clear_at_least)
+    return Strategy(steps, keep_results, tools, clear_at_least, block)
 
 
 def check_format(fmt: str) -> str:
@@ -148,6 +149,7 @@ def build_settings(
     keep_results: int = 3,
     exclude_tools: str = "",
     clear_at_least: int = 0,
+    block: float = 0.0,
     **fields: Any,
 ) -> Settings:
     """The :class:`~ctxwin.settings.Settings` the model, budget, estimation and strategy
@@ -162,7 +164,7 @@ def build_settings(
     """
     from ctxwin.settings import Settings
 
-    fields["strategy"] = make_strategy(strategy, keep_results, exclude_tools, clear_at_least)
+    fields["strategy"] = make_strategy(strategy, keep_results, exclude_tools, clear_at_least, block)
     fields["spec"] = load_spec(spec)
     fields["fmt"] = check_format(fmt)
     fields["calibration"] = check_calibration(calibration)

@@ -186,6 +186,17 @@ FLAGS: dict[str, Flag] = {
             panel=STRATEGY_PANEL,
         ),
         Flag(
+            "block",
+            ("--block",),
+            "float",
+            0.0,
+            "Move the cut in blocks of this share of the budget (0 to 1; 0: drop the "
+            "fewest turns). Consecutive requests of a growing run then keep one cut, and "
+            "the provider's prompt cache, until what must go crosses the next block.",
+            minimum=0.0,
+            panel=STRATEGY_PANEL,
+        ),
+        Flag(
             "max_input_bytes",
             ("--max-input-bytes",),
             "int",
@@ -246,7 +257,7 @@ ESTIMATION = (
 )
 """The model, budget and estimation flags."""
 
-STRATEGY = ("strategy", "keep_results", "exclude_tools", "clear_at_least")
+STRATEGY = ("strategy", "keep_results", "exclude_tools", "clear_at_least", "block")
 """The flags that say how a request is fitted (:class:`~ctxwin.strategy.Strategy`)."""
 
 SHARED = ESTIMATION + STRATEGY
