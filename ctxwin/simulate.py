@@ -184,14 +184,16 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             first_pruned = k
         if r.overflow_at_floor and first_truncated is None:
             first_truncated = k
-        row: ReplayRow = {
-            "run": run.name,
-            "call": k,
-            "where": where_k,
-            **fitted.row(),
-            "reported_tokens": reported,
-            "under_estimate": reported is not None and r.estimated_tokens < reported,
-        }
+        rows.append(
+            {
+                "run": run.name,
+                "call": k,
+                "where": where_k,
+                **fitted.row(),  # type: ignore[typeddict-item]
+                "reported_tokens": reported,
+                "under_estimate": reported is not None and r.estimated_tokens < reported,
+            }
+        )
         if not r.overflow_at_floor:  # a call that is sent
             ledger.rescale(r, manager.learn_overhead and manager.learned)
             if prefixes is not None and r.gap is None:
@@ -200,8 +202,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             else:
                 laid = laid_plan(fitted, ledger.now)
                 marks = body_marks(fitted.output())
-            row.update(ledger.add(fitted, laid, marks, reported, usage))  # type: ignore[typeddict-item]
-        rows.append(row)
+            rows[-1].update(ledger.add(fitted, laid, marks, reported, usage))  # type: ignore[typeddict-item]
         prev = (usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
