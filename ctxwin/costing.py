@@ -150,12 +150,34 @@ def laid_plan(plan: Plan, now: ScaleNow) -> Laid:
     before: object = None
     if isinstance(body, Mapping):
         before = {
-            k: v for k, v in body.items() if k not in _SAMPLING_KEYS and k != t.adapter.items_key
+            k: _unmarked(v)
+            for k, v in body.items()
+            if k not in _SAMPLING_KEYS and k != t.adapter.items_key
         }
-    messages: list[object] = list(plan.messages)
+    messages: list[object] = [_unmarked(m) for m in plan.messages]
     if len(messages) != len(r.keep):  # a body whose entries are not its items
         messages = [("item", i) for i in r.keep]
     return Laid([before, *messages], _Ends(len(raws), raws.__getitem__, now))
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` (a message, the system prompt, the tools) as the cache matches it: a mark
+    moved from one request's last message to the next one's leaves the tokens as they
+    were, so ``cache_control`` is no part of a key. ``value`` itself when it has none."""
+    if isinstance(value, list):
+        if not any(map(_marked, value)):
+            return value
+        return [_unmarked(v) for v in value]
+    if not _marked(value):
+        return value
+    out = {k: v for k, v in value.items() if k != "cache_control"}
+    content = out.get("content")
+    if isinstance(content, list):
+        out["content"] = [
+            {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, Mapping) else b
+            for b in content
+        ]
+    return out
 
 
 def _marked(value: Any) -> bool:
