@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,7 @@ def test_replay_predicts_cache_use_from_the_bodys_marks_and_prices_it() -> None:
     assert rep["price_source"] == "table" and rep["price"]["cache_read"] == 0.3
     assert rows[0]["cached_tokens"] == 0  # nothing before it
     assert rows[0]["cache_write_tokens"] == rows[0]["estimated_tokens_after"]
-    for before, row in zip(rows, rows[1:], strict=False):
+    for before, row in pairwise(rows):
         # each call reads the whole prompt of the call before (its marked prefix) and
         # writes the rest up to its own last mark: its last message
         assert row["cached_tokens"] == before["estimated_tokens_after"]
