@@ -341,13 +341,18 @@ def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
     if rep.get("learn_overhead"):
         parts.append(f"overhead {rep['final_overhead']:,} tokens learned from usage")
     console.print(Text("; ".join(parts)))
-    console.print(Text(cost_words(rep)))
+    costs = cost_words(rep)
+    if costs:
+        console.print(Text(costs))
     console.print()
 
 
 def cost_words(rep: ReplayReport) -> str:
     """The run's prompts in tokens and money: sent, read from and written to the cache
-    (predicted, and as logged), and the input cost, with where the prices come from."""
+    (predicted, and as logged), and the input cost, with where the prices come from
+    (``""`` for a report without them)."""
+    if "tokens_sent" not in rep:
+        return ""
     parts = [f"sent {rep['tokens_sent']:,} prompt tokens"]
     if rep["cached_tokens"] is None:
         parts.append("cache: no caching rules known for the model")

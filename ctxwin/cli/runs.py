@@ -100,7 +100,9 @@ def replay(
     """
     from ctxwin.cli.replay import replay
 
-    code = replay(run_files=run_files, compare=compare, **flags)
+    if compare:  # a plain command line (ctxwin.cli.fastargs) passes none
+        flags["compare"] = compare
+    code = replay(run_files=run_files, **flags)
     if code:
         raise typer.Exit(code)
 
