@@ -34,6 +34,9 @@ import gen  # noqa: E402  (bench/gen.py, next to this file)
 COMMANDS = {
     "import ctxwin": ["-c", "import ctxwin"],
     "estimate --json": ["-m", "ctxwin", "estimate", "{small}", "--json"],
+    "estimate --json --estimator bound": [
+        *("-m", "ctxwin", "estimate", "{small}", "--json", "--estimator", "bound"),
+    ],
     "estimate (summary)": ["-m", "ctxwin", "estimate", "{small}"],
     "prune": ["-m", "ctxwin", "prune", "{small}", "{out}", "--context-length", "4000"],
 }

@@ -62,6 +62,7 @@ import collections
 import gzip
 import itertools
 import json
+import os
 import random
 import string
 import sys
@@ -83,6 +84,7 @@ from ctxwin.tokens.bound import (
     bound_vocabulary,
     fixed_cents,
     unicode_subpieces,
+    vocab_file,
 )
 from fidelity import adversarial
 
@@ -343,7 +345,7 @@ def vocab_shaped(token: bytes) -> bool:
     return unicode_subpieces(text) == [text]
 
 
-VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.bin.gz"
+VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.bin"
 
 
 VOCAB_MAX = 2
@@ -545,11 +547,14 @@ def write_char_caps() -> int:
 
 
 def write_vocabulary() -> int:
-    """Write :func:`vocabulary` to :data:`VOCAB_PATH` (gzip; each record is the count
-    byte, the piece and NUL, as pieces may hold line breaks)."""
+    """Write :func:`vocabulary` to :data:`VOCAB_PATH` (:func:`ctxwin.tokens.bound.vocab_file`:
+    each record the count byte, the piece and NUL, as pieces may hold line breaks, then a
+    hash index over them). The file is replaced whole, never rewritten in place: a process
+    may have it mapped."""
     pieces = vocabulary()
-    raw = b"".join(bytes([count]) + piece + b"\0" for piece, count in pieces)
-    VOCAB_PATH.write_bytes(gzip.compress(raw, 9, mtime=0))
+    tmp = VOCAB_PATH.with_suffix(".tmp")
+    tmp.write_bytes(vocab_file(pieces))
+    os.replace(tmp, VOCAB_PATH)
     return len(pieces)
 
 

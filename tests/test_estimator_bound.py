@@ -20,7 +20,9 @@ from ctxwin.tokens.bound import (
     _BPAIR,
     _BSPAN,
     BOUND_STRING_CENTS,
+    VOCAB_MAGIC,
     BoundEstimator,
+    BoundVocabulary,
     _bound_cents,
     _pair_cents,
     bound_parts,
@@ -30,6 +32,8 @@ from ctxwin.tokens.bound import (
     fixed_cents,
     run_cap,
     unicode_subpieces,
+    vocab_file,
+    vocab_slot,
 )
 from ctxwin.tokens.registry import default_calibration, get_estimator
 from fidelity import adversarial
@@ -211,6 +215,85 @@ def test_every_vocabulary_count_is_the_largest_of_the_four() -> None:
 def test_a_digit_run_costs_one_token_per_digit_at_most(digits: str) -> None:
     assert fixed_cents(digits.encode(), bound_vocabulary()) == 100 * len(digits)
     assert max(e.count(digits) for e in _encoders()) == len(digits)  # type: ignore[attr-defined]
+
+
+def test_the_vocabulary_index_finds_every_record_and_nothing_else() -> None:
+    """Every record of ``bound-vocab.bin`` is found by the hash index at its count; pieces
+    one byte longer or shorter than a record, or holding NUL, are not, unless they are
+    records themselves."""
+    vocab = bound_vocabulary()
+    assert isinstance(vocab, BoundVocabulary)
+    records = dict(vocab.records())
+    assert len(records) == len(vocab) > 800_000
+    assert [piece for piece, count in records.items() if vocab.get(piece) != count] == []
+    others = {
+        other
+        for piece in itertools.islice(records, 0, None, 5)
+        for other in (piece + b"#", piece[:-1], b"q" + piece, piece + b"\0")
+    }
+    assert len(others) > 800_000
+    assert [p for p in others if vocab.get(p) != records.get(p)] == []
+    assert [p for p in others if (p in vocab) != (p in records)] == []
+
+
+def test_the_vocabulary_file_is_what_the_writer_makes_of_its_records() -> None:
+    """The shipped index is the one :func:`vocab_file` builds (``--vocab`` writes it)."""
+    from pathlib import Path
+
+    import ctxwin.tokens.bound as bound
+
+    path = Path(bound.__file__).parent.parent / "data" / "bound-vocab.bin"
+    assert vocab_file(list(bound_vocabulary().records())) == path.read_bytes()
+
+
+def _colliding(mask: int, slot: int, n: int) -> list[bytes]:
+    """``n`` pieces whose home slot is ``slot``."""
+    found = []
+    for letters in itertools.product(b"abcdefghijklmnopqrstuvwxyz", repeat=4):
+        piece = b"w" + bytes(letters)
+        if vocab_slot(piece, mask) == slot:
+            found.append(piece)
+            if len(found) == n:
+                return found
+    raise AssertionError
+
+
+def test_a_small_vocabulary_file_round_trips_with_collisions_and_wrap_round() -> None:
+    """Records whose home slots collide, and the last slot's spilling over to the first, are
+    all found; misses, NUL-bearing and non-bytes keys are not; the mapping interface."""
+    records = [(b" the", 1), (b"\n\n", 1), ("→".encode(), 1), (b"x", 200), (b"ab", 2)]
+    slots = 1 << (3 * (len(records) + 6) // 2).bit_length()
+    records += [(p, 3) for p in _colliding(slots - 1, slots - 1, 3)]  # wraps to slot 0
+    records += [(p, 4) for p in _colliding(slots - 1, 1, 3)]
+    data = vocab_file(records)
+    assert data.startswith(VOCAB_MAGIC)
+    vocab = BoundVocabulary(data)
+    assert int.from_bytes(data[len(VOCAB_MAGIC) + 4 : len(VOCAB_MAGIC) + 8], "little") == slots
+    assert dict(vocab.items()) == dict(records) == dict(vocab.records())
+    assert list(vocab) == [p for p, _ in records] and len(vocab) == len(records)
+    assert all(vocab[p] == c and p in vocab for p, c in records)
+    for miss in (b"", b"th", b" the ", b"x\0", b"\0x", b"a", b"abx", b"w", b"\0"):
+        assert miss not in vocab and vocab.get(miss) is None and vocab.get(miss, 7) == 7
+        with pytest.raises(KeyError):
+            vocab[miss]
+    keys: list[object] = [" the", None, 1]
+    assert not any(key in vocab for key in keys)  # a Mapping's keys are bytes here
+    assert fixed_cents(b"x", vocab) == 20_000 and fixed_cents(b"12", vocab) == 200
+    assert BoundVocabulary(vocab_file([])).get(b"a") is None
+
+
+@pytest.mark.parametrize("cut", [0, 10, 36, -4, -1])
+def test_a_damaged_vocabulary_file_is_refused(cut: int) -> None:
+    data = vocab_file([(b"ab", 1), (b"cd", 2)])
+    damaged = data[:cut] if cut else b"junk" + data[4:]
+    with pytest.raises(ValueError, match="not a ctxwin bound vocabulary"):
+        BoundVocabulary(damaged)
+
+
+def test_a_vocabulary_record_must_fit_its_file() -> None:
+    for record in [(b"a\0b", 1), (b"ab", 0), (b"ab", 256), (b"a1", 1), (b"0", 1)]:
+        with pytest.raises(ValueError, match="not a vocabulary record"):
+            vocab_file([record])
 
 
 @settings(max_examples=100)

@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
-from zlib import adler32
+from typing import TYPE_CHECKING
+from zlib import adler32, crc32
 
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.content import _ADLER_MOD, _SHORT, SCALE, ContentEstimator, _memoize
 from ctxwin.tokens.seeds import BOUND_MODEL_CALIBRATION, family_seed
+
+if TYPE_CHECKING:
+    import mmap
 
 BOUND_CLASSES = (
     ("e", b"e"),
@@ -213,12 +218,162 @@ def unicode_subpieces(text: str) -> list[str]:
     return [text[m.start() : m.end()] for m in _uregex().finditer(classes)]
 
 
+VOCAB_MAGIC = b"ctxwin-bound-vocab-1\n\0\0\0"
+"""The first 24 bytes of ``ctxwin/data/bound-vocab.bin`` (:class:`BoundVocabulary`)."""
+
+_VOCAB_HEADER = len(VOCAB_MAGIC) + 12
+"""Bytes before the records: the magic, then the number of pieces, the number of index
+slots and where the index starts, each a 4-byte little-endian integer."""
+
+
+def vocab_slot(piece: bytes, mask: int) -> int:
+    """The home slot of ``piece`` in the index of :class:`BoundVocabulary` (``mask`` is
+    the number of slots less one): its CRC-32, masked."""
+    return crc32(piece) & mask
+
+
+_NOT_IN_VOCAB = frozenset(b"\x000123456789")
+"""Bytes no vocabulary piece holds: NUL ends a record, and a digit run is priced exactly
+without it (:func:`fixed_cents`), so :class:`_PiecePrices` looks no digit run up."""
+
+
+def _vocab_tags(start: int) -> int:
+    """The bits of an index entry that hold a CRC-32's bits, not the offset: those above
+    the width of ``start`` (where the index starts, beyond every offset)."""
+    return ~((1 << start.bit_length()) - 1) & 0xFFFFFFFF
+
+
+def vocab_file(records: list[tuple[bytes, int]]) -> bytes:
+    """The bytes of ``ctxwin/data/bound-vocab.bin`` holding ``records`` (piece, count; no
+    piece holds NUL or an ASCII digit, every count is 1-255; ``python -m fidelity.bound
+    --vocab`` gives them sorted by piece), in their order (see :class:`BoundVocabulary`)."""
+    from array import array
+
+    body = bytearray()
+    offsets = []
+    for piece, count in records:
+        if not 0 < count < 256 or any(c in _NOT_IN_VOCAB for c in piece):
+            raise ValueError(f"not a vocabulary record: {piece!r}, {count}")
+        body.append(count)
+        offsets.append(_VOCAB_HEADER + len(body))
+        body += piece + b"\0"
+    body += bytes(-(_VOCAB_HEADER + len(body)) % 4)
+    start = _VOCAB_HEADER + len(body)
+    if start >= 1 << 32:
+        raise ValueError("the vocabulary's records pass 4 GiB")
+    tags = _vocab_tags(start)
+    slots = 1 << (3 * len(records) // 2).bit_length()
+    mask = slots - 1
+    index = array("I", bytes(4 * slots))
+    for (piece, _), offset in zip(records, offsets, strict=True):
+        hashed = crc32(piece)
+        slot = hashed & mask
+        while index[slot]:
+            slot = (slot + 1) & mask
+        index[slot] = offset | (hashed & tags)
+    if sys.byteorder != "little":
+        index.byteswap()
+    head = VOCAB_MAGIC + b"".join(n.to_bytes(4, "little") for n in (len(records), slots, start))
+    return head + bytes(body) + index.tobytes()
+
+
+class BoundVocabulary(Mapping[bytes, int]):
+    """Piece → its count, read in place from the bytes of ``bound-vocab.bin``
+    (:func:`vocab_file`): opening it costs a file mapping, not a dict of a million pieces.
+
+    The file is :data:`VOCAB_MAGIC`; the number of pieces, of index slots (the smallest
+    power of two above 1.5 times the pieces: at most two thirds of them taken) and the
+    offset of the index (4-byte little-endian integers); the records, each the count
+    byte, the piece and NUL, sorted by piece; NUL padding to a multiple of 4; and the
+    index, one 4-byte little-endian integer per slot: 0 for an empty slot, else the
+    offset of a record's piece in the low bits and, in the bits above the offsets' width
+    (:func:`_vocab_tags`; 8 of them for the shipped file), the same bits of the piece's
+    CRC-32. A piece lives in its home slot (:func:`vocab_slot`) or, if that is taken,
+    the next free one after it (linear probing, wrapping round). A lookup hashes the
+    piece once (C speed) and walks the slots from its home slot to the first empty one
+    (1.6 slots on average for a piece the vocabulary holds, 2.8 for one it lacks, at
+    53 % of the slots taken); at a slot whose CRC-32 bits are the piece's it compares
+    the piece and a NUL with the bytes at the offset, so a slot of another piece is
+    passed over without reading the records, mostly.
+    """
+
+    __slots__ = ("_data", "_index", "_mask", "_size", "_start", "_tags")
+
+    def __init__(self, data: bytes | mmap.mmap) -> None:
+        head = bytes(data[:_VOCAB_HEADER])
+        if len(head) < _VOCAB_HEADER or not head.startswith(VOCAB_MAGIC):
+            raise ValueError("not a ctxwin bound vocabulary")
+        size, slots, start = (
+            int.from_bytes(head[i : i + 4], "little")
+            for i in range(len(VOCAB_MAGIC), _VOCAB_HEADER, 4)
+        )
+        if not slots or slots & (slots - 1) or start % 4 or start + 4 * slots != len(data):
+            raise ValueError("not a ctxwin bound vocabulary")
+        view = memoryview(data)[start:]
+        index: Sequence[int] = view.cast("I")
+        if sys.byteorder != "little":
+            from array import array
+
+            swapped = array("I")
+            swapped.frombytes(view)
+            swapped.byteswap()
+            index = swapped
+        self._data = data
+        self._index = index
+        self._mask = slots - 1
+        self._size = size
+        self._start = start
+        self._tags = _vocab_tags(start)
+
+    def get(self, piece: bytes, default: int | None = None) -> int | None:  # type: ignore[override]
+        data, index, mask, start = self._data, self._index, self._mask, self._start
+        hashed = crc32(piece)
+        slot = hashed & mask
+        tag = hashed & self._tags
+        entry = index[slot]
+        while entry:
+            offset = entry ^ tag  # below start only if the entry's tag is the piece's
+            if offset < start:
+                end = offset + len(piece)
+                if data[offset:end] == piece and data[end : end + 1] == b"\0":
+                    return data[offset - 1] if 0 not in piece else default  # NUL ends a record
+            slot = (slot + 1) & mask
+            entry = index[slot]
+        return default
+
+    def __contains__(self, piece: object) -> bool:
+        try:
+            return self.get(piece) is not None  # type: ignore[arg-type]
+        except TypeError:  # not bytes
+            return False
+
+    def __getitem__(self, piece: bytes) -> int:
+        count = self.get(piece)
+        if count is None:
+            raise KeyError(piece)
+        return count
+
+    def __len__(self) -> int:
+        return self._size
+
+    def records(self) -> Iterator[tuple[bytes, int]]:
+        """(piece, count) in the order of the file, read straight from the records."""
+        body = bytes(self._data[_VOCAB_HEADER : self._start]).rstrip(b"\0")
+        for record in body.split(b"\0") if body else ():
+            yield record[1:], record[0]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return (piece for piece, _ in self.records())
+
+
 @lru_cache(maxsize=1)
-def bound_vocabulary() -> dict[bytes, int]:
+def bound_vocabulary() -> BoundVocabulary:
     """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
-    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin.gz``, 3.9 MB: each record is
-    the count byte, the piece and NUL; written by ``python -m fidelity.bound --vocab``;
-    about 0.45 s to load, once). 1,107,206 pieces without digits, each the shape
+    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin``, 21.3 MB: a
+    :class:`BoundVocabulary` mapped into memory, so opening it takes under a millisecond,
+    where a dict of it took about 0.5 s, and a lookup a CRC-32 and a slice comparison;
+    written by ``python -m fidelity.bound --vocab``).
+    1,107,206 pieces without digits, each the shape
     :func:`bound_parts` looks up (an ASCII piece of :func:`bound_pieces`, or one
     :func:`unicode_subpieces` piece): the tokens of the four vocabularies that count 1 or 2
     in all four (`` the``, ``_id``, ``.\n\n``, ``→``, `` ├``, `` Привет``); the forms of
@@ -229,15 +384,19 @@ def bound_vocabulary() -> dict[bytes, int]:
     the machine that built it (the standard library's and installed packages' ``.py``
     files, also JSON-escaped twice, and the paths under ``/usr``: ``/site``, ``-packages``,
     ``_dtype``) found in 8 files or more. None comes from the recorded corpus."""
-    import gzip
+    import mmap
     from pathlib import Path
 
-    path = Path(__file__).parent.parent / "data" / "bound-vocab.bin.gz"
-    records = gzip.decompress(path.read_bytes()).split(b"\0")[:-1]
-    return {r[1:]: r[0] for r in records}
+    path = Path(__file__).parent.parent / "data" / "bound-vocab.bin"
+    with path.open("rb") as f:
+        try:
+            data: bytes | mmap.mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # no mapping here: read it whole
+            data = f.read()
+    return BoundVocabulary(data)
 
 
-def fixed_cents(piece: bytes, vocab: dict[bytes, int]) -> int | None:
+def fixed_cents(piece: bytes, vocab: Mapping[bytes, int]) -> int | None:
     """What ``piece`` costs, in 1/100 token, when a count is known for it: its count in
     ``vocab``; one token per digit for a run of ASCII digits (Qwen 3 gives every digit
     its own token; the others group up to three, one token or more each); for a run of
@@ -246,6 +405,11 @@ def fixed_cents(piece: bytes, vocab: dict[bytes, int]) -> int | None:
     count = vocab.get(piece)
     if count is not None:
         return 100 * count
+    return _lacking_cents(piece)
+
+
+def _lacking_cents(piece: bytes) -> int | None:
+    """:func:`fixed_cents` of a piece the vocabulary lacks."""
     if piece[:1] >= b"\x80":
         return 100 * run_cap(piece)
     if piece.isdigit():
@@ -342,7 +506,7 @@ def _cut(chunk: bytes) -> list[bytes]:
 _MEMO_SIZE = 1 << 16
 
 
-def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+def bound_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     """The parts ``piece`` is priced by, each at :func:`fixed_cents` if that knows it, else
     at its pair price: ``piece`` itself if the vocabulary holds it; a run of spaces or of
     tabs the vocabulary lacks (a long indentation) as the longest runs it has, from the
@@ -353,6 +517,11 @@ def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
     if piece in vocab:
         yield piece
         return
+    yield from _lacking_parts(piece, vocab)
+
+
+def _lacking_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
+    """:func:`bound_parts` of a piece the vocabulary lacks."""
     if piece.isascii():
         yield from _ascii_parts(piece, vocab)
         return
@@ -375,7 +544,7 @@ def bound_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
             yield from _fine_parts(data, vocab)
 
 
-def _symbol_parts(text: str, vocab: dict[bytes, int]) -> Iterator[bytes]:
+def _symbol_parts(text: str, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     """``text`` (a run of symbols, the space before it included) cut into the longest runs
     the vocabulary holds, from the left, a character at a time where it holds none."""
     i = 0
@@ -387,12 +556,11 @@ def _symbol_parts(text: str, vocab: dict[bytes, int]) -> Iterator[bytes]:
         i = j
 
 
-def _ascii_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+def _ascii_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     """An ASCII piece, or a run of spaces, of tabs or of one punctuation byte (``=====``,
     `` -----``) cut into the longest runs the vocabulary holds, from the left (see
     :func:`bound_parts`)."""
-    body = piece[1:] if piece[:1] == b" " and piece[-1:] not in b" \t" else piece
-    if piece in vocab or len(set(body)) != 1 or body[0] not in _RUNS:
+    if not _one_byte_run(piece) or piece in vocab:
         yield piece
         return
     i = 0
@@ -404,6 +572,13 @@ def _ascii_parts(piece: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
         i = j
 
 
+def _one_byte_run(piece: bytes) -> bool:
+    """Whether ASCII ``piece`` is a run of one byte of :data:`_RUNS`, the space before it
+    apart (what :func:`_ascii_parts` cuts into vocabulary runs)."""
+    body = piece[1:] if piece[:1] == b" " and piece[-1:] not in b" \t" else piece
+    return len(set(body)) == 1 and body[0] in _RUNS
+
+
 _RUNS = frozenset(b" \t!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 """The bytes a run of which :func:`_ascii_parts` cuts into vocabulary runs (not line breaks:
 a long run of mixed ``\r`` and ``\n`` tokenizes worse than its vocabulary pieces)."""
@@ -412,7 +587,7 @@ _SYMBOL_SPAN = 16
 """The most characters of a symbol run :func:`_fine_parts` looks up at once."""
 
 
-def _fine_parts(data: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
+def _fine_parts(data: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     """``data`` cut by :data:`_SEGMENT` (ASCII pieces as :func:`_ascii_parts`, non-ASCII
     bytes as whole runs), and a run of non-ASCII symbols the vocabulary lacks (``├────``)
     cut into the longest runs it holds, from the left, a character at a time where it holds
@@ -440,14 +615,26 @@ def _fine_parts(data: bytes, vocab: dict[bytes, int]) -> Iterator[bytes]:
 class _PiecePrices(dict[bytes, int]):
     """Piece → its price: the sum over :func:`bound_parts` of the exact price
     (:func:`fixed_cents`), else the pair price; computed on a miss, remembered when
-    short (words repeat)."""
+    short (words repeat). The piece is looked up in the vocabulary once (a run of digits
+    not at all: :func:`vocab_file` refuses pieces that hold one), and a part that is the
+    piece itself not again; an ASCII piece the vocabulary lacks that :func:`_ascii_parts`
+    would leave whole goes straight to its pair price."""
 
     def __missing__(self, piece: bytes) -> int:
-        vocab = bound_vocabulary()
-        price = 0
-        for part in bound_parts(piece, vocab):
-            exact = fixed_cents(part, vocab)
-            price += _pair_cents(part) if exact is None else exact
+        if piece.isdigit():  # the vocabulary holds no digit
+            price = 100 * len(piece)
+        else:
+            vocab = bound_vocabulary()
+            count = vocab.get(piece)
+            if count is not None:
+                price = 100 * count
+            elif piece.isascii() and not _one_byte_run(piece):
+                price = _pair_cents(piece)
+            else:
+                price = 0
+                for part in _lacking_parts(piece, vocab):
+                    exact = _lacking_cents(part) if part is piece else fixed_cents(part, vocab)
+                    price += _pair_cents(part) if exact is None else exact
         if len(piece) <= _SHORT:
             if len(self) >= _MEMO_SIZE:
                 self.clear()
