@@ -57,10 +57,21 @@ class Block(NamedTuple):
     tokens: int
 
 
+class Laid(NamedTuple):
+    """A request's blocks laid out already: their keys and where each ends, for a caller
+    that knows them without making a :class:`Block` per message (a replay's growing
+    transcript: its keys are a list of places, its ends computed only where read)."""
+
+    keys: list[object]
+    ends: Sequence[int]
+    """``ends[i]``: the tokens of blocks ``[0, i)`` (``len(keys) + 1`` of them); only
+    the ends the cache needs are read."""
+
+
 class Sent(NamedTuple):
     """One request as the cache sees it."""
 
-    blocks: Sequence[Block]
+    blocks: Sequence[Block] | Laid
     marks: Sequence[int] = ()
     """Indices of the blocks a cache mark ends (``breakpoints`` only), ascending."""
     at: float | None = None
@@ -77,12 +88,78 @@ class Use(NamedTuple):
 def cache_use(requests: Iterable[Sent], rules: Rules) -> list[Use]:
     """What each of ``requests`` (in the order sent) reads from and writes to the cache of
     a provider with ``rules``. A kind of ``none`` or ``None`` reads and writes nothing."""
-    kind = rules.kind
-    if kind in ("automatic", "implicit"):
-        return _prefix_cache(requests, rules)
-    if kind == "breakpoints":
-        return _breakpoint_cache(requests, rules)
-    return [Use() for _ in requests]
+    cache = Cache(rules)
+    return [cache.send(sent) for sent in requests]
+
+
+class Cache:
+    """One provider's cache as a run's requests reach it, one :meth:`send` at a time
+    (:func:`cache_use` over requests that are not all known at once)."""
+
+    __slots__ = ("kept", "rules")
+
+    def __init__(self, rules: Rules) -> None:
+        self.rules = rules
+        self.kept: list[_Entry] = []
+        """The last :data:`HISTORY` requests, newest first."""
+
+    def send(self, sent: Sent) -> Use:
+        """What ``sent``, sent after the requests before it, reads and writes."""
+        kind = self.rules.kind
+        if kind in ("automatic", "implicit"):
+            return self._prefix(sent)
+        if kind == "breakpoints":
+            return self._breakpoints(sent)
+        return Use()
+
+    def _prefix(self, sent: Sent) -> Use:
+        rules = self.rules
+        least = rules.min_prefix or 0
+        step = rules.step or 1
+        ttl = rules.ttl_seconds
+        cur = _entry(sent)
+        shared = 0
+        for old in self.kept:
+            if old.tokens[-1] >= least and _alive(old, cur.at, ttl):
+                k = _shared(cur.keys, old.keys)
+                if k and cur.tokens[k] > shared:
+                    shared = cur.tokens[k]
+                    old.at = cur.at if cur.at is not None else old.at
+        read = 0 if shared < least else least + (shared - least) // step * step
+        self.kept = [cur, *self.kept[: HISTORY - 1]]
+        return Use(read=read)
+
+    def _breakpoints(self, sent: Sent) -> Use:
+        rules = self.rules
+        least = rules.min_prefix or 0
+        ttl = rules.ttl_seconds
+        cur = _entry(sent)
+        n = len(cur.keys)
+        marks = [m for m in sent.marks if 0 <= m < n]
+        if not marks:
+            return Use()
+        read = 0
+        for old in self.kept:
+            if not _alive(old, cur.at, ttl):
+                continue
+            k = _shared(cur.keys, old.keys)  # blocks [0, k) are the same
+            hit = max(
+                (
+                    m + 1
+                    for m in old.marks
+                    if m < k
+                    and old.tokens[m + 1] >= least
+                    and any(0 <= mine - m < LOOKBACK for mine in marks)
+                ),
+                default=0,
+            )
+            if hit and cur.tokens[hit] > read:
+                read = cur.tokens[hit]
+                old.at = cur.at if cur.at is not None else old.at
+        last = cur.tokens[marks[-1] + 1]
+        wrote = max(0, last - read) if last >= least else 0
+        self.kept = [cur, *self.kept[: HISTORY - 1]]
+        return Use(read=read, written=wrote)
 
 
 HISTORY = 8
@@ -96,7 +173,7 @@ class _Entry:
     __slots__ = ("at", "keys", "marks", "tokens")
 
     def __init__(
-        self, keys: list[object], tokens: list[int], marks: Sequence[int], at: float | None
+        self, keys: list[object], tokens: Sequence[int], marks: Sequence[int], at: float | None
     ):
         self.keys = keys
         self.tokens = tokens
@@ -126,63 +203,8 @@ def _shared(a: list[object], b: list[object]) -> int:
 
 
 def _entry(sent: Sent) -> _Entry:
-    tokens = [0, *accumulate(b.tokens for b in sent.blocks)]
-    return _Entry([b.key for b in sent.blocks], tokens, sent.marks, sent.at)
-
-
-def _prefix_cache(requests: Iterable[Sent], rules: Rules) -> list[Use]:
-    least = rules.min_prefix or 0
-    step = rules.step or 1
-    ttl = rules.ttl_seconds
-    kept: list[_Entry] = []
-    out: list[Use] = []
-    for sent in requests:
-        cur = _entry(sent)
-        shared = 0
-        for old in kept:
-            if old.tokens[-1] >= least and _alive(old, cur.at, ttl):
-                k = _shared(cur.keys, old.keys)
-                if cur.tokens[k] > shared:
-                    shared = cur.tokens[k]
-                    old.at = cur.at if cur.at is not None else old.at
-        read = 0 if shared < least else least + (shared - least) // step * step
-        out.append(Use(read=read))
-        kept = [cur, *kept[: HISTORY - 1]]
-    return out
-
-
-def _breakpoint_cache(requests: Iterable[Sent], rules: Rules) -> list[Use]:
-    least = rules.min_prefix or 0
-    ttl = rules.ttl_seconds
-    kept: list[_Entry] = []
-    out: list[Use] = []
-    for sent in requests:
-        cur = _entry(sent)
-        n = len(cur.keys)
-        marks = [m for m in sent.marks if 0 <= m < n]
-        if not marks:
-            out.append(Use())
-            continue
-        read = 0
-        for old in kept:
-            if not _alive(old, cur.at, ttl):
-                continue
-            k = _shared(cur.keys, old.keys)  # blocks [0, k) are the same
-            hit = max(
-                (
-                    m + 1
-                    for m in old.marks
-                    if m < k
-                    and old.tokens[m + 1] >= least
-                    and any(0 <= mine - m < LOOKBACK for mine in marks)
-                ),
-                default=0,
-            )
-            if hit and cur.tokens[hit] > read:
-                read = cur.tokens[hit]
-                old.at = cur.at if cur.at is not None else old.at
-        last = cur.tokens[marks[-1] + 1]
-        wrote = max(0, last - read) if last >= least else 0
-        out.append(Use(read=read, written=wrote))
-        kept = [cur, *kept[: HISTORY - 1]]
-    return out
+    blocks = sent.blocks
+    if isinstance(blocks, Laid):
+        return _Entry(blocks.keys, blocks.ends, sent.marks, sent.at)
+    tokens = [0, *accumulate(b.tokens for b in blocks)]
+    return _Entry([b.key for b in blocks], tokens, sent.marks, sent.at)

@@ -102,6 +102,32 @@ def prompt_tokens_from_usage(usage: Mapping[str, Any]) -> int | None:
     return None
 
 
+def cache_tokens_from_usage(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """``(read, written)``: the prompt tokens a provider's usage object says were read
+    from its prompt cache and written to it; ``None`` for what it does not say.
+
+    * Anthropic Messages: ``cache_read_input_tokens`` and ``cache_creation_input_tokens``.
+    * OpenAI Chat Completions: ``prompt_tokens_details.cached_tokens``; Responses:
+      ``input_tokens_details.cached_tokens`` (writes are not billed, never reported).
+    * Gemini ``usageMetadata`` (or the object holding it): ``cachedContentTokenCount``.
+    """
+    meta = usage.get("usageMetadata")
+    if isinstance(meta, Mapping):
+        usage = meta
+    if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
+        return (
+            _int(usage.get("cache_read_input_tokens")),
+            _int(usage.get("cache_creation_input_tokens")),
+        )
+    for key in ("prompt_tokens_details", "input_tokens_details"):
+        details = usage.get(key)
+        if isinstance(details, Mapping) and "cached_tokens" in details:
+            return _int(details["cached_tokens"]), None
+    if "cachedContentTokenCount" in usage:
+        return _int(usage["cachedContentTokenCount"]), None
+    return None, None
+
+
 FRESH_FACTOR = 3.0
 """The factor for content no report has counted yet, until two reports measure one
 (see :class:`OverheadLearner`)."""

@@ -53,6 +53,21 @@ class ReplayRow(Fitted, total=False):
     reported_tokens: int | None
     """The prompt tokens the call's recorded usage reports, if any."""
     under_estimate: bool
+    cached_tokens: int | None
+    """Prompt tokens the provider's cache would read for the request as fitted and sent
+    (``ctxwin.costing``); ``None`` when the model's caching rules are unknown. A call
+    that is not sent (truncated) has none of the keys below."""
+    cache_write_tokens: int | None
+    """Prompt tokens it would write to the cache (Anthropic's billed writes)."""
+    reported_cached_tokens: int
+    """The cache reads the call's usage logs, where it logs them."""
+    reported_cache_write_tokens: int
+    """The cache writes the call's usage logs (Anthropic), where it logs them."""
+    input_cost: float | None
+    """USD for the prompt as fitted and sent, at the model's prices with the predicted
+    cache use; ``None`` when a price it needs is unknown."""
+    reported_input_cost: float | None
+    """USD for the logged prompt with the logged cache use, where both are logged."""
 
 
 NextRequest = Fitted
@@ -80,6 +95,23 @@ class ReplayReport(TypedDict):
     peak_call: int | None
     next_request: NextRequest | None
     rows: list[ReplayRow]
+    tokens_sent: int
+    """Prompt tokens of the calls sent, as fitted (their estimates)."""
+    cached_tokens: int | None
+    cache_write_tokens: int | None
+    reported_cached_tokens: int | None
+    reported_cache_write_tokens: int | None
+    input_cost: float | None
+    """USD over the calls sent (``None``: a price or the caching rules unknown)."""
+    reported_input_cost: float | None
+    price: dict[str, Any] | None
+    """The model's prices, USD per million tokens (``models.json``'s shape)."""
+    price_source: str | None
+    """``table`` (the model table) or ``spec`` (``--model-spec``); ``None``: unknown."""
+    cache_rules: dict[str, Any] | None
+    cache_marks: str | None
+    """Where the cache marks came from: the body's ``cache_control``, or what an agent
+    tool whose log records none is assumed to send (``ctxwin.costing.SESSION_MARKS``)."""
 
 
 class RunCheck(Fitted, total=False):

@@ -13,11 +13,12 @@ from typing import Any
 
 from ctxwin.calibration import fit_overhead, prompt_tokens_from_usage
 from ctxwin.core import INVALID, STATUSES, Transcript, load
+from ctxwin.costing import Ledger, body_marks, laid_plan, laid_prefix
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.formats import get_adapter
 from ctxwin.incremental import Prefixes
 from ctxwin.manager import ContextWindowManager
-from ctxwin.pruning import total_cost
+from ctxwin.pruning import FitResult, total_cost
 from ctxwin.recorded import model_messages
 from ctxwin.rows import (
     CalibrationRow,
@@ -146,6 +147,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         hint = next((h for h in (_hint(c) for c, _ in read) if h), None)
     learn = learns_overhead(run, learn_overhead)
     manager = run_manager(settings, run, hint, estimator, learn)
+    ledger = Ledger(run.shape)
+    marked = body_marks(whole.body) if whole is not None else None
     rows: list[ReplayRow] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
@@ -186,11 +189,20 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 "run": run.name,
                 "call": k,
                 "where": where_k,
-                **fitted.row(),
+                **fitted.row(),  # type: ignore[typeddict-item]
                 "reported_tokens": reported,
                 "under_estimate": reported is not None and r.estimated_tokens < reported,
             }
         )
+        if not r.overflow_at_floor:  # a call that is sent
+            ledger.rescale(r, manager.learn_overhead and manager.learned)
+            if prefixes is not None and r.gap is None:
+                laid = laid_prefix(prefixes, r, ledger.now)
+                marks = _kept_marks(marked, r)
+            else:
+                laid = laid_plan(fitted, ledger.now)
+                marks = body_marks(fitted.output())
+            rows[-1].update(ledger.add(fitted, laid, marks, reported, usage))  # type: ignore[typeddict-item]
         prev = (usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
@@ -224,7 +236,27 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "peak_call": peak_call,
         "next_request": nxt,
         "rows": rows,
+        **ledger.totals(),  # type: ignore[typeddict-item]
     }
+
+
+def _kept_marks(marked: list[int] | None, result: FitResult) -> list[int] | None:
+    """The blocks of a growing transcript's request (``result``: its fit) that carry the
+    transcript's cache marks (``marked``: :func:`~ctxwin.costing.body_marks` of the whole
+    transcript), where its kept messages are."""
+    if not marked:
+        return None
+    head, cut, items = result.head, result.cut, result.items
+    out = []
+    for m in marked:
+        j = m - 1
+        if j < 0:
+            out.append(0)
+        elif j < head:
+            out.append(m)
+        elif cut <= j < items:
+            out.append(1 + head + j - cut)
+    return out or None
 
 
 def _peak(rows: list[ReplayRow]) -> tuple[float | None, int | None]:

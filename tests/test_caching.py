@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from itertools import accumulate
+from typing import Any, NamedTuple, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.caching import LOOKBACK, Block, Sent, Use, cache_use
+from ctxwin.caching import LOOKBACK, Block, Cache, Laid, Sent, Use, cache_use
 
 
 class Rules(NamedTuple):
@@ -23,6 +24,34 @@ ANTHROPIC = Rules("breakpoints", 1024, None, 300)
 
 def blocks(*tokens: int, start: int = 0) -> list[Block]:
     return [Block(start + i, n) for i, n in enumerate(tokens)]
+
+
+class _Lazy(list[int]):
+    """Ends that count how many were read."""
+
+    reads = 0
+
+    def __getitem__(self, i: Any) -> Any:
+        _Lazy.reads += 1
+        return super().__getitem__(i)
+
+
+def _ends(bs: Any) -> list[int]:
+    return [0, *accumulate(b.tokens for b in bs)]
+
+
+def test_a_request_laid_out_already_reads_only_the_ends_it_needs() -> None:
+    """A replay lays out a long request once as keys and ends; the cache reads a few ends
+    of it, not one per block."""
+    first = blocks(*[100] * 2000)
+    second = [*first, Block(2000, 50)]
+    cache = Cache(ANTHROPIC)
+    _Lazy.reads = 0
+    one = cache.send(Sent(Laid([b.key for b in first], _Lazy(_ends(first))), marks=[1999]))
+    two = cache.send(Sent(Laid([b.key for b in second], _Lazy(_ends(second))), marks=[2000]))
+    assert one == Use(0, 200_000)
+    assert two == Use(200_000, 50)
+    assert _Lazy.reads < 10
 
 
 def test_automatic_reads_the_shared_prefix_in_steps_from_the_minimum() -> None:
@@ -106,12 +135,18 @@ def test_never_reads_more_than_it_shares_with_an_earlier_request(
         marks = [len(history) - 1] if mark or rules.kind != "breakpoints" else []
         sent.append(Sent(list(history), marks=marks))
     use = cache_use(sent, rules)
+    laid = [
+        Sent(Laid([b.key for b in cast(list[Block], s.blocks)], _ends(s.blocks)), s.marks)
+        for s in sent
+    ]
+    assert cache_use(laid, rules) == use  # blocks laid out already: the same answer
     for i, (s, u) in enumerate(zip(sent, use, strict=True)):
-        total = sum(b.tokens for b in s.blocks)
+        blocks = cast(list[Block], s.blocks)
+        total = sum(b.tokens for b in blocks)
         best = 0
         for earlier in sent[:i]:
             shared = 0
-            for x, y in zip(s.blocks, earlier.blocks, strict=False):
+            for x, y in zip(blocks, cast(list[Block], earlier.blocks), strict=False):
                 if x != y:
                     break
                 shared += x.tokens

@@ -15,6 +15,7 @@ from ctxwin.cli import commands, options
 from ctxwin.cli import fastargs as _fastargs
 from ctxwin.cli import replay as replay_module
 from ctxwin.cli.app import app
+from ctxwin.cli.flags import LEFT_TO_TYPER
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +48,8 @@ def kind_of(param: Any) -> tuple[str, float | None]:
 
 @pytest.mark.parametrize("command", sorted(_fastargs.OPTIONS))
 def test_tables_mirror_the_typer_declarations(command: str) -> None:
-    params = click_command(command).params
+    left = LEFT_TO_TYPER.get(command, ())
+    params = [p for p in click_command(command).params if p.name not in left]
     arguments = tuple(p.name for p in params if p.param_type_name == "argument")
     assert arguments == _fastargs.ARGUMENTS[command]
     options: dict[str, _fastargs.Spec] = {}
@@ -262,3 +264,8 @@ def test_replay_on_the_plain_path_matches_the_typer_path(
     assert plain.returncode == typer_run.exit_code == code
     assert plain.stdout.decode() == typer_run.stdout
     assert plain.stderr.decode() == typer_run.stderr
+
+
+def test_an_option_left_to_typer_is_read_by_typer() -> None:
+    """``replay --compare`` may be repeated: the fast path leaves the command line to Typer."""
+    assert _fastargs.parse(["replay", "run.jsonl", "--compare", "just-fit"]) is None

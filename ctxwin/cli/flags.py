@@ -292,4 +292,9 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
 """Each command's positional arguments, in order, with their defaults."""
 
 VARIADIC: dict[str, str] = {"replay": "run_files"}
+
+LEFT_TO_TYPER: dict[str, tuple[str, ...]] = {"replay": ("compare",)}
+"""Each command's options that the Typer command declares itself and the fast path leaves
+to it (a repeatable option: ``replay --compare``): a command line with one is read by
+Typer (:mod:`ctxwin.cli.fastargs` finds the option unknown)."""
 """The commands whose one positional argument takes one or more values (a list)."""

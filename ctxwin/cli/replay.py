@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ctxwin.rows import ReplayReport
+    from ctxwin.runs import Run
+    from ctxwin.settings import Settings
 
 STYLE = {
     "fits": "green",
@@ -32,6 +34,10 @@ STYLE = {
     "invalid": "magenta",
 }
 """The colour of each verdict."""
+
+
+COMPARE_WIDTH = 110
+"""The width ``replay --compare`` lays its table out in when printing to a pipe."""
 
 
 def stdout_is_tty() -> bool:
@@ -55,18 +61,25 @@ def replay(
     json_: bool = False,
     max_input_bytes: int,
     quiet: bool = False,
+    compare: list[str] | None = None,
     **flags: Any,
 ) -> int:
     """Replay the runs in ``run_files`` (``flags``: the model, budget, estimation and
-    strategy flags, :func:`ctxwin.cli.commands.build_settings`); the exit code."""
+    strategy flags, :func:`ctxwin.cli.commands.build_settings`); with ``compare``, once
+    per cutting policy (:func:`ctxwin.costing.policies`), side by side; the exit code."""
     from ctxwin.checking import find_files
     from ctxwin.cli.commands import build_settings, check_run_format, retain
     from ctxwin.errors import CtxwinError
-    from ctxwin.runs import Run, join_recorded, read_runs
+    from ctxwin.runs import join_recorded, read_runs
     from ctxwin.simulate import replay_run
 
     settings = build_settings(**flags)
     check_run_format(run_format)
+    chosen = None
+    if compare:
+        from ctxwin.costing import policies
+
+        chosen = policies(compare)
     runs: list[Run] = []
     files = [p for p in run_files if p == STDIO]
     found = find_files([p for p in run_files if p != STDIO])
@@ -98,6 +111,8 @@ def replay(
         runs = [r for r in runs if select in r.name]
         if not runs:
             raise InputError(f"--run: no run in {run_file} is named like {select!r}")
+    if chosen is not None:
+        return _compare(runs, settings, chosen, run_file, json_=json_, quiet=quiet)
     reports = []
     errors: list[str] = []
     for run in runs:
@@ -152,6 +167,135 @@ def replay(
     return 0
 
 
+def _compare(
+    runs: list[Run],
+    settings: Settings,
+    chosen: list[tuple[str, float]],
+    run_file: str,
+    *,
+    json_: bool,
+    quiet: bool,
+) -> int:
+    """``replay --compare``: the runs replayed once per policy; the exit code."""
+    from ctxwin.costing import compare_row
+    from ctxwin.errors import CtxwinError
+    from ctxwin.simulate import replay_run
+
+    rows = []
+    first: list[ReplayReport] = []
+    truncated = invalid = False
+    for name, share in chosen:
+        policy = settings._replace(strategy=settings.strategy._replace(block=share))
+        reports = []
+        for run in runs:
+            try:
+                reports.append(replay_run(run, policy))
+            except CtxwinError as exc:
+                if not first and not quiet:
+                    say(f"warning: skipped {run.name}: {exc}" if run.name else f"warning: {exc}")
+        if not any(rep["calls"] for rep in reports):
+            raise InputError(f"{run_file}: no provider calls (no model messages) to replay")
+        first = first or reports
+        rows.append(compare_row(name, reports))
+        truncated = truncated or any(rep["first_truncated"] is not None for rep in reports)
+        invalid = invalid or all(rep["invalid_calls"] for rep in reports)
+    prices = _prices(first)
+    if json_:
+        import orjson
+
+        payload = {"policies": rows, "prices": prices}
+        write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    else:
+        from rich.console import Console
+
+        console = Console()
+        if not console.is_terminal and console.width < COMPARE_WIDTH:
+            console = Console(width=COMPARE_WIDTH)  # a pipe: the whole table, unwrapped
+        render_compare(rows, prices, console)
+    if truncated:
+        if not quiet:
+            worst = [r["policy"] for r in rows if r["truncated_calls"]]
+            say(f"context truncated: some call would stop the run under {', '.join(worst)}")
+        return int(ExitCode.CONTEXT_TRUNCATED)
+    if invalid:
+        return int(ExitCode.BAD_INPUT)
+    return 0
+
+
+def _prices(reports: Sequence[ReplayReport]) -> list[dict[str, Any]]:
+    """The models the runs used, each with its prices, their source and its caching rules."""
+    out: dict[str | None, dict[str, Any]] = {}
+    for rep in reports:
+        out.setdefault(
+            rep["model"],
+            {
+                "model": rep["model"],
+                "price": rep["price"],
+                "price_source": rep["price_source"],
+                "cache_rules": rep["cache_rules"],
+                "cache_marks": rep["cache_marks"],
+            },
+        )
+    return list(out.values())
+
+
+def price_words(p: Mapping[str, Any]) -> str:
+    """Where a model's prices come from, or that none is known."""
+    model = p["model"] or "(no model named)"
+    price = p["price"]
+    if price is None:
+        return f"{model}: no price known (costs not shown)"
+    source = {"table": "the model table", "spec": "--model-spec"}.get(
+        p["price_source"] or "", "the model table"
+    )
+    words = ", ".join(
+        f"{k.replace('_', ' ')} {v:g}"
+        for k, v in price.items()
+        if k in ("input", "cache_read", "cache_write")
+    )
+    rules = p["cache_rules"]
+    cache = "no caching rules known" if not rules else f"cache {rules.get('kind')}"
+    marks = p.get("cache_marks")
+    return f"{model}: USD per million tokens from {source}: {words}; {cache}" + (
+        f" (marks: {marks})" if marks else ""
+    )
+
+
+def _cell(key: str, value: Any) -> str:
+    if key == "policy":
+        return str(value)
+    if key == "input_cost" and value is not None:
+        return f"{value:.4f}"
+    return num(value)
+
+
+def render_compare(
+    rows: Sequence[Mapping[str, Any]], prices: Sequence[Mapping[str, Any]], console: Console
+) -> None:
+    """``replay --compare`` for people: one row per policy, then where the prices come from."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text("cutting policies"), title_justify="left")
+    cols = {
+        "policy": "policy",
+        "calls": "calls",
+        "pruned_calls": "pruned",
+        "mean_tokens_sent": "mean sent",
+        "min_tokens_sent": "least sent",
+        "cached_tokens": "cache read",
+        "cache_write_tokens": "cache write",
+        "input_cost": "input USD",
+    }
+    for key, label in cols.items():
+        table.add_column(label, justify="left" if key == "policy" else "right")
+    for r in rows:
+        table.add_row(*(_cell(key, r[key]) for key in cols))
+    console.print(table)
+    for p in prices:
+        console.print(Text(price_words(p)))
+
+
 def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
     """One run's calls as a table (and, when ``chart``, as bars), then its summary line."""
     from rich.table import Table
@@ -197,7 +341,49 @@ def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
     if rep.get("learn_overhead"):
         parts.append(f"overhead {rep['final_overhead']:,} tokens learned from usage")
     console.print(Text("; ".join(parts)))
+    costs = cost_words(rep)
+    if costs:
+        console.print(Text(costs))
     console.print()
+
+
+def cost_words(rep: ReplayReport) -> str:
+    """The run's prompts in tokens and money: sent, read from and written to the cache
+    (predicted, and as logged), and the input cost, with where the prices come from
+    (``""`` for a report without them)."""
+    if "tokens_sent" not in rep:
+        return ""
+    parts = [f"sent {rep['tokens_sent']:,} prompt tokens"]
+    if rep["cached_tokens"] is None:
+        parts.append("cache: no caching rules known for the model")
+    else:
+        parts.append(
+            f"cache read {rep['cached_tokens']:,}, written {rep['cache_write_tokens']:,} "
+            "(predicted)"
+        )
+    if rep["reported_cached_tokens"] is not None:
+        logged = f"logged: read {rep['reported_cached_tokens']:,}"
+        if rep["reported_cache_write_tokens"] is not None:
+            logged += f", written {rep['reported_cache_write_tokens']:,}"
+        parts.append(logged)
+    cost = rep["input_cost"]
+    if cost is not None:
+        money = f"input cost ${cost:.4f}"
+        if rep["reported_input_cost"] is not None:
+            money += f" (${rep['reported_input_cost']:.4f} at the logged counts)"
+        parts.append(money)
+    parts.append(
+        price_words(
+            {
+                "model": rep["model"],
+                "price": rep["price"],
+                "price_source": rep["price_source"],
+                "cache_rules": rep["cache_rules"],
+                "cache_marks": rep["cache_marks"],
+            }
+        )
+    )
+    return "; ".join(parts)
 
 
 def render_chart(rows: Sequence[Mapping[str, Any]], console: Console) -> None:

@@ -70,6 +70,18 @@ def replay(
             "and folders given are replayed as one run, in order.",
         ),
     ],
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare",
+            metavar="POLICY",
+            help="Replay the runs once per cutting policy and compare them side by side "
+            "(calls, pruned calls, mean and least tokens sent, cache reads and writes, "
+            "input cost): just-fit (drop the fewest turns) or block=SHARE (the cut moves in "
+            "blocks of SHARE of the budget, 0 < SHARE <= 1). Repeat it or separate with "
+            "commas; the other flags apply to every policy.",
+        ),
+    ] = None,
     **flags: Any,
 ) -> None:
     """Simulate the agent loop over a recorded run, call by call.
@@ -79,11 +91,17 @@ def replay(
     calibration from the usage each recorded call reported. Shows per call
     the reported prompt tokens, the estimate, the budget, the calibration and
     the turns dropped, and names the first call that would be pruned or
-    truncated. Exit 0 when every run survives (fits or is pruned), 3 when
-    some call would be truncated, 1 when the run cannot be read.
+    truncated, then what the run's prompts cost: the tokens a provider's
+    prompt cache would read and write (the requests as fitted and sent, at
+    the model's caching rules), those the log reports, and the input cost
+    at the model's prices. Exit 0 when every run survives (fits or is
+    pruned), 3 when some call would be truncated, 1 when the run cannot be
+    read.
     """
     from ctxwin.cli.replay import replay
 
+    if compare:  # a plain command line (ctxwin.cli.fastargs) passes none
+        flags["compare"] = compare
     code = replay(run_files=run_files, **flags)
     if code:
         raise typer.Exit(code)

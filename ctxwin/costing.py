@@ -1,0 +1,434 @@
+"""What a replayed run's calls cost: the prompt each sends as the cache sees it, and
+its price.
+
+Pure functions and plain data, used by :func:`ctxwin.simulate.replay_run`:
+
+* a request *as fitted and sent* is laid out as cache blocks (:mod:`ctxwin.caching`):
+  one block for what comes before the messages (the learned overhead and the body's
+  system prompt and tools), then one per kept message. Each block's tokens are on the
+  prediction's scale (``overhead + factor × raw``: the ends of the blocks are the
+  estimates of the request's prefixes, so the last end is the request's estimate).
+  A message is keyed by its place in the run when the run is one growing transcript
+  (:func:`laid_prefix`), else by its content (:func:`laid_plan`): a message a strategy
+  edited (a cleared result) then differs from the one before it and from its original;
+* cache marks (Anthropic's ``cache_control``) are read from the body where it has them
+  (:func:`body_marks`), kept where they are; a Claude Code session's log never records
+  them, and Claude Code marks the end of its system prompt and the end of the last
+  message (:data:`SESSION_MARKS`: what its logged ``cache_read_input_tokens`` show);
+* the prompt is priced at the model's prices (:func:`input_cost`): uncached tokens at
+  the input price, cached ones at the cache-read price, written ones at the cache-write
+  price, all at the long-context tier when the prompt is above it; an unknown price
+  gives ``None``, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
+
+from ctxwin.caching import Cache, Laid, Sent, Use
+from ctxwin.pruning import Scale
+
+if TYPE_CHECKING:
+    from ctxwin.core import Plan
+    from ctxwin.incremental import Prefixes
+    from ctxwin.pricing import Pricing
+    from ctxwin.pruning import FitResult
+
+BEFORE = "before the messages"
+"""The key of the block before the messages in a growing transcript's requests."""
+
+SESSION_MARKS: dict[str, str] = {
+    "claude-code": "the end of the system prompt and the end of the last message",
+}
+"""Where an agent tool whose session log records no cache marks puts them (by run shape).
+
+Claude Code's logged usage shows it: each call reads the whole prompt of the call before
+(``cache_read_input_tokens`` equals the previous call's read plus its write) and writes
+up to the end of its last message, and a session's first call reads a prefix that an
+earlier session wrote: the system prompt and tools, marked at their end."""
+
+_SAMPLING_KEYS = frozenset(
+    (
+        "model",
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop",
+        "stop_sequences",
+        "stream",
+        "stream_options",
+        "metadata",
+        "n",
+        "seed",
+        "user",
+        "store",
+    )
+)
+"""Request fields that are no part of the prompt: a change to one keeps the cache."""
+
+
+class ScaleNow:
+    """The scale of a run's latest prediction: every request the cache keeps is sized at
+    it when read (a session learns its overhead from its first call's usage, and its
+    first request was no smaller than the second shows)."""
+
+    __slots__ = ("scale",)
+
+    def __init__(self) -> None:
+        self.scale = Scale(1.0)
+
+
+class _Ends(Sequence[int]):
+    """The ends of a request's blocks, each computed when read at the run's latest
+    scale: ``raw_at(i)`` is the raw estimate of blocks ``[1, i)`` with the body's fixed
+    part (what comes before the messages)."""
+
+    __slots__ = ("n", "now", "raw_at")
+
+    def __init__(self, n: int, raw_at: Callable[[int], int], now: ScaleNow) -> None:
+        self.n = n
+        self.raw_at = raw_at
+        self.now = now
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | Sequence[int]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return 0 if i == 0 else self.now.scale.estimate(self.raw_at(i))
+
+
+def laid_prefix(prefixes: Prefixes, result: FitResult, now: ScaleNow) -> Laid:
+    """The blocks of a growing transcript's request that ``result`` fitted (the fit of
+    ``prefixes``' first ``result.items`` items), keyed by place: O(1) besides building
+    the list of keys in C."""
+    keys: list[object] = [BEFORE, *range(result.head), *range(result.cut, result.items)]
+    base = prefixes.view.base
+    columns = prefixes.prefix
+    raw = prefixes.estimator.raw
+    head, cut = result.head, result.cut
+
+    def raw_at(i: int) -> int:
+        kept = i - 1  # messages in blocks [1, i)
+        if kept <= head:
+            return raw([b + c[kept] for b, c in zip(base, columns, strict=True)])
+        end = cut + kept - head
+        return raw([b + c[head] + c[end] - c[cut] for b, c in zip(base, columns, strict=True)])
+
+    return Laid(keys, _Ends(len(keys) + 1, raw_at, now))
+
+
+def laid_plan(plan: Plan, now: ScaleNow) -> Laid:
+    """The blocks of the request ``plan`` sends (its kept messages, as edited), keyed by
+    content: the body's fields before the messages, then each message."""
+    t = plan.transcript
+    r = plan.result
+    view = t.view
+    raw = t.estimator.raw
+    total = list(view.base)
+    raws = [0, raw(total)]
+    items = view.items
+    for i in r.keep:
+        total = [a + b for a, b in zip(total, items[i].cost, strict=True)]
+        raws.append(raw(total))
+    body = plan.output()
+    before: object = None
+    if isinstance(body, Mapping):
+        before = {
+            k: _unmarked(v)
+            for k, v in body.items()
+            if k not in _SAMPLING_KEYS and k != t.adapter.items_key
+        }
+    messages: list[object] = [_unmarked(m) for m in plan.messages]
+    if len(messages) != len(r.keep):  # a body whose entries are not its items
+        messages = [("item", i) for i in r.keep]
+    return Laid([before, *messages], _Ends(len(raws), raws.__getitem__, now))
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` (a message, the system prompt, the tools) as the cache matches it: a mark
+    moved from one request's last message to the next one's leaves the tokens as they
+    were, so ``cache_control`` is no part of a key. ``value`` itself when it has none."""
+    if isinstance(value, list):
+        if not any(map(_marked, value)):
+            return value
+        return [_unmarked(v) for v in value]
+    if not _marked(value):
+        return value
+    out = {k: v for k, v in value.items() if k != "cache_control"}
+    content = out.get("content")
+    if isinstance(content, list):
+        out["content"] = [
+            {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, Mapping) else b
+            for b in content
+        ]
+    return out
+
+
+def _marked(value: Any) -> bool:
+    """Whether ``value`` (a content block, a tool, a message) or a block in its
+    ``content`` carries a ``cache_control`` mark."""
+    if not isinstance(value, Mapping):
+        return False
+    if value.get("cache_control") is not None:
+        return True
+    content = value.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("cache_control") is not None for b in content
+    )
+
+
+def body_marks(body: Any) -> list[int] | None:
+    """The blocks ``body`` (an Anthropic Messages request as sent) marks with
+    ``cache_control``: 0 for a mark on a tool or the system prompt, ``1 + j`` for one in
+    message ``j``. ``None`` when the body marks nothing."""
+    if not isinstance(body, Mapping):
+        return None
+    marks: list[int] = []
+    system = body.get("system")
+    tools = body.get("tools")
+    if (isinstance(system, list) and any(map(_marked, system))) or (
+        isinstance(tools, list) and any(map(_marked, tools))
+    ):
+        marks.append(0)
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        marks += [1 + j for j, m in enumerate(messages) if _marked(m)]
+    return marks or None
+
+
+def session_marks(blocks: int) -> list[int]:
+    """The marks :data:`SESSION_MARKS` assumes for a request of ``blocks`` blocks."""
+    return [0, blocks - 1] if blocks > 1 else [0]
+
+
+def input_cost(prompt: int, read: int, written: int, price: Pricing | None) -> float | None:
+    """USD for a prompt of ``prompt`` tokens of which ``read`` came from the cache and
+    ``written`` were written to it (:class:`~ctxwin.pricing.Pricing`, per million tokens;
+    the tier ``price.above`` when the prompt is longer than its ``tokens``). ``None``
+    when a price it needs is unknown."""
+    if price is None:
+        return None
+    tier = price.above
+    if tier is not None and tier.tokens is not None and prompt > tier.tokens:
+        price = tier
+    fresh = max(0, prompt - read - written)
+    total = 0.0
+    for tokens, per_million in (
+        (fresh, price.input),
+        (read, price.cache_read),
+        (written, price.cache_write),
+    ):
+        if tokens:
+            if per_million is None:
+                return None
+            total += tokens * per_million
+    return total / 1_000_000
+
+
+def _rules_dict(rules: Any) -> dict[str, Any] | None:
+    return None if rules is None else dict(rules.as_dict())
+
+
+class Ledger:
+    """A replayed run's cache and bill, one sent call at a time (:meth:`add`), and its
+    totals (:meth:`totals`)."""
+
+    def __init__(self, shape: str) -> None:
+        self.shape = shape
+        self.assumed = SESSION_MARKS.get(shape)
+        self.cache: Cache | None = None
+        self.rules: Any = None
+        self.price: Pricing | None = None
+        self.price_source: str | None = None
+        self.marked = False
+        self.read = 0
+        self.written = 0
+        self.sent = 0
+        self.cost: float | None = 0.0
+        self.reported_read: int | None = None
+        self.reported_written: int | None = None
+        self.reported_cost: float | None = None
+        self.priced_reports = True
+        self.now = ScaleNow()
+        """The scale the requests are laid out at (:meth:`rescale`)."""
+
+    def rescale(self, result: FitResult, learned: bool) -> None:
+        """Size the requests at the scale ``result`` (the fit of the call about to be
+        sent) was predicted at."""
+        self.now.scale = Scale(result.calibration, result.overhead, learned)
+
+    def add(
+        self,
+        plan: Plan,
+        laid: Laid,
+        marks: Sequence[int] | None,
+        reported: int | None,
+        usage: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Send ``plan``'s request laid out as ``laid`` (``marks``: its ``cache_control``
+        marks, ``None`` when it has none) after the calls before it; the row's keys."""
+        from ctxwin.calibration import cache_tokens_from_usage
+
+        spec = plan.budget.spec
+        if self.cache is None:
+            self.rules = spec.cache
+            self.cache = Cache(self.rules if self.rules is not None else _NO_RULES)
+            self.price = spec.price
+            self.price_source = spec.price_source
+        prompt = plan.result.estimated_tokens_after
+        self.sent += prompt
+        if self.assumed is not None:
+            marks = session_marks(len(laid.keys))
+        if marks:
+            self.marked = True
+        row: dict[str, Any] = {}
+        if self.rules is None or self.rules.kind is None:
+            row["cached_tokens"] = row["cache_write_tokens"] = None
+            use = Use()
+        else:
+            use = self.cache.send(Sent(laid, marks or ()))
+            row["cached_tokens"], row["cache_write_tokens"] = use.read, use.written
+            self.read += use.read
+            self.written += use.written
+        cost = input_cost(prompt, use.read, use.written, self.price)
+        if self.rules is None or self.rules.kind is None:
+            cost = None
+        row["input_cost"] = _usd(cost)
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+        if isinstance(usage, Mapping):
+            got_read, got_written = cache_tokens_from_usage(usage)
+            if got_read is not None:
+                row["reported_cached_tokens"] = got_read
+                self.reported_read = (self.reported_read or 0) + got_read
+            if got_written is not None:
+                row["reported_cache_write_tokens"] = got_written
+                self.reported_written = (self.reported_written or 0) + got_written
+            if reported is not None and got_read is not None:
+                paid = input_cost(reported, got_read, got_written or 0, self.price)
+                row["reported_input_cost"] = _usd(paid)
+                if paid is None:
+                    self.priced_reports = False
+                else:
+                    self.reported_cost = (self.reported_cost or 0.0) + paid
+        return row
+
+    def totals(self) -> dict[str, Any]:
+        """The run's totals (``None``: unknown) and where its prices and rules came from."""
+        known = self.rules is not None and self.rules.kind is not None
+        return {
+            "tokens_sent": self.sent,
+            "cached_tokens": self.read if known else None,
+            "cache_write_tokens": self.written if known else None,
+            "input_cost": _usd(self.cost) if known else None,
+            "reported_cached_tokens": self.reported_read,
+            "reported_cache_write_tokens": self.reported_written,
+            "reported_input_cost": _usd(self.reported_cost) if self.priced_reports else None,
+            "price": self.price.as_dict() if self.price is not None else None,
+            "price_source": self.price_source,
+            "cache_rules": _rules_dict(self.rules),
+            "cache_marks": self.assumed
+            if self.assumed is not None
+            else ("cache_control in the body" if self.marked else None),
+        }
+
+
+def _usd(value: float | None) -> float | None:
+    """A dollar amount to a millionth of a dollar."""
+    return None if value is None else round(value, 6)
+
+
+class _None(NamedTuple):
+    kind: str | None = None
+    min_prefix: int | None = None
+    step: int | None = None
+    ttl_seconds: int | None = None
+
+
+_NO_RULES = _None()
+
+
+JUST_FIT = "just-fit"
+
+
+def policy_block(policy: str) -> float:
+    """The :attr:`~ctxwin.strategy.Strategy.block` a cutting policy names: ``just-fit``
+    (0: the fewest turns dropped) or ``block=SHARE`` (0 < SHARE ≤ 1). Raises
+    :class:`~ctxwin.errors.UsageError` for anything else."""
+    from ctxwin.errors import UsageError
+
+    text = policy.strip()
+    if text == JUST_FIT:
+        return 0.0
+    name, sep, value = text.partition("=")
+    if sep and name.strip() == "block":
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if 0 < share <= 1:
+            return share
+    raise UsageError(
+        f"unknown cutting policy {policy!r} (choose just-fit or block=SHARE, 0 < SHARE <= 1)"
+    )
+
+
+def policies(texts: Sequence[str]) -> list[tuple[str, float]]:
+    """``(name, block)`` of each policy in ``texts`` (each one or comma-separated), in
+    order, each once."""
+    out: dict[str, float] = {}
+    for text in texts:
+        for part in text.split(","):
+            if part.strip():
+                share = policy_block(part)
+                out.setdefault(JUST_FIT if share == 0 else f"block={share:g}", share)
+    return list(out.items())
+
+
+def compare_row(policy: str, reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What replaying ``reports``' runs under ``policy`` sent and cost, over their calls
+    that were sent (``None``: unknown for some run)."""
+    sent = [
+        r["estimated_tokens_after"]
+        for rep in reports
+        for r in rep["rows"]
+        if "estimated_tokens_after" in r and r["status"] in ("fits", "needs_pruning")
+    ]
+
+    def total(key: str) -> Any:
+        values = [rep.get(key) for rep in reports]
+        known = [v for v in values if v is not None]
+        if len(known) < len(values):
+            return None
+        return _usd(sum(known)) if key == "input_cost" else sum(known)
+
+    return {
+        "policy": policy,
+        "calls": sum(rep["calls"] for rep in reports),
+        "pruned_calls": sum(
+            1 for rep in reports for r in rep["rows"] if r["status"] == "needs_pruning"
+        ),
+        "truncated_calls": sum(
+            1 for rep in reports for r in rep["rows"] if r["status"] in ("truncated", "no_budget")
+        ),
+        "mean_tokens_sent": round(sum(sent) / len(sent)) if sent else None,
+        "min_tokens_sent": min(sent) if sent else None,
+        "cached_tokens": total("cached_tokens"),
+        "cache_write_tokens": total("cache_write_tokens"),
+        "input_cost": total("input_cost"),
+    }

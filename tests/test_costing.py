@@ -1,0 +1,360 @@
+"""What a replayed run's calls cost: predicted and logged cache use, input cost, and
+``replay --compare``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ctxwin.calibration import cache_tokens_from_usage
+from ctxwin.costing import SESSION_MARKS, body_marks, input_cost, policies
+from ctxwin.errors import UsageError
+from ctxwin.pricing import Pricing
+from ctxwin.runs import read_runs
+from ctxwin.settings import Settings
+from ctxwin.simulate import replay_run
+from ctxwin.strategy import Strategy
+from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
+
+AGENT_TOOLS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "agent_tools"
+SONNET = Pricing(3.0, 15.0, 0.3, 3.75, 6.0, above=Pricing(6.0, 22.5, 0.6, 7.5, 12.0, 200_000))
+
+
+# --- usage and prices ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        (
+            {"input_tokens": 3, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 50},
+            (900, 50),
+        ),
+        ({"prompt_tokens": 2000, "prompt_tokens_details": {"cached_tokens": 1536}}, (1536, None)),
+        ({"input_tokens": 2000, "input_tokens_details": {"cached_tokens": 1024}}, (1024, None)),
+        ({"promptTokenCount": 5000, "cachedContentTokenCount": 4000}, (4000, None)),
+        ({"usageMetadata": {"promptTokenCount": 9, "cachedContentTokenCount": 7}}, (7, None)),
+        ({"prompt_tokens": 10}, (None, None)),
+        ({"input_tokens": 10}, (None, None)),
+    ],
+)
+def test_cache_tokens_from_each_providers_usage(
+    usage: dict[str, Any], expected: tuple[int | None, int | None]
+) -> None:
+    assert cache_tokens_from_usage(usage) == expected
+
+
+def test_input_cost_bills_uncached_cached_and_written_tokens_at_their_prices() -> None:
+    # 10,000 tokens: 6,000 read at 0.3, 1,000 written at 3.75, 3,000 fresh at 3.0 per million
+    assert input_cost(10_000, 6_000, 1_000, SONNET) == pytest.approx(
+        (3_000 * 3.0 + 6_000 * 0.3 + 1_000 * 3.75) / 1e6
+    )
+    # above 200,000 tokens the long-context tier's prices
+    assert input_cost(250_000, 0, 0, SONNET) == pytest.approx(250_000 * 6.0 / 1e6)
+
+
+def test_an_unknown_price_gives_no_cost_never_a_guess() -> None:
+    assert input_cost(1000, 0, 0, None) is None
+    no_cache_price = Pricing(input=2.5)
+    assert input_cost(1000, 0, 0, no_cache_price) == pytest.approx(2.5 / 1000)
+    assert input_cost(1000, 500, 0, no_cache_price) is None
+
+
+def test_body_marks_are_the_blocks_cache_control_ends() -> None:
+    mark = {"cache_control": {"type": "ephemeral"}}
+    body = {
+        "system": [{"type": "text", "text": "s", **mark}],
+        "messages": [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": [{"type": "text", "text": "b"}]},
+            {"role": "user", "content": [{"type": "text", "text": "c", **mark}]},
+        ],
+    }
+    assert body_marks(body) == [0, 3]
+    assert body_marks({"messages": [{"role": "user", "content": "a"}]}) is None
+
+
+def test_policies_read_just_fit_and_block_shares() -> None:
+    assert policies(["just-fit", "block=0.25,block=0.5", "just-fit"]) == [
+        ("just-fit", 0.0),
+        ("block=0.25", 0.25),
+        ("block=0.5", 0.5),
+    ]
+    for bad in ("block=0", "block=1.5", "block=x", "fast"):
+        with pytest.raises(UsageError):
+            policies([bad])
+
+
+# --- a recorded Anthropic run with cache marks --------------------------------------------
+
+
+def _anthropic_run(n: int = 4) -> bytes:
+    """``n`` calls of one growing conversation, each marking its last message and the
+    system prompt, each with the usage Anthropic would log: the call before's prompt
+    read, the rest written."""
+    mark = {"cache_control": {"type": "ephemeral"}}
+    system = [{"type": "text", "text": "You are careful. " * 400, **mark}]
+    history: list[dict[str, Any]] = []
+    lines = []
+    before = 0
+    for k in range(n):
+        history = [
+            *(
+                {**m, "content": [{"type": "text", "text": m["content"][0]["text"]}]}
+                for m in history
+            ),
+        ]
+        history.append({"role": "user", "content": [{"type": "text", "text": f"step {k} " * 300}]})
+        history[-1]["content"][0] |= mark
+        prompt = 2000 + 700 * k
+        usage = {
+            "input_tokens": 0,
+            "cache_read_input_tokens": before,
+            "cache_creation_input_tokens": prompt - before,
+            "output_tokens": 5,
+        }
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": system}
+        lines.append({"request": {**body, "messages": list(history)}, "response": {"usage": usage}})
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"did {k}"}]})
+        before = prompt
+    return b"\n".join(orjson.dumps(line) for line in lines)
+
+
+def _replay(data: bytes, **settings: Any) -> Any:
+    from ctxwin.runs import join_recorded
+
+    [run] = join_recorded(read_runs(data))
+    return replay_run(run, Settings(**settings))
+
+
+def test_replay_predicts_cache_use_from_the_bodys_marks_and_prices_it() -> None:
+    rep = _replay(_anthropic_run())
+    rows = rep["rows"]
+    assert rep["cache_marks"] == "cache_control in the body"
+    assert rep["price_source"] == "table" and rep["price"]["cache_read"] == 0.3
+    assert rows[0]["cached_tokens"] == 0  # nothing before it
+    assert rows[0]["cache_write_tokens"] == rows[0]["estimated_tokens_after"]
+    for before, row in pairwise(rows):
+        # each call reads the whole prompt of the call before (its marked prefix) and
+        # writes the rest up to its own last mark: its last message
+        assert row["cached_tokens"] == before["estimated_tokens_after"]
+        assert row["cached_tokens"] + row["cache_write_tokens"] == row["estimated_tokens_after"]
+    for k, row in enumerate(rows):
+        assert row["reported_cached_tokens"] == (0 if k == 0 else 2000 + 700 * (k - 1))
+        assert (
+            row["reported_cache_write_tokens"]
+            == row["reported_tokens"] - (row["reported_cached_tokens"])
+        )
+        expected = input_cost(
+            row["estimated_tokens_after"], row["cached_tokens"], row["cache_write_tokens"], SONNET
+        )
+        assert row["input_cost"] == pytest.approx(expected, abs=1e-6)
+    assert rep["cached_tokens"] == sum(r["cached_tokens"] for r in rows)
+    assert rep["reported_cached_tokens"] == sum(r["reported_cached_tokens"] for r in rows)
+    assert rep["tokens_sent"] == sum(r["estimated_tokens_after"] for r in rows)
+    assert rep["input_cost"] == pytest.approx(sum(r["input_cost"] for r in rows), abs=1e-5)
+
+
+def test_a_body_without_marks_reads_nothing_from_an_anthropic_cache() -> None:
+    data = _anthropic_run().replace(b',"cache_control":{"type":"ephemeral"}', b"")
+    rep = _replay(data)
+    assert rep["cached_tokens"] == 0 and rep["cache_write_tokens"] == 0
+    assert rep["cache_marks"] is None
+
+
+def test_a_model_without_a_price_has_no_cost() -> None:
+    rep = _replay(_anthropic_run(), model="my-own-model", context_length=100_000)
+    assert rep["price"] is None and rep["input_cost"] is None
+    assert all(r["input_cost"] is None for r in rep["rows"])
+    assert rep["cached_tokens"] is None  # no caching rules known either
+
+
+def test_a_pruned_request_reads_only_the_prefix_it_keeps() -> None:
+    """At a window the last calls do not fit, the cut drops the oldest turns: the request
+    then shares only the system prompt with the one before, and its mark on the system
+    prompt reads just that."""
+    full = _replay(_anthropic_run(6))
+    small = _replay(_anthropic_run(6), context_length=full["rows"][-1]["estimated_tokens"])
+    pruned = [r for r in small["rows"] if r["dropped_turns"]]
+    assert pruned, "the window must cut"
+    first = pruned[0]
+    before = small["rows"][first["call"] - 2]
+    assert first["cached_tokens"] < before["estimated_tokens_after"]
+    assert small["cached_tokens"] < full["cached_tokens"]
+
+
+# --- a Claude Code session: no marks logged ------------------------------------------------
+
+
+def _session(calls: int) -> bytes:
+    """A session whose logged usage follows Claude Code's marks: call k reads call k-1's
+    whole prompt (system prompt and tools of 15,000 tokens written by the first call)."""
+    lines: list[dict[str, Any]] = [cc_line("user", "u0", None, "fix the bug")]
+    parent = "u0"
+    before = 0
+    for k in range(calls):
+        prompt = 15_000 + 400 * k
+        line = cc_line("assistant", f"a{k}", parent, tool_use(f"t{k}"), mid=f"m{k}")
+        line["message"]["usage"] = {
+            "input_tokens": 1,
+            "cache_read_input_tokens": before,
+            "cache_creation_input_tokens": prompt - before - 1,
+            "output_tokens": 20,
+        }
+        lines.append(line)
+        lines.append(cc_line("user", f"r{k}", f"a{k}", tool_result(f"t{k}") * 1))
+        lines[-1]["message"]["content"][0]["content"] = "x = 1\n" * 200
+        parent = f"r{k}"
+        before = prompt - 1
+    return jsonl(*lines)
+
+
+def test_a_claude_code_session_is_cached_at_its_assumed_marks() -> None:
+    [run] = read_runs(_session(8))
+    rep = replay_run(run, Settings())
+    rows = rep["rows"]
+    assert rep["cache_marks"] == SESSION_MARKS["claude-code"]
+    # from the third call on the overhead is learned: each call reads about the whole
+    # prompt the call before sent, as the log says
+    for row in rows[2:]:
+        assert row["cached_tokens"] == pytest.approx(row["reported_cached_tokens"], rel=0.1)
+    assert rep["cached_tokens"] == pytest.approx(rep["reported_cached_tokens"], rel=0.1)
+
+
+def test_session_blocks_end_at_the_calls_estimate_pruned_or_not() -> None:
+    """The ends of the blocks are the estimates of the request's prefixes: the last is
+    the estimate of what is sent, with turns dropped or not."""
+    from ctxwin.caching import Cache, Sent
+    from ctxwin.core import load
+    from ctxwin.costing import Ledger, laid_prefix
+    from ctxwin.incremental import Prefixes
+    from ctxwin.recorded import model_messages
+
+    [run] = read_runs(_session(12))
+    settings = Settings(context_length=18_000)
+    est = settings.make_estimator()
+    t = load(run.body, "anthropic", est)
+    prefixes = Prefixes(t.view, est, t.adapter.problems, complete=True)
+    ledger = Ledger("claude-code")
+    pruned = 0
+    for i in model_messages(t.view):
+        result = prefixes.fit(i, 4_000, 1.0, overhead=2_000, learned=True)
+        ledger.rescale(result, True)
+        laid = laid_prefix(prefixes, result, ledger.now)
+        assert laid.ends[-1] == result.estimated_tokens_after
+        assert len(laid.ends) == len(laid.keys) + 1 == result.kept_count + 2
+        pruned += result.pruned
+        Cache(run_rules()).send(Sent(laid, [0, len(laid.keys) - 1]))
+    assert pruned
+
+
+def run_rules() -> Any:
+    from ctxwin.pricing import CacheRules
+
+    return CacheRules("breakpoints", 1024, None, 300, 4)
+
+
+def test_replay_with_edits_keys_messages_by_content() -> None:
+    """Under clear-results (each request read whole) a cleared result is a new message:
+    the cache reads only up to it."""
+    [run] = read_runs(_session(10))
+    settings = Settings(context_length=19_000, max_tokens=1000)
+    plain = replay_run(run, settings)
+    strategy = Strategy(("clear-results", "drop-turns"), 1)
+    cleared = replay_run(run, settings._replace(strategy=strategy))
+    rows = cleared["rows"]
+    edited = [r for r in rows if r.get("cleared_results")]
+    assert edited
+    for row in edited:
+        before = rows[row["call"] - 2]
+        # the first cleared result ends the prefix it shares with the call before
+        assert (row["cached_tokens"] or 0) < before["estimated_tokens_after"] - 1000
+    for row in rows[1:]:
+        assert row["cached_tokens"] is not None
+        assert row["cached_tokens"] <= row["estimated_tokens_after"]
+    assert plain["cached_tokens"] is not None
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def _cli(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwin", *args],
+        input=data,
+        capture_output=True,
+        check=False,
+    )
+
+
+def test_replay_json_and_summary_carry_the_costs(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(_anthropic_run())
+    out = _cli("replay", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    [rep] = orjson.loads(out.stdout)["runs"]
+    assert rep["input_cost"] > 0 and rep["rows"][1]["cached_tokens"] > 0
+    text = _cli("replay", str(path))
+    assert b"cache read" in text.stdout and b"input cost $" in text.stdout
+    assert b"from the model table" in text.stdout
+
+
+def test_compare_replays_once_per_policy(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_session(30))
+    args = ("replay", str(path), "--context-length", "22000", "--max-tokens", "1000", "--json")
+    out = _cli(*args, "--compare", "just-fit", "--compare", "block=0.25,block=0.5")
+    assert out.returncode == 0, out.stderr
+    payload = orjson.loads(out.stdout)
+    rows = payload["policies"]
+    assert [r["policy"] for r in rows] == ["just-fit", "block=0.25", "block=0.5"]
+    for r in rows:
+        assert r["calls"] == 30 and r["pruned_calls"] > 0
+        assert r["min_tokens_sent"] <= r["mean_tokens_sent"] <= 22000
+        assert r["input_cost"] > 0
+    # the same run replayed alone gives the just-fit row
+    one = orjson.loads(_cli(*args).stdout)["runs"][0]
+    assert rows[0]["cached_tokens"] == one["cached_tokens"]
+    assert rows[0]["input_cost"] == pytest.approx(one["input_cost"], abs=1e-5)
+    # a block cut keeps the prefix longer: fewer tokens written to the cache
+    assert rows[2]["cache_write_tokens"] < rows[0]["cache_write_tokens"]
+    assert payload["prices"][0]["price_source"] == "table"
+    table = _cli(*args[:-1], "--compare", "just-fit,block=0.5")
+    assert table.returncode == 0 and b"block=0.5" in table.stdout and b"input USD" in table.stdout
+
+
+def test_compare_exit_codes(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_session(6))
+    bad = _cli("replay", str(path), "--compare", "block=2")
+    assert bad.returncode == 2 and b"cutting policy" in bad.stderr
+    assert b"Traceback" not in bad.stderr
+    tiny = _cli("replay", str(path), "--compare", "just-fit", "--context-length", "3000")
+    assert tiny.returncode == 3, tiny.stderr
+
+
+# --- the recorded Claude Code sessions -----------------------------------------------------
+
+
+DIRECT = ("drmaciver-coverage-test-fix.jsonl", "drmaciver-python-to-rust-port.jsonl")
+"""Sessions whose calls reached Anthropic's API directly (each logs a ``requestId``)."""
+
+
+@pytest.mark.corpus
+@pytest.mark.skipif(not AGENT_TOOLS.is_dir(), reason="../shared/corpus is absent")
+@pytest.mark.parametrize("name", DIRECT)
+def test_claude_code_sessions_predicted_cache_reads_match_the_logs(name: str) -> None:
+    """Replayed without pruning (the requests as logged), the predicted cache reads of a
+    session sent straight to Anthropic are within 10 % of its logged
+    ``cache_read_input_tokens``."""
+    data = (AGENT_TOOLS / "claude-code" / name).read_bytes()
+    for run in read_runs(data):
+        rep = replay_run(run, Settings(context_length=1_000_000))
+        assert rep["first_pruned"] is None
+        assert rep["cached_tokens"] == pytest.approx(rep["reported_cached_tokens"], rel=0.10)
