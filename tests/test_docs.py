@@ -313,3 +313,22 @@ def test_the_no_budget_example_does_what_it_shows(tmp_path: Path) -> None:
     assert result.returncode == 3
     assert not (tmp_path / "fit.json").exists() and result.stdout == ""
     assert result.stderr.strip() == found.group(2)
+
+
+HARNESS_SECTIONS = ("Stress classes", "Real transcripts", "Provider-reported prompt tokens")
+"""Sections of docs/fidelity.md that are fidelity/results.md's own (written by
+``make fidelity``): copied whole, never typed in."""
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(f"\n## {heading}\n") + 1
+    end = text.find("\n## ", start + 1)
+    return text[start : end + 1 if end != -1 else len(text)]
+
+
+def test_the_fidelity_page_shows_the_harness_tables_as_written() -> None:
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "fidelity.md").read_text("utf-8")
+    written = (root / "fidelity" / "results.md").read_text("utf-8")
+    for heading in HARNESS_SECTIONS:
+        assert _section(page, heading) == _section(written, heading), heading
