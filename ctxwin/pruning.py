@@ -489,24 +489,47 @@ def passed(n: int, estimate: int, budget: int, scale: Scale, turns: int, raw: in
     """The result for a transcript of ``n`` items that is kept whole: it fits, or the
     budget is not positive, when no prompt fits and it is an overflow at the floor that
     is not enforced (the caller refuses to send: :class:`~ctxwin.errors.NoBudget`)."""
+    return _result(n, estimate, estimate, budget, scale, raw, kept_turns=turns)
+
+
+def _result(
+    n: int,
+    estimate: int,
+    after: int,
+    budget: int,
+    scale: Scale,
+    raw: int,
+    *,
+    kept_turns: int,
+    head: int = 0,
+    cut: int = 0,
+    dropped_turns: int = 0,
+    problems: Sequence[Problem] = (),
+    gap: tuple[int, int] | None = None,
+) -> FitResult:
+    """The one place a :class:`FitResult` is made (:func:`passed`, :func:`pruned`): of
+    ``n`` items estimated at ``estimate``, keeping ``[0, head)`` and ``[cut, n)`` (all
+    of them when both are 0), estimated at ``after``. A budget that is not positive is
+    not enforced and is an overflow at the floor."""
     enforced = budget > 0
     return FitResult(
-        head=0,
-        cut=0,
+        head=head,
+        cut=cut,
         items=n,
         estimated_tokens=estimate,
-        estimated_tokens_after=estimate,
+        estimated_tokens_after=after,
         budget=budget,
         calibration=scale.calibration,
-        fits=enforced,
-        pruned=False,
-        overflow_at_floor=not enforced,
-        dropped_turns=0,
-        kept_turns=turns,
+        fits=enforced and estimate <= budget,
+        pruned=cut > head or gap is not None,
+        overflow_at_floor=not enforced or after > budget,
+        dropped_turns=dropped_turns,
+        kept_turns=kept_turns,
         enforced=enforced,
         raw_tokens=raw,
-        warnings=[],
+        warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
         overhead=scale.reported_overhead,
+        gap=gap,
     )
 
 
@@ -586,21 +609,17 @@ def pruned(
     start = seg.head_end
     cut = turns[seg.unit_starts[k]] if k else start
     dropped_turns = seg.unit_starts[k] if k < len(seg.unit_starts) else len(turns)
-    return FitResult(
+    return _result(
+        n,
+        estimate,
+        estimate_after,
+        budget,
+        scale,
+        raw,
+        kept_turns=len(turns) - dropped_turns,
         head=start,
         cut=cut,
-        items=n,
-        estimated_tokens=estimate,
-        estimated_tokens_after=estimate_after,
-        budget=budget,
-        calibration=scale.calibration,
-        fits=False,
-        pruned=cut > start or gap is not None,
-        overflow_at_floor=estimate_after > budget,
         dropped_turns=dropped_turns + gap_turns,
-        kept_turns=len(turns) - dropped_turns,
-        raw_tokens=raw,
-        warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
-        overhead=scale.reported_overhead,
+        problems=problems,
         gap=gap,
     )
