@@ -36,13 +36,13 @@ from operator import is_
 from typing import Any
 
 from ctxwin.core import Transcript, load
+from ctxwin.cut import Kept, prefix_sums
 from ctxwin.errors import CtxwinError
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats._util import replace_key
 from ctxwin.formats.base import Adapter
 from ctxwin.pruning import (
     FitResult,
-    Kept,
     Rules,
     Scale,
     Segments,
@@ -50,7 +50,6 @@ from ctxwin.pruning import (
     cost_columns,
     guard,
     passed,
-    prefix_sums,
     pruned,
     refuse,
     scan_turns,
