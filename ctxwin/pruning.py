@@ -31,17 +31,30 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ctxwin.cut import Kept as Kept  # re-exported (moved to cut, with the search)
-from ctxwin.cut import fewest_units as fewest_units
-from ctxwin.cut import prefix_sums as prefix_sums
 from ctxwin.errors import PairingError
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
 from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
 from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, exact_decimal, scaled
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
 from ctxwin.words import and_more
+
+if TYPE_CHECKING:  # re-exported when asked for (moved to ctxwin.cut, not imported at start)
+    from ctxwin.cut import Kept as Kept
+    from ctxwin.cut import fewest_units as fewest_units
+    from ctxwin.cut import prefix_sums as prefix_sums
+
+_MOVED = frozenset({"Kept", "fewest_units", "prefix_sums"})
+
+
+def __getattr__(name: str) -> Any:
+    """``Kept``, ``fewest_units`` and ``prefix_sums``, from :mod:`ctxwin.cut`."""
+    if name in _MOVED:
+        from ctxwin import cut
+
+        return getattr(cut, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Segments(NamedTuple):
@@ -286,6 +299,8 @@ def fit(
     estimate = scale.estimate(raw)
     if budget <= 0 or estimate <= budget:
         return passed(n, estimate, budget, scale, segment(items, view.pinned).turn_count(), raw)
+    from ctxwin.cut import Kept, prefix_sums  # here: only a fit that drops needs them
+
     problems = refuse_broken(view, rules)
     seg = segment(items, view.pinned)
     options = drop_options(view, seg, drop)

@@ -44,7 +44,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from ctxwin.cut import Kept, prefix_sums
 from ctxwin.errors import UsageError
 from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
 from ctxwin.pruning import (
@@ -448,6 +447,8 @@ def plan_edits(
     scale = Scale(calibration, overhead, learned)
     if estimator.raw(total) <= scale.raw_limit(budget):
         return Applied(strategy)
+    from ctxwin.cut import Kept, prefix_sums  # here: not imported at start
+
     pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy, scale)
     refuse_broken(view, rules)
     steps = strategy.actions
