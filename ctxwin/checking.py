@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.core import INVALID, NEEDS_PRUNING, NO_BUDGET, STATUSES, TRUNCATED
@@ -367,30 +368,22 @@ def check_files(
         raise UsageError(f"{engine!r}: choose one of {', '.join(ENGINES)}", setting="engine")
     found = paths if isinstance(paths, Found) else find_files(paths)
     settings = settings_with(settings, changes).portable()
+    run: Callable[..., Iterable[CheckRow]]  # the engine, given what only it takes
     if engine == "dask":
         from ctxwin.cluster import check_paths_on_dask
 
-        rows = check_paths_on_dask(
-            found.files,
-            settings,
-            work=check_chunk,
-            split=chunks,
-            scheduler=scheduler,
-            max_bytes=max_bytes,
-            on_file_done=on_file_done,
-            run_format=run_format,
-        )
+        run = partial(check_paths_on_dask, work=check_chunk, split=chunks, scheduler=scheduler)
     else:
         if scheduler is not None:
             raise UsageError("a scheduler is for engine 'dask'", setting="scheduler")
-        rows = check_paths(
-            found.files,
-            settings,
-            jobs=jobs,
-            max_bytes=max_bytes,
-            on_file_done=on_file_done,
-            run_format=run_format,
-        )
+        run = partial(check_paths, jobs=jobs)
+    rows = run(
+        found.files,
+        settings,
+        max_bytes=max_bytes,
+        on_file_done=on_file_done,
+        run_format=run_format,
+    )
     ordered = in_file_order(rows, found.files)
     ordered += [_invalid(arg, MISSING) for arg in found.missing]
     ordered += [_invalid(arg, error) for arg, error in found.unreadable]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ctxwin.budget import Budget, compute_budget, resolve_spec
@@ -88,6 +89,11 @@ STATUSES: tuple[Status, ...] = (FITS, NEEDS_PRUNING, TRUNCATED, NO_BUDGET, INVAL
 
 NO_EDITS = Applied()
 """What a fit under the default strategy applied: nothing."""
+
+
+def _of_result(name: str) -> Any:
+    """A read-only attribute of a :class:`Plan`: its result's ``name``."""
+    return property(attrgetter(f"result.{name}"))
 
 
 class Plan:
@@ -198,35 +204,16 @@ class Plan:
         items = body if isinstance(body, list) else body.get(self.transcript.view.items_path, [])
         return list(items) if isinstance(items, list) else []
 
-    @property
-    def pruned(self) -> bool:
-        return self.result.pruned
-
-    @property
-    def dropped_turns(self) -> int:
-        return self.result.dropped_turns
-
-    @property
-    def kept_turns(self) -> int:
-        return self.result.kept_turns
-
-    @property
-    def estimated_tokens(self) -> int:
-        """Estimate of the request as given (before pruning)."""
-        return self.result.estimated_tokens
-
-    @property
-    def estimated_tokens_after(self) -> int:
-        """Estimate of :attr:`request`."""
-        return self.result.estimated_tokens_after
-
-    @property
-    def overflow_at_floor(self) -> bool:
-        return self.result.overflow_at_floor
-
-    @property
-    def calibration(self) -> float:
-        return self.result.calibration
+    # What the pruner decided, read through: one table, not a property each.
+    pruned: bool = _of_result("pruned")
+    dropped_turns: int = _of_result("dropped_turns")
+    kept_turns: int = _of_result("kept_turns")
+    estimated_tokens: int = _of_result("estimated_tokens")
+    """Estimate of the request as given (before pruning)."""
+    estimated_tokens_after: int = _of_result("estimated_tokens_after")
+    """Estimate of :attr:`request`."""
+    overflow_at_floor: bool = _of_result("overflow_at_floor")
+    calibration: float = _of_result("calibration")
 
     def row(self) -> Fitted:
         """The JSON row of this fit: what ``replay`` and ``check`` rows carry and the

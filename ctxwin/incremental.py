@@ -36,13 +36,13 @@ from operator import is_
 from typing import Any
 
 from ctxwin.core import Transcript, load
+from ctxwin.cut import Kept, prefix_sums
 from ctxwin.errors import CtxwinError
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats._util import replace_key
 from ctxwin.formats.base import Adapter
 from ctxwin.pruning import (
     FitResult,
-    Kept,
     Rules,
     Scale,
     Segments,
@@ -50,7 +50,6 @@ from ctxwin.pruning import (
     cost_columns,
     guard,
     passed,
-    prefix_sums,
     pruned,
     refuse,
     scan_turns,
@@ -362,25 +361,21 @@ class Prefixes:
                 out += [p for p in rules(view, window) if p.index == b - 1]
         return out
 
-    def whole(
-        self,
-        i: int,
-        budget: int,
-        calibration: float,
-        *,
-        overhead: int = 0,
-        learned: bool = False,
-    ) -> FitResult | None:
+    def scale(self, calibration: float, overhead: int = 0, learned: bool = False) -> Scale:
+        """The :class:`~ctxwin.pruning.Scale` of these figures (the last one made is kept
+        while they stay the same)."""
+        key = (calibration, overhead, learned)
+        if self._scale_key != key:
+            self._scale = Scale(calibration, overhead, learned)
+            self._scale_key = key
+        return self._scale
+
+    def whole(self, i: int, budget: int, scale: Scale) -> FitResult | None:
         """The fit of ``items[:i]`` when they are kept whole, as every strategy keeps a
         request within its budget (or, when the budget is not positive, reports it an
         overflow that is not enforced); ``None`` when they must be fitted. O(new items)."""
         self.advance(i)
         raw = self.raw(i)
-        scale = self._scale
-        key = (calibration, overhead, learned)
-        if self._scale_key != key:
-            scale = self._scale = Scale(calibration, overhead, learned)
-            self._scale_key = key
         estimate = scale.estimate(raw)
         if budget <= 0 or estimate <= budget:
             return passed(i, estimate, budget, scale, len(self.seg.turn_starts), raw)
@@ -397,13 +392,13 @@ class Prefixes:
         block: float = 0.0,
     ) -> FitResult:
         """What :func:`ctxwin.pruning.fit` gives on a view of ``items[:i]``."""
-        whole = self.whole(i, budget, calibration, overhead=overhead, learned=learned)
+        scale = self.scale(calibration, overhead, learned)
+        whole = self.whole(i, budget, scale)
         if whole is not None:
             return whole
         estimator = self.estimator
         total = self.total(i)
         raw = estimator.raw(total)
-        scale = self._scale
         estimate = scale.estimate(raw)
         seg = self.seg
         rules = self.rules

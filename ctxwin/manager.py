@@ -200,13 +200,8 @@ class ContextWindowManager:
             # O(new items). One over it is planned over the whole request, as a step that
             # is not incremental (ctxwin.strategy.Step.incremental) declares.
             budget = self._prefix_budget(prefixes)
-            whole = prefixes.whole(
-                n,
-                budget.budget,
-                self.calibration,
-                overhead=self.overhead,
-                learned=self._learner is not None,
-            )
+            scale = prefixes.scale(self.calibration, self.overhead, self._learner is not None)
+            whole = prefixes.whole(n, budget.budget, scale)
             if whole is not None:
                 return Plan(
                     transcript,

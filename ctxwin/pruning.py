@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, chain
+from itertools import chain
 from operator import attrgetter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxwin.errors import PairingError
 from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
@@ -39,6 +39,22 @@ from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (mo
 from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, exact_decimal, scaled
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
 from ctxwin.words import and_more
+
+if TYPE_CHECKING:  # re-exported when asked for (moved to ctxwin.cut, not imported at start)
+    from ctxwin.cut import Kept as Kept
+    from ctxwin.cut import fewest_units as fewest_units
+    from ctxwin.cut import prefix_sums as prefix_sums
+
+_MOVED = frozenset({"Kept", "fewest_units", "prefix_sums"})
+
+
+def __getattr__(name: str) -> Any:
+    """``Kept``, ``fewest_units`` and ``prefix_sums``, from :mod:`ctxwin.cut`."""
+    if name in _MOVED:
+        from ctxwin import cut
+
+        return getattr(cut, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Segments(NamedTuple):
@@ -283,6 +299,8 @@ def fit(
     estimate = scale.estimate(raw)
     if budget <= 0 or estimate <= budget:
         return passed(n, estimate, budget, scale, segment(items, view.pinned).turn_count(), raw)
+    from ctxwin.cut import Kept, prefix_sums  # here: only a fit that drops needs them
+
     problems = refuse_broken(view, rules)
     seg = segment(items, view.pinned)
     options = drop_options(view, seg, drop)
@@ -312,125 +330,6 @@ def fit(
             found = rules(view, result.keep) if rules is not None else []
         guard(found, problems)
     return result
-
-
-def prefix_sums(columns: Sequence[Sequence[int]]) -> list[list[int]]:
-    """Per-slot prefix sums of cost columns (:func:`cost_columns`): ``prefix[slot][i]`` is
-    the cost of items ``[0, i)`` in that slot."""
-    return [[0, *accumulate(col)] for col in columns]
-
-
-if TYPE_CHECKING:  # a Protocol class costs its creation at every start
-    from typing import Protocol
-
-    class Options(Protocol):
-        """What a fit may drop, least first (:func:`drop_options`'s list, or a growing
-        segmentation's own: :class:`ctxwin.incremental.Prefixes`)."""
-
-        def __len__(self) -> int: ...
-
-        def __getitem__(self, k: int, /) -> tuple[bool, int]: ...
-
-
-class Kept:
-    """The cost a fit keeps when it takes option ``k`` of ``options`` (as
-    :func:`drop_options` gives them: whether the superseded block ``gap`` goes, and the
-    first kept item after the head ``[0, start)``), from per-slot prefix sums of the
-    items' costs (:func:`prefix_sums`): O(width) per option.
-
-    The one search for the fewest units to drop (:meth:`fewest`, over
-    :func:`fewest_units`) runs on it for :func:`fit`, for
-    :class:`ctxwin.incremental.Prefixes` and for the strategies' planner, which passes
-    ``less``: what its editing steps would save on the items from a cut on, taken off
-    each option's cost. Raw estimates are remembered per option. (A plain class: a
-    dataclass would cost its generated code at every start.)
-    """
-
-    __slots__ = ("estimator", "gap", "known", "less", "options", "prefix", "start", "total")
-
-    def __init__(
-        self,
-        total: Sequence[int],
-        prefix: Sequence[Sequence[int]],
-        start: int,
-        options: Options,
-        estimator: Estimator,
-        gap: tuple[int, int] | None = None,
-        less: Callable[[int], Sequence[int]] | None = None,
-    ) -> None:
-        self.total = total
-        self.prefix = prefix
-        self.start = start
-        self.options = options
-        self.estimator = estimator
-        self.gap = gap
-        self.less = less
-        self.known: dict[int, int] = {}
-
-    def cost(self, k: int) -> list[int]:
-        """The summed cost vector of what option ``k`` keeps."""
-        dropped_gap, c = self.options[k]
-        start = self.start
-        kept = [t - p[c] + p[start] for t, p in zip(self.total, self.prefix, strict=True)]
-        gap = self.gap
-        if dropped_gap and gap is not None:
-            a, b = gap
-            kept = [t - p[b] + p[a] for t, p in zip(kept, self.prefix, strict=True)]
-        return kept
-
-    def raw(self, k: int) -> int:
-        """The raw estimate of what option ``k`` keeps (less what ``less`` saves)."""
-        raw = self.known.get(k)
-        if raw is None:
-            cost = self.cost(k)
-            if self.less is not None:
-                saved = self.less(self.options[k][1])
-                cost = [c - s for c, s in zip(cost, saved, strict=True)]
-            raw = self.known[k] = self.estimator.raw(cost)
-        return raw
-
-    def dropped(self, k: int) -> int:
-        """The raw estimate of what option ``k`` drops, unedited: the items from the head's
-        end to its cut (and the superseded block when it goes). A function of the
-        history alone: appending items never changes it."""
-        dropped_gap, c = self.options[k]
-        start = self.start
-        cost = [p[c] - p[start] for p in self.prefix]
-        gap = self.gap
-        if dropped_gap and gap is not None:
-            a, b = gap
-            cost = [x + p[b] - p[a] for x, p in zip(cost, self.prefix, strict=True)]
-        return self.estimator.raw(cost)
-
-    def stable(self, limit: int, block: float, near: int = 0) -> int:
-        """The option a cache-stable cut takes: :meth:`fewest` when that drops nothing or
-        ``block`` is 0; else the first option that drops at least the next multiple of
-        ``block × limit`` raw tokens at or above what :meth:`fewest` drops, short of the
-        floor (when no such option is, :meth:`fewest`'s: a cut never empties a request
-        to the floor to reach a block). The multiples sit at fixed offsets of the history's cost, so
-        consecutive requests of a growing run keep one cut, and the prefix a provider
-        caches, until what must go crosses the next one."""
-        k = self.fewest(limit, near)
-        last = len(self.options) - 1
-        if k == 0 or block <= 0 or k >= last:
-            return k
-        size = max(1, int(block * limit))
-        target = -(-self.dropped(k) // size) * size
-        if self.dropped(last - 1) < target:
-            return k  # no block boundary short of the floor: drop what must go, no more
-        lo, hi = k, last - 1  # the first option at or after k dropping at least target
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.dropped(mid) >= target:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    def fewest(self, limit: int, near: int = 0) -> int:
-        """The first option whose raw estimate is within ``limit``; the last (the floor)
-        when none is (see :func:`fewest_units`)."""
-        return fewest_units(len(self.options), self.raw, limit, near)
 
 
 def drop_options(view: View, seg: Segments, drop: bool = True) -> list[tuple[bool, int]]:
@@ -492,24 +391,47 @@ def passed(n: int, estimate: int, budget: int, scale: Scale, turns: int, raw: in
     """The result for a transcript of ``n`` items that is kept whole: it fits, or the
     budget is not positive, when no prompt fits and it is an overflow at the floor that
     is not enforced (the caller refuses to send: :class:`~ctxwin.errors.NoBudget`)."""
+    return _result(n, estimate, estimate, budget, scale, raw, kept_turns=turns)
+
+
+def _result(
+    n: int,
+    estimate: int,
+    after: int,
+    budget: int,
+    scale: Scale,
+    raw: int,
+    *,
+    kept_turns: int,
+    head: int = 0,
+    cut: int = 0,
+    dropped_turns: int = 0,
+    problems: Sequence[Problem] = (),
+    gap: tuple[int, int] | None = None,
+) -> FitResult:
+    """The one place a :class:`FitResult` is made (:func:`passed`, :func:`pruned`): of
+    ``n`` items estimated at ``estimate``, keeping ``[0, head)`` and ``[cut, n)`` (all
+    of them when both are 0), estimated at ``after``. A budget that is not positive is
+    not enforced and is an overflow at the floor."""
     enforced = budget > 0
     return FitResult(
-        head=0,
-        cut=0,
+        head=head,
+        cut=cut,
         items=n,
         estimated_tokens=estimate,
-        estimated_tokens_after=estimate,
+        estimated_tokens_after=after,
         budget=budget,
         calibration=scale.calibration,
-        fits=enforced,
-        pruned=False,
-        overflow_at_floor=not enforced,
-        dropped_turns=0,
-        kept_turns=turns,
+        fits=enforced and estimate <= budget,
+        pruned=cut > head or gap is not None,
+        overflow_at_floor=not enforced or after > budget,
+        dropped_turns=dropped_turns,
+        kept_turns=kept_turns,
         enforced=enforced,
         raw_tokens=raw,
-        warnings=[],
+        warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
         overhead=scale.reported_overhead,
+        gap=gap,
     )
 
 
@@ -525,39 +447,6 @@ def refuse(problems: Sequence[Problem]) -> None:
             "already breaks the provider's rules (list them with `ctxwin lint`)",
             first.where,
         )
-
-
-def fewest_units(cuts: int, after: Callable[[int], int], limit: int, near: int = 0) -> int:
-    """The fewest oldest units to drop (``0 .. cuts - 1``) for ``after(k) <= limit``;
-    ``cuts - 1`` (the floor) when none is enough. ``after(0)`` is over the limit and
-    ``after`` is non-increasing. ``near`` is a guess of the answer (the previous
-    call's, in an agent loop): the search gallops out from it, so an answer that
-    moved by ``d`` units costs O(log d) estimates."""
-    lo, hi = 0, cuts - 1  # the newest unit is never dropped
-    if 0 < near < hi and after(near) <= limit:  # the answer is at or below near
-        hi = near
-        step = 1
-        while near - step > 0 and after(near - step) <= limit:
-            hi = near - step
-            step *= 2
-        lo = max(0, near - step)
-    else:
-        if after(hi) > limit:
-            return hi
-        if 0 < near < hi:  # the answer is above near
-            lo = near + 1
-            step = 1
-            while near + step < hi and after(near + step) > limit:
-                lo = near + step + 1
-                step *= 2
-            hi = min(hi, near + step)
-    while lo < hi:  # smallest k in [lo, hi] with after(k) <= limit; after(lo - 1) > limit
-        mid = (lo + hi) // 2
-        if after(mid) <= limit:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def guard(found: Sequence[Problem], problems: Sequence[Problem]) -> None:
@@ -589,21 +478,17 @@ def pruned(
     start = seg.head_end
     cut = turns[seg.unit_starts[k]] if k else start
     dropped_turns = seg.unit_starts[k] if k < len(seg.unit_starts) else len(turns)
-    return FitResult(
+    return _result(
+        n,
+        estimate,
+        estimate_after,
+        budget,
+        scale,
+        raw,
+        kept_turns=len(turns) - dropped_turns,
         head=start,
         cut=cut,
-        items=n,
-        estimated_tokens=estimate,
-        estimated_tokens_after=estimate_after,
-        budget=budget,
-        calibration=scale.calibration,
-        fits=False,
-        pruned=cut > start or gap is not None,
-        overflow_at_floor=estimate_after > budget,
         dropped_turns=dropped_turns + gap_turns,
-        kept_turns=len(turns) - dropped_turns,
-        raw_tokens=raw,
-        warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
-        overhead=scale.reported_overhead,
+        problems=problems,
         gap=gap,
     )

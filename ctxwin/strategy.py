@@ -34,7 +34,7 @@ whose estimate and rule checks are the ones reported.
 Each step is an object (:class:`Step`, by name in :data:`STEP_OF`) that offers its
 candidates (:class:`Offer`: what it can remove or replace, with the cost each saves);
 :func:`plan_edits` applies them in one pass, on the fewest-units search
-(:class:`ctxwin.pruning.Kept`) that fitting and incremental fitting use too. A step
+(:class:`ctxwin.cut.Kept`) that fitting and incremental fitting use too. A step
 declares whether it can be fitted incrementally (:attr:`Step.incremental`).
 """
 
@@ -47,12 +47,10 @@ from typing import Any, NamedTuple
 from ctxwin.errors import UsageError
 from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
 from ctxwin.pruning import (
-    Kept,
     Rules,
     Scale,
     cost_columns,
     drop_options,
-    prefix_sums,
     refuse_broken,
     segment,
     total_cost,
@@ -99,7 +97,7 @@ class _StrategyFields(NamedTuple):
     """Once ``clear-results`` clears anything, it clears at least this many tokens."""
     block: float = 0.0
     """The cut moves in blocks of this share of the budget (0: the fewest turns, just
-    fit): see :meth:`ctxwin.pruning.Kept.stable`."""
+    fit): see :meth:`ctxwin.cut.Kept.stable`."""
 
 
 class Strategy(_StrategyFields):
@@ -222,7 +220,7 @@ class Step:
     :class:`Offer` with the cost it saves), how much it takes once it takes anything
     (:attr:`at_least`), and the offer it takes when it needs less than all of one
     (:attr:`take`). ``drop-turns`` offers nothing here: it is the search for the fewest
-    units to drop (:class:`ctxwin.pruning.Kept`), which counts the offers of the steps
+    units to drop (:class:`ctxwin.cut.Kept`), which counts the offers of the steps
     listed before it as savings on what it keeps.
 
     One class whose instances (:data:`STEP_OF`) hold their behaviour: a subclass per
@@ -439,7 +437,7 @@ def plan_edits(
 
     One pass: with ``drop-turns``, the fewest units are dropped such that the offers of
     the steps before it, on the kept items, would make the request fit (the search of
-    :class:`~ctxwin.pruning.Kept`); then each step in turn takes its offers on the kept
+    :class:`~ctxwin.cut.Kept`); then each step in turn takes its offers on the kept
     items until the request fits.
     """
     if not strategy.edits or budget <= 0:
@@ -449,6 +447,8 @@ def plan_edits(
     scale = Scale(calibration, overhead, learned)
     if estimator.raw(total) <= scale.raw_limit(budget):
         return Applied(strategy)
+    from ctxwin.cut import Kept, prefix_sums  # here: not imported at start
+
     pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy, scale)
     refuse_broken(view, rules)
     steps = strategy.actions

@@ -1,4 +1,4 @@
-"""The cache-stable cut (``Strategy.block``, :meth:`ctxwin.pruning.Kept.stable`): over a
+"""The cache-stable cut (``Strategy.block``, :meth:`ctxwin.cut.Kept.stable`): over a
 growing run the cut moves only in blocks of the budget, so consecutive requests share
 their prefix, and each request still fits."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -90,6 +90,15 @@ def replace_key(body: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     return {k: (value if k == key else v) for k, v in body.items()}
 
 
+def keep_entries(body: Any, key: str, keep: Sequence[int]) -> Any:
+    """``body`` (a dict with its entries under ``key``, or a bare list of them) with only
+    the entries at ``keep``: what an adapter's ``write`` gives."""
+    if isinstance(body, list):
+        return [body[i] for i in keep]
+    entries = body[key]
+    return replace_key(body, key, [entries[i] for i in keep])
+
+
 def adjacency_problems(view: View, keep: Sequence[int]) -> list[Problem]:
     """Rules of formats whose tool results sit in the message right after their calls.
 
@@ -130,20 +139,40 @@ def adjacency_problems(view: View, keep: Sequence[int]) -> list[Problem]:
     return problems
 
 
-def unknown_documents_note(paths: list[str], cost: Callable[[media.Media], int]) -> list[str]:
-    """The warning for documents known only by URL or file id (their size is a guess,
-    priced by ``cost`` as an unknown PDF); none when ``paths`` is empty."""
-    if not paths:
-        return []
-    each = cost(media.unknown("pdf"))
-    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3:,} more" if len(paths) > 3 else "")
-    return [
-        f"{len(paths):,} document(s) known only by URL or file id ({shown}): size unknown, "
-        f"counted as {each:,} tokens each"
-    ]
+def role_of(
+    obj: dict[str, Any],
+    roles: Mapping[str, str],
+    where: str,
+    expected: str,
+    missing: str = 'missing "role"',
+) -> str:
+    """The neutral role of the message ``obj`` at ``where`` (its ``role``, a key of
+    ``roles``); :class:`~ctxwin.errors.InputError` at ``where.role`` saying ``missing``
+    when it has none, and what it may be (``expected``) when it is another."""
+    name = obj.get("role")
+    role = roles.get(name) if isinstance(name, str) else None
+    if role is None:
+        if name is None:
+            raise InputError(missing, f"{where}.role")
+        raise InputError(f"unknown role {name!r} (expected {expected})", f"{where}.role")
+    return role
 
 
-_REMOVE: Any = object()
+def noted(view: View, paths: list[str], cost: Callable[[media.Media], int]) -> View:
+    """``view`` with the warning for documents known only by URL or file id (their size
+    is a guess, priced by ``cost`` as an unknown PDF) added to its notes, when ``paths``
+    names any: the end of an adapter's ``read``."""
+    if paths:
+        each = cost(media.unknown("pdf"))
+        more = f" and {len(paths) - 3:,} more" if len(paths) > 3 else ""
+        view.notes.append(
+            f"{len(paths):,} document(s) known only by URL or file id "
+            f"({', '.join(paths[:3])}{more}): size unknown, counted as {each:,} tokens each"
+        )
+    return view
+
+
+REMOVE: Any = object()
 """What an edit function returns to remove the list element it was given."""
 
 
@@ -153,18 +182,18 @@ def _path_key(step: int | str) -> tuple[int, int | str]:
 
 def _update_at(obj: Any, path: Path, fn: Callable[[Any, Path], Any], full: Path) -> Any:
     """A copy of ``obj`` with the value at ``path`` replaced by ``fn(value, full)``
-    (removed when it returns :data:`_REMOVE`); only the containers on the path are copied."""
+    (removed when it returns :data:`REMOVE`); only the containers on the path are copied."""
     key = path[0]
     old = obj[key]
     new = fn(old, full) if len(path) == 1 else _update_at(old, path[1:], fn, full)
     if isinstance(obj, list):
         out: Any = list(obj)
-        if new is _REMOVE:
+        if new is REMOVE:
             del out[key]
         else:
             out[key] = new
         return out
-    if new is _REMOVE:
+    if new is REMOVE:
         return {k: v for k, v in obj.items() if k != key}
     return replace_key(obj, str(key), new)
 

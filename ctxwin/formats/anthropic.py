@@ -34,24 +34,7 @@ from typing import Any
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.formats._util import (
-    _REMOVE,
-    add_json,
-    adjacency_problems,
-    current_turn_start,
-    dense_cost,
-    edit_entries,
-    expect_dict,
-    expect_list,
-    expect_str,
-    kind_of,
-    only_text,
-    optional_int,
-    optional_model,
-    replace_key,
-    required_str,
-    unknown_documents_note,
-)
+from ctxwin.formats import _util as u
 from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.tokens.framing import ANTHROPIC_TOOL_PROMPT
@@ -162,7 +145,6 @@ class Anthropic:
     items_key = "messages"
     format_rules = True
     local_rules = True
-    """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = (
         'Anthropic Messages body {"messages": [...]} with a top-level "system" or '
         "content blocks (tool_use, tool_result, image, thinking, ...)"
@@ -201,10 +183,10 @@ class Anthropic:
         return _messages_request(body)
 
     def read(self, body: Any, estimator: Estimator) -> View:
-        body = expect_dict(body, "(body)")
+        body = u.expect_dict(body, "(body)")
         if "messages" not in body:
             raise InputError('missing "messages" (expected an Anthropic Messages body)', "messages")
-        messages = expect_list(body["messages"], "messages")
+        messages = u.expect_list(body["messages"], "messages")
         width = estimator.width
         base = [0] * width
         refs: list[str] = []
@@ -215,34 +197,26 @@ class Anthropic:
             if isinstance(system, str):
                 estimator.add_text(base, system, Kind.PROSE)
             else:
-                for k, block in enumerate(expect_list(system, "system")):
+                for k, block in enumerate(u.expect_list(system, "system")):
                     self._block(
                         block, f"system[{k}]", base, estimator, None, [], [], Kind.PROSE, ctx
                     )
         tools = body.get("tools")
         if tools is not None:
-            add_json(base, expect_list(tools, "tools"), estimator)
+            u.add_json(base, u.expect_list(tools, "tools"), estimator)
             for tool in tools:
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                     ctx.tools[tool["name"]] = tool
         base[0] += estimator.framing(self.name, has_tools=tools is not None)
-        max_tokens = optional_int(body, "max_tokens", "max_tokens")
-        view = View(self.name, [], base, optional_model(body), max_tokens, "messages")
+        max_tokens = u.optional_int(body, "max_tokens", "max_tokens")
+        view = View(self.name, [], base, u.optional_model(body), max_tokens, "messages")
         compaction: tuple[int, int] | None = None
         for i, m in enumerate(messages):
             where = view.where(i)
             if not isinstance(m, dict):
-                raise InputError(f"expected a message object, got {kind_of(m)}", where)
-            role_name = m.get("role")
-            role = ROLES.get(role_name) if isinstance(role_name, str) else None
-            if role is None:
-                if role_name is None:
-                    raise InputError('missing "role"', f"{where}.role")
-                raise InputError(
-                    f"unknown role {role_name!r} (expected user or assistant; the system "
-                    'prompt goes in the top-level "system")',
-                    f"{where}.role",
-                )
+                raise InputError(f"expected a message object, got {u.kind_of(m)}", where)
+            expected = 'user or assistant; the system prompt goes in the top-level "system"'
+            role = u.role_of(m, ROLES, where, expected)
             cost = [0] * width
             cost[0] = estimator.per_message
             if "content" not in m:
@@ -253,7 +227,7 @@ class Anthropic:
             if isinstance(content, str):
                 estimator.add_text(cost, content, Kind.PROSE)
             else:
-                for k, block in enumerate(expect_list(content, f"{where}.content")):
+                for k, block in enumerate(u.expect_list(content, f"{where}.content")):
                     self._block(
                         block,
                         f"{where}.content[{k}]",
@@ -278,8 +252,7 @@ class Anthropic:
             _compacted(view, compaction)
         if ctx.tool_search:
             base[0] += TOOL_SEARCH_TOKENS
-        view.notes.extend(unknown_documents_note(refs, media.anthropic_cost))
-        return view
+        return u.noted(view, refs, media.anthropic_cost)
 
     def _block(
         self,
@@ -293,12 +266,12 @@ class Anthropic:
         kind: Kind,
         ctx: _Context,
     ) -> None:
-        block = expect_dict(block, at)
+        block = u.expect_dict(block, at)
         t = block.get("type")
         if not isinstance(t, str):
             raise InputError('content block without a string "type"', f"{at}.type")
         if t == "text":
-            est.add_text(cost, expect_str(block.get("text"), f"{at}.text"), kind)
+            est.add_text(cost, u.expect_str(block.get("text"), f"{at}.text"), kind)
         elif t == "image":
             cost[0] += media.anthropic_cost(_source(block.get("source"), f"{at}.source", "image"))
         elif t == "document":
@@ -306,56 +279,56 @@ class Anthropic:
         elif t == "tool_use":
             if role is not ASSISTANT:
                 raise InputError("a tool_use block belongs in an assistant message", f"{at}.type")
-            call_id = required_str(block, "id", at)
-            est.add_text(cost, required_str(block, "name", at), Kind.PROSE)
+            call_id = u.required_str(block, "id", at)
+            est.add_text(cost, u.required_str(block, "name", at), Kind.PROSE)
             if "input" not in block:
                 raise InputError('missing "input"', f"{at}.input")
-            add_json(cost, block["input"], est)
+            u.add_json(cost, block["input"], est)
             est.add_text(cost, call_id, Kind.DENSE)
             cost[0] += est.per_tool_call
             calls.append(call_id)
         elif t == "tool_result":
             if role is not USER:
                 raise InputError("a tool_result block belongs in a user message", f"{at}.type")
-            call_id = required_str(block, "tool_use_id", at)
+            call_id = u.required_str(block, "tool_use_id", at)
             est.add_text(cost, call_id, Kind.DENSE)
             is_error = block.get("is_error")
             if is_error is not None and not isinstance(is_error, bool):
-                raise InputError(f"expected a boolean, got {kind_of(is_error)}", f"{at}.is_error")
+                raise InputError(f"expected a boolean, got {u.kind_of(is_error)}", f"{at}.is_error")
             content = block.get("content")
             if isinstance(content, str):
                 est.add_text(cost, content, Kind.DENSE)
             elif content is not None:
-                for j, inner in enumerate(expect_list(content, f"{at}.content")):
+                for j, inner in enumerate(u.expect_list(content, f"{at}.content")):
                     self._block(
                         inner, f"{at}.content[{j}]", cost, est, None, [], [], Kind.DENSE, ctx
                     )
             answers.append(call_id)
         elif t == "thinking":
-            est.add_text(cost, expect_str(block.get("thinking"), f"{at}.thinking"), Kind.PROSE)
+            est.add_text(cost, u.expect_str(block.get("thinking"), f"{at}.thinking"), Kind.PROSE)
         elif t == "redacted_thinking":
-            est.add_text(cost, expect_str(block.get("data"), f"{at}.data"), Kind.DENSE)
+            est.add_text(cost, u.expect_str(block.get("data"), f"{at}.data"), Kind.DENSE)
         elif t in ("server_tool_use", "mcp_tool_use"):
-            est.add_text(cost, required_str(block, "id", at), Kind.DENSE)
-            est.add_text(cost, required_str(block, "name", at), Kind.PROSE)
-            add_json(cost, block.get("input"), est)
+            est.add_text(cost, u.required_str(block, "id", at), Kind.DENSE)
+            est.add_text(cost, u.required_str(block, "name", at), Kind.PROSE)
+            u.add_json(cost, block.get("input"), est)
             cost[0] += est.per_tool_call
         elif t.endswith("_tool_result"):
-            est.add_text(cost, required_str(block, "tool_use_id", at), Kind.DENSE)
-            add_json(cost, block.get("content"), est)
+            est.add_text(cost, u.required_str(block, "tool_use_id", at), Kind.DENSE)
+            u.add_json(cost, block.get("content"), est)
         elif t == "compaction":
             # The summary the API reads in place of everything before the block.
             summary = block.get("content")
             if summary is not None:
-                est.add_text(cost, expect_str(summary, f"{at}.content"), Kind.PROSE)
+                est.add_text(cost, u.expect_str(summary, f"{at}.content"), Kind.PROSE)
             ctx.compacted = True
         elif t == "tool_reference":
             # The provider replaces the block with the named tool's full definition.
-            name = required_str(block, "tool_name", at)
-            add_json(cost, ctx.tools.get(name, block), est)
+            name = u.required_str(block, "tool_name", at)
+            u.add_json(cost, ctx.tools.get(name, block), est)
             ctx.tool_search = True
         else:
-            add_json(cost, block, est)
+            u.add_json(cost, block, est)
 
     def _document(
         self, block: dict[str, Any], at: str, cost: list[int], est: Estimator, ctx: _Context
@@ -365,16 +338,16 @@ class Anthropic:
             if isinstance(value, str):
                 est.add_text(cost, value, Kind.PROSE)
         where = f"{at}.source"
-        source = expect_dict(block.get("source"), where)
+        source = u.expect_dict(block.get("source"), where)
         st = source.get("type")
         if st == "text":
-            est.add_text(cost, expect_str(source.get("data"), f"{where}.data"), Kind.PROSE)
+            est.add_text(cost, u.expect_str(source.get("data"), f"{where}.data"), Kind.PROSE)
         elif st == "content":
             content = source.get("content")
             if isinstance(content, str):
                 est.add_text(cost, content, Kind.PROSE)
             else:
-                for j, inner in enumerate(expect_list(content, f"{where}.content")):
+                for j, inner in enumerate(u.expect_list(content, f"{where}.content")):
                     self._block(
                         inner, f"{where}.content[{j}]", cost, est, None, [], [], Kind.PROSE, ctx
                     )
@@ -385,11 +358,10 @@ class Anthropic:
             cost[0] += media.anthropic_cost(found)
 
     def write(self, body: Any, keep: Sequence[int]) -> Any:
-        messages = body["messages"]
-        return replace_key(body, "messages", [messages[i] for i in keep])
+        return u.keep_entries(body, "messages", keep)
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
-        return adjacency_problems(view, keep)
+        return u.adjacency_problems(view, keep)
 
     def reads_alone(self, message: Any) -> bool:
         """Every message reads the same alone as in its list (``ctxwin.incremental``):
@@ -408,7 +380,7 @@ class Anthropic:
         brings in a tool definition)."""
         names: dict[str, str] = {}
         found: list[Part] = []
-        current = current_turn_start(view)
+        current = u.current_turn_start(view)
         ctx = _Context([])
         for i, m in enumerate(body["messages"]):
             content = m["content"]
@@ -432,7 +404,7 @@ class Anthropic:
                             continue
                         for b in inner:
                             self._block(b, "", cost, estimator, None, [], [], Kind.DENSE, ctx)
-                        text = only_text(inner, _TEXT_BLOCKS)
+                        text = u.only_text(inner, _TEXT_BLOCKS)
                     tool = names.get(block["tool_use_id"])
                     found.append(Part(i, ("content", k, "content"), RESULT, tool, cost, text))
             if i < current and thoughts and len(thoughts) < len(content):
@@ -448,17 +420,17 @@ class Anthropic:
         return found
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
-        return dense_cost(text if part.kind == RESULT else "", estimator)
+        return u.dense_cost(text if part.kind == RESULT else "", estimator)
 
     def edit(self, body: Any, edits: Edits) -> Any:
-        return edit_entries(body, "messages", edits, _put)
+        return u.edit_entries(body, "messages", edits, _put)
 
 
 _TEXT_BLOCKS = frozenset({"text"})
 
 
 def _put(old: Any, path: Path, new: str | None) -> Any:
-    return _REMOVE if new is None else new
+    return u.REMOVE if new is None else new
 
 
 TOOL_SEARCH_TOKENS = ANTHROPIC_TOOL_PROMPT
@@ -512,10 +484,10 @@ def _compacted(view: View, at: tuple[int, int]) -> None:
 
 def _source(source: Any, where: str, kind: str) -> media.Media:
     """The media behind an image or document ``source``."""
-    source = expect_dict(source, where)
+    source = u.expect_dict(source, where)
     st = source.get("type")
     if st == "base64":
-        data = expect_str(source.get("data"), f"{where}.data")
+        data = u.expect_str(source.get("data"), f"{where}.data")
         mt = source.get("media_type")
         found = media.sniff(data, mt if isinstance(mt, str) else None)
         if found.kind != kind and kind == "image":

@@ -31,21 +31,7 @@ import orjson
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.formats._util import (
-    _REMOVE,
-    add_json,
-    adjacency_problems,
-    current_turn_start,
-    edit_entries,
-    expect_dict,
-    expect_list,
-    expect_str,
-    kind_of,
-    optional_model,
-    replace_key,
-    required_str,
-    unknown_documents_note,
-)
+from ctxwin.formats import _util as u
 from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
@@ -60,6 +46,20 @@ def _get(obj: dict[str, Any], camel: str, snake: str) -> tuple[str, Any]:
     return snake, obj.get(snake)
 
 
+def _blob(
+    part: dict[str, Any], at: str, camel: str, snake: str
+) -> tuple[str, dict[str, Any], str, Any] | None:
+    """A media part's object (``inlineData`` or ``fileData``, either spelling): its path,
+    the object, and its MIME type's key and value; ``None`` when ``part`` has none."""
+    key, value = _get(part, camel, snake)
+    if value is None:
+        return None
+    where = f"{at}.{key}"
+    obj = u.expect_dict(value, where)
+    mkey, mime = _get(obj, "mimeType", "mime_type")
+    return where, obj, mkey, mime
+
+
 def _function_part(
     value: Any, where: str, placed: bool, what: str, role: str
 ) -> tuple[dict[str, Any], str]:
@@ -67,8 +67,8 @@ def _function_part(
     whether it is in a content of the ``role`` it belongs in."""
     if not placed:
         raise InputError(f"{what} belongs in a {role} content", where)
-    obj = expect_dict(value, where)
-    return obj, required_str(obj, "name", where)
+    obj = u.expect_dict(value, where)
+    return obj, u.required_str(obj, "name", where)
 
 
 class Gemini:
@@ -76,7 +76,6 @@ class Gemini:
     items_key = "contents"
     format_rules = True
     local_rules = True
-    """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = 'Google Gemini generateContent body {"contents": [{"role", "parts"}, ...]}'
 
     def reads_alone(self, content: Any) -> bool:
@@ -102,12 +101,12 @@ class Gemini:
         return isinstance(body, dict) and isinstance(body.get("contents"), list)
 
     def read(self, body: Any, estimator: Estimator) -> View:
-        body = expect_dict(body, "(body)")
+        body = u.expect_dict(body, "(body)")
         if "contents" not in body:
             raise InputError(
                 'missing "contents" (expected a Gemini generateContent body)', "contents"
             )
-        contents = expect_list(body["contents"], "contents")
+        contents = u.expect_list(body["contents"], "contents")
         width = estimator.width
         base = [0] * width
         refs: list[str] = []
@@ -117,34 +116,34 @@ class Gemini:
             if isinstance(system, str):
                 estimator.add_text(base, system, Kind.PROSE)
             else:
-                system = expect_dict(system, key)
+                system = u.expect_dict(system, key)
                 parts = system.get("parts")
                 if parts is not None:
-                    for k, part in enumerate(expect_list(parts, f"{key}.parts")):
+                    for k, part in enumerate(u.expect_list(parts, f"{key}.parts")):
                         self._part(
                             part, f"{key}.parts[{k}]", base, estimator, None, {}, [], [], "", refs
                         )
         tools = body.get("tools")
         if tools is not None:
-            add_json(base, tools, estimator)
+            u.add_json(base, tools, estimator)
         base[0] += estimator.framing(self.name, has_tools=tools is not None)
         max_tokens = None
         gkey, config = _get(body, "generationConfig", "generation_config")
         if config is not None:
-            config = expect_dict(config, gkey)
+            config = u.expect_dict(config, gkey)
             mkey, value = _get(config, "maxOutputTokens", "max_output_tokens")
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise InputError(
-                        f"expected a non-negative integer, got {kind_of(value)}", f"{gkey}.{mkey}"
+                        f"expected a non-negative integer, got {u.kind_of(value)}", f"{gkey}.{mkey}"
                     )
                 max_tokens = value
-        view = View(self.name, [], base, optional_model(body), max_tokens, "contents")
+        view = View(self.name, [], base, u.optional_model(body), max_tokens, "contents")
         pending: dict[str, list[str]] = {}
         for i, content in enumerate(contents):
             where = view.where(i)
             if not isinstance(content, dict):
-                raise InputError(f"expected a content object, got {kind_of(content)}", where)
+                raise InputError(f"expected a content object, got {u.kind_of(content)}", where)
             role_name = content.get("role", "user")
             role = ROLES.get(role_name) if isinstance(role_name, str) else None
             if role is None:
@@ -157,7 +156,7 @@ class Gemini:
                 raise InputError('missing "parts"', f"{where}.parts")
             calls: list[str] = []
             answers: list[str] = []
-            for k, part in enumerate(expect_list(content["parts"], f"{where}.parts")):
+            for k, part in enumerate(u.expect_list(content["parts"], f"{where}.parts")):
                 self._part(
                     part,
                     f"{where}.parts[{k}]",
@@ -171,8 +170,7 @@ class Gemini:
                     refs,
                 )
             view.items.append(Item(role, cost, tuple(calls), tuple(answers)))
-        view.notes.extend(unknown_documents_note(refs, media.gemini_cost))
-        return view
+        return u.noted(view, refs, media.gemini_cost)
 
     def _part(
         self,
@@ -187,9 +185,9 @@ class Gemini:
         synthetic: str,
         refs: list[str],
     ) -> None:
-        part = expect_dict(part, at)
+        part = u.expect_dict(part, at)
         if "text" in part:
-            est.add_text(cost, expect_str(part["text"], f"{at}.text"), Kind.PROSE)
+            est.add_text(cost, u.expect_str(part["text"], f"{at}.text"), Kind.PROSE)
             return
         key, call = _get(part, "functionCall", "function_call")
         if call is not None:
@@ -199,10 +197,10 @@ class Gemini:
             if call_id is None:
                 call_id = f"{name}{synthetic}"
             else:
-                call_id = expect_str(call_id, f"{where}.id")
+                call_id = u.expect_str(call_id, f"{where}.id")
                 est.add_text(cost, call_id, Kind.DENSE)
             est.add_text(cost, name, Kind.PROSE)
-            add_json(cost, call.get("args"), est)
+            u.add_json(cost, call.get("args"), est)
             cost[0] += est.per_tool_call
             pending.setdefault(name, []).append(call_id)
             calls.append(call_id)
@@ -216,7 +214,7 @@ class Gemini:
             queue = pending.get(name, [])
             response_id = response.get("id")
             if response_id is not None:
-                answered = expect_str(response_id, f"{where}.id")
+                answered = u.expect_str(response_id, f"{where}.id")
                 est.add_text(cost, answered, Kind.DENSE)
                 if answered in queue:
                     queue.remove(answered)
@@ -225,27 +223,23 @@ class Gemini:
             else:
                 answered = f"{name} (by name)"
             est.add_text(cost, name, Kind.PROSE)
-            add_json(cost, response.get("response"), est)
+            u.add_json(cost, response.get("response"), est)
             inner = response.get("parts")
             if inner is not None:
-                for j, p in enumerate(expect_list(inner, f"{where}.parts")):
+                for j, p in enumerate(u.expect_list(inner, f"{where}.parts")):
                     self._part(p, f"{where}.parts[{j}]", cost, est, None, {}, [], [], "", refs)
             answers.append(answered)
             return
-        key, inline = _get(part, "inlineData", "inline_data")
-        if inline is not None:
-            where = f"{at}.{key}"
-            inline = expect_dict(inline, where)
-            mkey, mime = _get(inline, "mimeType", "mime_type")
-            mime = expect_str(mime, f"{where}.{mkey}")
-            data = expect_str(inline.get("data"), f"{where}.data")
+        blob = _blob(part, at, "inlineData", "inline_data")
+        if blob is not None:
+            where, inline, mkey, mime = blob
+            mime = u.expect_str(mime, f"{where}.{mkey}")
+            data = u.expect_str(inline.get("data"), f"{where}.data")
             cost[0] += media.gemini_cost(media.sniff(data, mime))
             return
-        key, ref = _get(part, "fileData", "file_data")
-        if ref is not None:
-            where = f"{at}.{key}"
-            ref = expect_dict(ref, where)
-            mkey, mime = _get(ref, "mimeType", "mime_type")
+        blob = _blob(part, at, "fileData", "file_data")
+        if blob is not None:
+            where, _, _, mime = blob
             kind = media.sniff("", mime if isinstance(mime, str) else None).kind
             if kind in ("pdf", "other"):
                 kind = "pdf"
@@ -256,14 +250,13 @@ class Gemini:
         for name, value in part.items():
             if name in ("thoughtSignature", "thought_signature", "thought", "videoMetadata"):
                 continue
-            add_json(cost, value, est)
+            u.add_json(cost, value, est)
 
     def write(self, body: Any, keep: Sequence[int]) -> Any:
-        contents = body["contents"]
-        return replace_key(body, "contents", [contents[i] for i in keep])
+        return u.keep_entries(body, "contents", keep)
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
-        return adjacency_problems(view, keep)
+        return u.adjacency_problems(view, keep)
 
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
         """Each ``functionResponse``'s ``response`` (and its inner parts), and the
@@ -274,7 +267,7 @@ class Gemini:
         any other becomes ``{"result": text}``, its inner parts removed.
         """
         found: list[Part] = []
-        current = current_turn_start(view)
+        current = u.current_turn_start(view)
         for i, content in enumerate(body["contents"]):
             parts = content["parts"]
             thoughts: list[int] = []
@@ -288,7 +281,7 @@ class Gemini:
                 value = response.get("response")
                 inner = response.get("parts")
                 cost = [0] * estimator.width
-                add_json(cost, value, estimator)
+                u.add_json(cost, value, estimator)
                 for p in inner or ():
                     self._part(p, "", cost, estimator, None, {}, [], [], "", [])
                 path: Path = ("parts", k, key)
@@ -312,11 +305,11 @@ class Gemini:
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
         cost = [0] * estimator.width
         if part.kind == RESULT:
-            add_json(cost, _new_response(part.path, text), estimator)
+            u.add_json(cost, _new_response(part.path, text), estimator)
         return cost
 
     def edit(self, body: Any, edits: Edits) -> Any:
-        return edit_entries(body, "contents", edits, _put)
+        return u.edit_entries(body, "contents", edits, _put)
 
 
 def _single_text(value: Any) -> str | None:
@@ -336,7 +329,7 @@ def _new_response(path: Path, text: str) -> dict[str, Any]:
 
 def _put(old: Any, path: Path, new: str | None) -> Any:
     if new is None:
-        return _REMOVE
+        return u.REMOVE
     if len(path) > 3:
         return new
     out = {k: v for k, v in old.items() if k != "parts"}

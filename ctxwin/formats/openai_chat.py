@@ -27,20 +27,7 @@ import orjson
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.formats._util import (
-    add_json,
-    dense_cost,
-    edit_entries,
-    expect_dict,
-    expect_list,
-    expect_str,
-    kind_of,
-    only_text,
-    optional_int,
-    optional_model,
-    replace_key,
-    unknown_documents_note,
-)
+from ctxwin.formats import _util as u
 from ctxwin.formats.base import RESULT, Edits, Part, Path, extend_plain
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
@@ -64,9 +51,7 @@ class OpenAIChat:
     name = "openai-chat"
     items_key = "messages"
     local_rules = True
-    """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
-    format_rules = False
-    """``problems`` never finds anything: Chat Completions has no rules beyond pairing."""
+    format_rules = False  # Chat Completions has no rules beyond pairing
     description = 'OpenAI Chat Completions body {"messages": [...]} or a bare messages array'
 
     def detect(self, body: Any) -> bool:
@@ -83,25 +68,25 @@ class OpenAIChat:
             max_tokens = None
             has_tools = False
         else:
-            body = expect_dict(body, "(body)")
+            body = u.expect_dict(body, "(body)")
             if "messages" not in body:
                 raise InputError(
                     'missing "messages" (expected a Chat Completions body)', "messages"
                 )
-            messages = expect_list(body["messages"], "messages")
+            messages = u.expect_list(body["messages"], "messages")
             prefix = "messages"
-            model = optional_model(body)
-            max_tokens = optional_int(body, "max_completion_tokens", "max_completion_tokens")
+            model = u.optional_model(body)
+            max_tokens = u.optional_int(body, "max_completion_tokens", "max_completion_tokens")
             if max_tokens is None:
-                max_tokens = optional_int(body, "max_tokens", "max_tokens")
+                max_tokens = u.optional_int(body, "max_tokens", "max_tokens")
             tools = body.get("tools")
             has_tools = tools is not None
             if has_tools:
-                expect_list(tools, "tools")
+                u.expect_list(tools, "tools")
                 estimator.add_bytes(base, orjson.dumps(tools), Kind.DENSE)
             functions = body.get("functions")
             if functions is not None:
-                add_json(base, expect_list(functions, "functions"), estimator)
+                u.add_json(base, u.expect_list(functions, "functions"), estimator)
                 has_tools = True
         base[0] += estimator.framing(self.name, has_tools=has_tools, model=model)
         view = View(self.name, [], base, model, max_tokens, prefix)
@@ -154,8 +139,7 @@ class OpenAIChat:
                         append(Item(_PLAIN_ROLES[role_name], cost))
                         continue
             append(self._read_message(m, i, view, estimator, pending, refs))
-        view.notes.extend(unknown_documents_note(refs, media.openai_cost))
-        return view
+        return u.noted(view, refs, media.openai_cost)
 
     def _read_message(
         self,
@@ -171,16 +155,8 @@ class OpenAIChat:
         width = estimator.width
         per_message = estimator.per_message
         if not isinstance(m, dict):
-            raise InputError(f"expected a message object, got {kind_of(m)}", view.where(i))
-        role_name = m.get("role")
-        role = ROLES.get(role_name) if isinstance(role_name, str) else None
-        if role is None:
-            if role_name is None:
-                raise InputError('missing "role"', f"{view.where(i)}.role")
-            raise InputError(
-                f"unknown role {role_name!r} (expected one of: {', '.join(ROLES)})",
-                f"{view.where(i)}.role",
-            )
+            raise InputError(f"expected a message object, got {u.kind_of(m)}", view.where(i))
+        role = u.role_of(m, ROLES, view.where(i), f"one of: {', '.join(ROLES)}")
         cost = [0] * width
         cost[0] = per_message
         kind = Kind.DENSE if role is TOOL else Kind.PROSE
@@ -197,20 +173,20 @@ class OpenAIChat:
             legacy = m.get("function_call")
             if legacy is not None:
                 at = f"{view.where(i)}.function_call"
-                legacy = expect_dict(legacy, at)
-                name = expect_str(legacy.get("name"), f"{at}.name")
+                legacy = u.expect_dict(legacy, at)
+                name = u.expect_str(legacy.get("name"), f"{at}.name")
                 add_text(cost, name, Kind.PROSE)
                 args = legacy.get("arguments", "")
-                add_text(cost, expect_str(args, f"{at}.arguments"), Kind.DENSE)
+                add_text(cost, u.expect_str(args, f"{at}.arguments"), Kind.DENSE)
                 cost[0] += estimator.per_tool_call
                 synthetic = f"{name}#{i}"
                 pending.setdefault(name, []).append(synthetic)
                 item.calls = (*item.calls, synthetic)
-        elif role_name == "function":
+        elif m["role"] == "function":
             at = f"{view.where(i)}.name"
             if "name" not in m:
                 raise InputError('missing "name" on a function message', at)
-            name = expect_str(m["name"], at)
+            name = u.expect_str(m["name"], at)
             add_text(cost, name, Kind.PROSE)
             queue = pending.get(name)
             item.answers = (queue.pop(0) if queue else f"{name} (by name)",)
@@ -219,21 +195,23 @@ class OpenAIChat:
             where = f"{view.where(i)}.tool_call_id"
             if call_id is None:
                 raise InputError('missing "tool_call_id" on a tool message', where)
-            add_text(cost, expect_str(call_id, where), Kind.DENSE)
+            add_text(cost, u.expect_str(call_id, where), Kind.DENSE)
             item.answers = (call_id,)
         return item
 
     @staticmethod
     def _calls(calls: Any, cost: list[int], estimator: Estimator, where: str) -> tuple[str, ...]:
         ids = []
-        for j, call in enumerate(expect_list(calls, where)):
+        for j, call in enumerate(u.expect_list(calls, where)):
             at = f"{where}[{j}]"
-            call = expect_dict(call, at)
-            call_id = expect_str(call.get("id"), f"{at}.id")
-            fn = expect_dict(call.get("function"), f"{at}.function")
-            estimator.add_text(cost, expect_str(fn.get("name"), f"{at}.function.name"), Kind.PROSE)
+            call = u.expect_dict(call, at)
+            call_id = u.expect_str(call.get("id"), f"{at}.id")
+            fn = u.expect_dict(call.get("function"), f"{at}.function")
+            estimator.add_text(
+                cost, u.expect_str(fn.get("name"), f"{at}.function.name"), Kind.PROSE
+            )
             args = fn.get("arguments", "")
-            estimator.add_text(cost, expect_str(args, f"{at}.function.arguments"), Kind.DENSE)
+            estimator.add_text(cost, u.expect_str(args, f"{at}.function.arguments"), Kind.DENSE)
             estimator.add_text(cost, call_id, Kind.DENSE)
             cost[0] += estimator.per_tool_call
             ids.append(call_id)
@@ -243,19 +221,19 @@ class OpenAIChat:
     def _parts(
         content: Any, kind: Kind, cost: list[int], estimator: Estimator, where: str, refs: list[str]
     ) -> None:
-        for k, part in enumerate(expect_list(content, where)):
+        for k, part in enumerate(u.expect_list(content, where)):
             at = f"{where}[{k}]"
-            part = expect_dict(part, at)
+            part = u.expect_dict(part, at)
             ptype = part.get("type")
             if ptype == "text":
-                estimator.add_text(cost, expect_str(part.get("text"), f"{at}.text"), kind)
+                estimator.add_text(cost, u.expect_str(part.get("text"), f"{at}.text"), kind)
             elif ptype == "refusal":
-                estimator.add_text(cost, expect_str(part.get("refusal"), f"{at}.refusal"), kind)
+                estimator.add_text(cost, u.expect_str(part.get("refusal"), f"{at}.refusal"), kind)
             elif ptype == "image_url":
                 cost[0] += _image_cost(part, at)
             elif ptype == "input_audio":
-                audio = expect_dict(part.get("input_audio"), f"{at}.input_audio")
-                data = expect_str(audio.get("data"), f"{at}.input_audio.data")
+                audio = u.expect_dict(part.get("input_audio"), f"{at}.input_audio")
+                data = u.expect_str(audio.get("data"), f"{at}.input_audio.data")
                 fmt = audio.get("format")
                 found = media.sniff(data, None, fmt if isinstance(fmt, str) else "audio")
                 cost[0] += media.openai_cost(found)
@@ -270,10 +248,7 @@ class OpenAIChat:
                 raise InputError('content part without a string "type"', f"{at}.type")
 
     def write(self, body: Any, keep: Sequence[int]) -> Any:
-        if isinstance(body, list):
-            return [body[i] for i in keep]
-        messages = body["messages"]
-        return replace_key(body, "messages", [messages[i] for i in keep])
+        return u.keep_entries(body, "messages", keep)
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         return []
@@ -310,16 +285,16 @@ class OpenAIChat:
                 text: str | None = content
             else:
                 self._parts(content, Kind.DENSE, cost, estimator, "", [])
-                text = only_text(content, _TEXT_PARTS)
+                text = u.only_text(content, _TEXT_PARTS)
             tool = m["name"] if role == "function" else names.get(m["tool_call_id"])
             found.append(Part(i, ("content",), RESULT, tool, cost, text))
         return found
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
-        return dense_cost(text, estimator)
+        return u.dense_cost(text, estimator)
 
     def edit(self, body: Any, edits: Edits) -> Any:
-        return edit_entries(body, "messages", edits, _put)
+        return u.edit_entries(body, "messages", edits, _put)
 
 
 _TEXT_PARTS = frozenset({"text"})
@@ -335,8 +310,8 @@ def _image_cost(part: dict[str, Any], at: str) -> int:
         url: Any = image
         detail: Any = None
     else:
-        image = expect_dict(image, f"{at}.image_url")
-        url = expect_str(image.get("url"), f"{at}.image_url.url")
+        image = u.expect_dict(image, f"{at}.image_url")
+        url = u.expect_str(image.get("url"), f"{at}.image_url.url")
         detail = image.get("detail")
     found = media.unknown("image")
     parsed = media.parse_data_uri(url)
@@ -348,11 +323,11 @@ def _image_cost(part: dict[str, Any], at: str) -> int:
 
 
 def _file_media(part: dict[str, Any], at: str) -> media.Media:
-    file = expect_dict(part.get("file"), f"{at}.file")
+    file = u.expect_dict(part.get("file"), f"{at}.file")
     data = file.get("file_data")
     if data is None:
         return media.unknown("pdf")
-    data = expect_str(data, f"{at}.file.file_data")
+    data = u.expect_str(data, f"{at}.file.file_data")
     parsed = media.parse_data_uri(data)
     if parsed is not None:
         return media.sniff(parsed[1], parsed[0])

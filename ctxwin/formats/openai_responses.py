@@ -32,21 +32,7 @@ from typing import Any
 
 from ctxwin import media
 from ctxwin.errors import InputError
-from ctxwin.formats._util import (
-    add_json,
-    dense_cost,
-    edit_entries,
-    expect_dict,
-    expect_list,
-    expect_str,
-    kind_of,
-    only_text,
-    optional_int,
-    optional_model,
-    replace_key,
-    required_str,
-    unknown_documents_note,
-)
+from ctxwin.formats import _util as u
 from ctxwin.formats.base import RESULT, Edits, Part, Path
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
@@ -95,7 +81,6 @@ class OpenAIResponses:
     items_key = "input"
     format_rules = True
     local_rules = True
-    """``problems`` at an item depends only on the items next to it (``ctxwin.incremental``)."""
     description = 'OpenAI Responses body {"input": "..." | [...], "instructions": ...}'
 
     def detect(self, body: Any) -> bool:
@@ -122,26 +107,26 @@ class OpenAIResponses:
             has_tools = False
             notes: list[str] = []
         else:
-            body = expect_dict(body, "(body)")
+            body = u.expect_dict(body, "(body)")
             if "input" not in body:
                 raise InputError('missing "input" (expected an OpenAI Responses body)', "input")
             raw = body["input"]
             if not isinstance(raw, str):
-                raw = expect_list(raw, "input")
+                raw = u.expect_list(raw, "input")
             items = raw
             prefix = "input"
-            model = optional_model(body)
-            max_tokens = optional_int(body, "max_output_tokens", "max_output_tokens")
+            model = u.optional_model(body)
+            max_tokens = u.optional_int(body, "max_output_tokens", "max_output_tokens")
             instructions = body.get("instructions")
             if isinstance(instructions, str):
                 base[0] += estimator.per_message
                 estimator.add_text(base, instructions, Kind.PROSE)
             elif instructions is not None:
-                add_json(base, expect_list(instructions, "instructions"), estimator)
+                u.add_json(base, u.expect_list(instructions, "instructions"), estimator)
             tools = body.get("tools")
             has_tools = tools is not None
             if has_tools:
-                add_json(base, expect_list(tools, "tools"), estimator)
+                u.add_json(base, u.expect_list(tools, "tools"), estimator)
             notes = []
             if body.get("previous_response_id") is not None:
                 notes.append(
@@ -165,25 +150,19 @@ class OpenAIResponses:
             view.items.append(item)
         if view.compaction is not None:
             _compacted(view, view.compaction)
-        view.notes.extend(unknown_documents_note(view.refs, media.openai_cost))
-        return view
+        return u.noted(view, view.refs, media.openai_cost)
 
     def _item(self, it: Any, where: str, est: Estimator, view: ResponsesView, i: int) -> Item:
         if not isinstance(it, dict):
-            raise InputError(f"expected an input item object, got {kind_of(it)}", where)
+            raise InputError(f"expected an input item object, got {u.kind_of(it)}", where)
         cost = [0] * est.width
         cost[0] = est.per_message
         t = it.get("type")
         if t is None or t == "message":
-            role_name = it.get("role")
-            role = ROLES.get(role_name) if isinstance(role_name, str) else None
-            if role is None:
-                if role_name is None:
-                    raise InputError('missing "role" (or "type") on an input item', f"{where}.role")
-                raise InputError(
-                    f"unknown role {role_name!r} (expected one of: {', '.join(ROLES)})",
-                    f"{where}.role",
-                )
+            expected = f"one of: {', '.join(ROLES)}"
+            role = u.role_of(
+                it, ROLES, where, expected, 'missing "role" (or "type") on an input item'
+            )
             content = it.get("content")
             if isinstance(content, str):
                 est.add_text(cost, content, Kind.PROSE)
@@ -193,17 +172,17 @@ class OpenAIResponses:
                 raise InputError('missing "content"', f"{where}.content")
             return Item(role, cost)
         if not isinstance(t, str):
-            raise InputError(f"expected a string, got {kind_of(t)}", f"{where}.type")
+            raise InputError(f"expected a string, got {u.kind_of(t)}", f"{where}.type")
         if t in ("function_call", "custom_tool_call"):
-            call_id = required_str(it, "call_id", where)
-            est.add_text(cost, required_str(it, "name", where), Kind.PROSE)
+            call_id = u.required_str(it, "call_id", where)
+            est.add_text(cost, u.required_str(it, "name", where), Kind.PROSE)
             key = "arguments" if t == "function_call" else "input"
-            est.add_text(cost, required_str(it, key, where), Kind.DENSE)
+            est.add_text(cost, u.required_str(it, key, where), Kind.DENSE)
             est.add_text(cost, call_id, Kind.DENSE)
             cost[0] += est.per_tool_call
             return Item(ASSISTANT, cost, calls=(call_id,))
         if t.endswith("_call_output"):
-            call_id = required_str(it, "call_id", where)
+            call_id = u.required_str(it, "call_id", where)
             est.add_text(cost, call_id, Kind.DENSE)
             if "output" not in it:
                 raise InputError('missing "output"', f"{where}.output")
@@ -213,18 +192,20 @@ class OpenAIResponses:
             elif isinstance(output, list):
                 self._parts(output, f"{where}.output", cost, est, Kind.DENSE, view.refs)
             else:
-                add_json(cost, output, est)
+                u.add_json(cost, output, est)
             return Item(TOOL, cost, answers=(call_id,))
         if t == "reasoning":
             for key in ("summary", "content"):
                 parts = it.get(key)
                 if parts is None:
                     continue
-                for k, part in enumerate(expect_list(parts, f"{where}.{key}")):
-                    part = expect_dict(part, f"{where}.{key}[{k}]")
+                for k, part in enumerate(u.expect_list(parts, f"{where}.{key}")):
+                    part = u.expect_dict(part, f"{where}.{key}[{k}]")
                     text = part.get("text")
                     if text is not None:
-                        est.add_text(cost, expect_str(text, f"{where}.{key}[{k}].text"), Kind.PROSE)
+                        est.add_text(
+                            cost, u.expect_str(text, f"{where}.{key}[{k}].text"), Kind.PROSE
+                        )
             encrypted = it.get("encrypted_content")
             if isinstance(encrypted, str):
                 est.add_text(cost, encrypted, Kind.DENSE)
@@ -233,16 +214,16 @@ class OpenAIResponses:
         if t == "compaction":
             # Opaque state the model reads in place of the items before it (which the
             # API still reads and bills when they are sent): costed by an upper bound.
-            cost[0] += compaction_tokens(required_str(it, "encrypted_content", where))
+            cost[0] += compaction_tokens(u.required_str(it, "encrypted_content", where))
             view.compaction = i
             return Item(ASSISTANT, cost)
         if t == "mcp_approval_request":
-            add_json(cost, it, est)
-            return Item(ASSISTANT, cost, calls=(required_str(it, "id", where),))
+            u.add_json(cost, it, est)
+            return Item(ASSISTANT, cost, calls=(u.required_str(it, "id", where),))
         if t == "mcp_approval_response":
-            add_json(cost, it, est)
-            return Item(TOOL, cost, answers=(required_str(it, "approval_request_id", where),))
-        add_json(cost, it, est)
+            u.add_json(cost, it, est)
+            return Item(TOOL, cost, answers=(u.required_str(it, "approval_request_id", where),))
+        u.add_json(cost, it, est)
         if t.endswith("_call") or t in ("mcp_list_tools",):
             ref = it.get("call_id")
             calls = (ref,) if isinstance(ref, str) else ()
@@ -252,14 +233,14 @@ class OpenAIResponses:
     def _parts(
         self, parts: Any, where: str, cost: list[int], est: Estimator, kind: Kind, refs: list[str]
     ) -> None:
-        for k, part in enumerate(expect_list(parts, where)):
+        for k, part in enumerate(u.expect_list(parts, where)):
             at = f"{where}[{k}]"
-            part = expect_dict(part, at)
+            part = u.expect_dict(part, at)
             t = part.get("type")
             if t in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
-                est.add_text(cost, expect_str(part.get("text"), f"{at}.text"), kind)
+                est.add_text(cost, u.expect_str(part.get("text"), f"{at}.text"), kind)
             elif t == "refusal":
-                est.add_text(cost, expect_str(part.get("refusal"), f"{at}.refusal"), kind)
+                est.add_text(cost, u.expect_str(part.get("refusal"), f"{at}.refusal"), kind)
             elif t == "input_image":
                 detail = part.get("detail")
                 url = part.get("image_url")
@@ -278,24 +259,21 @@ class OpenAIResponses:
                     refs.append(at)
                 cost[0] += media.openai_cost(found)
             elif t == "input_audio":
-                audio = expect_dict(part.get("input_audio"), f"{at}.input_audio")
-                data = expect_str(audio.get("data"), f"{at}.input_audio.data")
+                audio = u.expect_dict(part.get("input_audio"), f"{at}.input_audio")
+                data = u.expect_str(audio.get("data"), f"{at}.input_audio.data")
                 fmt = audio.get("format")
                 cost[0] += media.openai_cost(
                     media.sniff(data, None, fmt if isinstance(fmt, str) else "audio")
                 )
             elif isinstance(t, str):
-                add_json(cost, part, est)
+                u.add_json(cost, part, est)
             else:
                 raise InputError('content part without a string "type"', f"{at}.type")
 
     def write(self, body: Any, keep: Sequence[int]) -> Any:
-        if isinstance(body, list):
-            return [body[i] for i in keep]
-        items = body["input"]
-        if isinstance(items, str):
-            return body
-        return replace_key(body, "input", [items[i] for i in keep])
+        if isinstance(body, dict) and isinstance(body["input"], str):
+            return body  # one user message, always kept
+        return u.keep_entries(body, "input", keep)
 
     def reads_alone(self, item: Any) -> bool:
         """Every item reads the same alone as in its list (``ctxwin.incremental``), but
@@ -341,17 +319,17 @@ class OpenAIResponses:
                     text = output
                 elif isinstance(output, list):
                     self._parts(output, "", cost, estimator, Kind.DENSE, [])
-                    text = only_text(output, _TEXT_PARTS)
+                    text = u.only_text(output, _TEXT_PARTS)
                 else:
-                    add_json(cost, output, estimator)
+                    u.add_json(cost, output, estimator)
                 found.append(Part(i, ("output",), RESULT, names.get(it["call_id"]), cost, text))
         return found
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
-        return dense_cost(text, estimator)
+        return u.dense_cost(text, estimator)
 
     def edit(self, body: Any, edits: Edits) -> Any:
-        return edit_entries(body, "input", edits, _put)
+        return u.edit_entries(body, "input", edits, _put)
 
     def problems(self, view: View, keep: Sequence[int]) -> list[Problem]:
         reasoning = getattr(view, "reasoning", None)
@@ -403,7 +381,7 @@ def _file_media(part: dict[str, Any], at: str) -> media.Media:
             return media.sniff(parsed[1], parsed[0])
         return media.sniff(data, None)
     if data is not None:
-        raise InputError(f"expected a string, got {kind_of(data)}", f"{at}.file_data")
+        raise InputError(f"expected a string, got {u.kind_of(data)}", f"{at}.file_data")
     return media.unknown("pdf")
 
 

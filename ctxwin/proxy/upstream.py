@@ -31,6 +31,7 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import cast
 
 from ctxwin.extras import needs_extra
@@ -308,26 +309,18 @@ def _expire(waiter: asyncio.Future[None]) -> None:
         waiter.set_exception(TimeoutError())
 
 
+@dataclass(eq=False)
 class Response:
     """An upstream response: status, reason and headers; the body through :meth:`read`
     or :meth:`iter_chunks`; :meth:`close` when done (required)."""
 
-    def __init__(
-        self,
-        conn: _Connection,
-        status: int,
-        reason: str,
-        headers: CIMultiDict[str],
-        content_length: int | None,
-        keep_alive: bool,
-    ) -> None:
-        self._conn = conn
-        self.status = status
-        self.reason = reason
-        self.headers = headers
-        self.content_length = content_length
-        self.keep_alive = keep_alive
-        self._closed = False
+    _conn: _Connection
+    status: int
+    reason: str
+    headers: CIMultiDict[str]
+    content_length: int | None
+    keep_alive: bool
+    _closed: bool = field(default=False, init=False)
 
     @property
     def content_type(self) -> str:

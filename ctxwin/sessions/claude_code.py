@@ -155,8 +155,8 @@ def _on_path(lines: list[tuple[str, dict[str, Any]]], parents: dict[str, str | N
     return path
 
 
-def _result_ids(msg: Mapping[str, Any]) -> list[str]:
-    """The ``tool_use_id`` of every ``tool_result`` block of a user message."""
+def _block_ids(msg: Mapping[str, Any], kind: str, key: str) -> list[str]:
+    """The ``key`` of every ``kind`` block of a message's content."""
     content = msg.get("content")
     if not isinstance(content, list):
         return []
@@ -164,23 +164,19 @@ def _result_ids(msg: Mapping[str, Any]) -> list[str]:
         call
         for b in content
         if isinstance(b, dict)
-        and b.get("type") == "tool_result"
-        and (call := as_str(b.get("tool_use_id"))) is not None
+        and b.get("type") == kind
+        and (call := as_str(b.get(key))) is not None
     ]
+
+
+def _result_ids(msg: Mapping[str, Any]) -> list[str]:
+    """The ``tool_use_id`` of every ``tool_result`` block of a user message."""
+    return _block_ids(msg, "tool_result", "tool_use_id")
 
 
 def _call_ids(msg: Mapping[str, Any]) -> list[str]:
     """The ``id`` of every ``tool_use`` block of an assistant message."""
-    content = msg.get("content")
-    if not isinstance(content, list):
-        return []
-    return [
-        call
-        for b in content
-        if isinstance(b, dict)
-        and b.get("type") == "tool_use"
-        and (call := as_str(b.get("id"))) is not None
-    ]
+    return _block_ids(msg, "tool_use", "id")
 
 
 def _select(
