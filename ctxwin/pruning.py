@@ -38,7 +38,6 @@ from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
 from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
 from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, exact_decimal, scaled
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
-from ctxwin.words import and_more
 
 if TYPE_CHECKING:  # re-exported when asked for (moved to ctxwin.cut, not imported at start)
     from ctxwin.cut import Kept as Kept
@@ -440,6 +439,8 @@ def refuse(problems: Sequence[Problem]) -> None:
     holds one that blocks fitting."""
     broken = blocking(problems)
     if broken:
+        from ctxwin.words import and_more  # a message's wording: loaded when one is worded
+
         first = most_telling(broken)
         more = and_more(len(broken) - 1)
         raise PairingError(

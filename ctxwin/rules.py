@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ctxwin.view import TOOL, Problem, View
-from ctxwin.words import and_more
 
 if TYPE_CHECKING:
     from ctxwin.formats.base import Adapter
@@ -242,6 +241,8 @@ def blocking(found: Sequence[Problem]) -> list[Problem]:
 
 def summary(found: Sequence[Problem]) -> str:
     """One line naming the first problem and how many more there are."""
+    from ctxwin.words import and_more  # a message's wording: loaded when one is worded
+
     return f"{found[0]}{and_more(len(found) - 1)}"
 
 

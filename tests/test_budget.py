@@ -6,6 +6,8 @@ import math
 from datetime import date
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxwin.budget import ModelSpec, compute_budget, resolve_spec, spec_fields
 from ctxwin.errors import SpecError
@@ -466,3 +468,46 @@ def test_every_table_of_model_names_matches_by_one_rule() -> None:
     assert reasoning_model("azure/gpt-5.4-mini") and not reasoning_model("gpt-4o")
     # a version separated by "." is not a release of a vendor word
     assert list(candidates("gpt-4.1")) == ["gpt-4.1"]
+
+
+def test_a_lookup_gives_the_rows_the_whole_table_holds() -> None:
+    """A lookup parses only the row it finds, by its line of ``models.json`` (one row a
+    line, its name first and in lower case): each row so found is the table's row."""
+    from ctxwin.tokens.models import table_row
+
+    for r in model_table():
+        assert table_row(r.name) == r, r.name
+        assert table_row(r.name.upper()) == r, r.name
+        assert lookup_model(f"openai/{r.name.upper()}") == r, r.name
+        if r.litellm_key and r.litellm_key.lower() not in {t.name for t in model_table()}:
+            # a name elsewhere in a row's line is not a row's name
+            assert table_row(r.litellm_key) is None, r.litellm_key
+    for name in ("", "gpt-4o\udcff", "\udcff-x", 'gpt-4o"', "gpt-4o\n"):
+        assert table_row(name) is None
+    assert lookup_model("gpt-4o-\udcff") == table_row("gpt-4o")
+
+
+@given(
+    st.text(alphabet="ab-.:/_", max_size=12),
+    st.sets(st.text(alphabet="ab-._", max_size=6), max_size=8),
+    st.sampled_from(["-:@_", "-:@_."]),
+)
+def test_match_takes_the_longest_key_a_boundary_follows(
+    name: str, keys: set[str], ends: str
+) -> None:
+    """:func:`match` against its definition: for the first candidate that has one, the
+    key it is, else the longest key it starts with followed by one of ``ends``."""
+    from ctxwin.tokens.models import candidates, match
+
+    expected = None
+    for candidate in candidates(name):
+        if candidate in keys:
+            expected = (candidate, "")
+            break
+        before = [k for k in keys if 0 < len(k) < len(candidate) and candidate.startswith(k)]
+        before = [k for k in before if candidate[len(k)] in ends]
+        if before:
+            best = max(before, key=len)
+            expected = (best, candidate[len(best) + 1 :])
+            break
+    assert match(name, keys, ends) == expected

@@ -67,6 +67,31 @@ def reference_cost(data: bytes) -> int:
     return sum(_BYTE + _STEP * _WEIGHTS[b] for b in data)
 
 
+def test_each_byte_costs_its_class_extra_steps() -> None:
+    """The byte classes as documented, byte by byte: A-Z, 0-9, ASCII punctuation and
+    control characters, UTF-8 continuation and lead bytes; any other byte (lower-case
+    letters, space) costs no extra and is one of the bytes deleted while translating."""
+    from ctxwin.tokens.content import _PLAIN, _WEIGHTS, EXTRA_STEPS
+
+    def byte_class(b: int) -> str | None:
+        c = chr(b)
+        if "A" <= c <= "Z":
+            return "upper"
+        if "0" <= c <= "9":
+            return "digit"
+        if b < 0x20 or b == 0x7F or (b < 0x80 and c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"):
+            return "punct"
+        if b >= 0x80:
+            return ("cont", "lead2", "lead3", "lead4")[(b >= 0xC0) + (b >= 0xE0) + (b >= 0xF0)]
+        return None
+
+    for b in range(256):
+        cls = byte_class(b)
+        assert _WEIGHTS[b] == (0 if cls is None else EXTRA_STEPS[cls]), b
+    assert bytes(b for b in range(256) if byte_class(b) is None) == _PLAIN
+    assert _PLAIN == b" abcdefghijklmnopqrstuvwxyz"
+
+
 @settings(max_examples=200)
 @given(st.binary(max_size=20_000), st.sampled_from([b"", b"0", b"\xf0", b"A7"]))
 def test_fast_sum_equals_the_byte_by_byte_price(data: bytes, pad: bytes) -> None:

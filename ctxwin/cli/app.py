@@ -116,7 +116,7 @@ def models(
 
     from ctxwin.tokens.models import lookup_model, model_table
 
-    rows = model_table()
+    rows = model_table() if name is None else ()
     if name is not None:
         row = lookup_model(name)
         if row is None:

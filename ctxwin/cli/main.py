@@ -90,10 +90,12 @@ def run() -> None:
     """Console-script entry point (``ctxwin``)."""
     argv = sys.argv[1:]
     requested = command_in(argv)
+    transcript = command_in(argv, TRANSCRIPT_COMMANDS) is not None
+    if transcript:
+        gc.disable()  # before the commands' modules load, which leave nothing to collect
     from ctxwin.cli import commands
 
-    if command_in(argv, TRANSCRIPT_COMMANDS) is not None:
-        gc.disable()
+    if transcript:
         commands.keep_until_exit()
     from ctxwin.cli.fastargs import parse
 

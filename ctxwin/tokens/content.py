@@ -30,27 +30,34 @@ EXTRA_STEPS = {
 """Extra cost of each byte class over :data:`_BYTE`, in steps of :data:`_STEP`."""
 
 
+_CLASSES: tuple[tuple[str, bytes], ...] = (
+    ("upper", bytes(range(ord("A"), ord("Z") + 1))),
+    ("digit", bytes(range(ord("0"), ord("9") + 1))),
+    ("punct", b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~" + bytes([*range(0x00, 0x20), 0x7F])),
+    ("cont", bytes(range(0x80, 0xC0))),
+    ("lead2", bytes(range(0xC0, 0xE0))),
+    ("lead3", bytes(range(0xE0, 0xF0))),
+    ("lead4", bytes(range(0xF0, 0x100))),
+)
+"""The bytes of each class of :data:`EXTRA_STEPS`."""
+
+_CLASSED = b"".join(members for _, members in _CLASSES)
+_PLAIN = bytes(range(256)).translate(None, _CLASSED)
+"""Bytes of no class, with no extra cost (lower-case letters, space): deleted while
+translating."""
+
+
 def _weight_table() -> bytes:
-    """Byte → its class's extra steps (0-20)."""
-    classes = {
-        **dict.fromkeys(range(ord("A"), ord("Z") + 1), "upper"),
-        **dict.fromkeys(range(ord("0"), ord("9") + 1), "digit"),
-        **dict.fromkeys(b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "punct"),
-        **dict.fromkeys([*range(0x00, 0x20), 0x7F], "punct"),
-        **dict.fromkeys(range(0x80, 0xC0), "cont"),
-        **dict.fromkeys(range(0xC0, 0xE0), "lead2"),
-        **dict.fromkeys(range(0xE0, 0xF0), "lead3"),
-        **dict.fromkeys(range(0xF0, 0x100), "lead4"),
-    }
-    table = bytearray(256)
-    for c, cls in classes.items():
-        table[c] = EXTRA_STEPS[cls]
-    return bytes(table)
+    """Byte → its class's extra steps (0-20), 0 for :data:`_PLAIN`.
+
+    Built by translation, at C speed: a loop over the 256 bytes took some 0.5 M
+    instructions of every start-up that estimates."""
+    steps = b"".join(bytes([EXTRA_STEPS[cls]]) * len(members) for cls, members in _CLASSES)
+    table = bytes.maketrans(_CLASSED + _PLAIN, steps + bytes(len(_PLAIN)))
+    return bytes(range(256)).translate(table)
 
 
 _WEIGHTS = _weight_table()
-_PLAIN = bytes(c for c in range(256) if _WEIGHTS[c] == 0)
-"""Bytes with no extra cost (lower-case letters, space): deleted while translating."""
 
 _ADLER_MOD = 65521
 """Adler-32 sums bytes modulo this prime."""

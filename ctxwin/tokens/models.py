@@ -17,8 +17,8 @@ A leaf: it imports nothing of ctxwin but errors (for the prices, on use).
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator, Mapping
-from functools import cache
+from collections.abc import Collection, Container, Iterator, Mapping
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
@@ -119,37 +119,67 @@ class ModelRow(NamedTuple):
 
 
 @cache
-def model_table() -> tuple[ModelRow, ...]:
-    """The built-in model table, in file order."""
-    # orjson and os.path: json and pathlib would add to every command's start-up
+def _models_json() -> bytes:
+    # os.path: pathlib would add to every command's start-up
     data = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "models.json")
     with open(data, "rb") as f:
-        rows = orjson.loads(f.read())["models"]
-    return tuple(
-        ModelRow(
-            name=r["name"],
-            provider=r["provider"],
-            context_length=int(r["context_length"]),
-            max_output_tokens=r.get("max_output_tokens"),
-            source=r["source"],
-            date=r["date"],
-            tokenizer=r.get("tokenizer"),
-            tokenizer_generation=r.get("tokenizer_generation"),
-            max_input_tokens=r.get("max_input_tokens"),
-            extra=r,
-        )
-        for r in rows
+        return f.read()
+
+
+def _row(r: dict[str, Any]) -> ModelRow:
+    return ModelRow(
+        name=r["name"],
+        provider=r["provider"],
+        context_length=int(r["context_length"]),
+        max_output_tokens=r.get("max_output_tokens"),
+        source=r["source"],
+        date=r["date"],
+        tokenizer=r.get("tokenizer"),
+        tokenizer_generation=r.get("tokenizer_generation"),
+        max_input_tokens=r.get("max_input_tokens"),
+        extra=r,
     )
 
 
 @cache
-def _by_name() -> dict[str, ModelRow]:
-    return {row.name.lower(): row for row in model_table()}
+def model_table() -> tuple[ModelRow, ...]:
+    """The built-in model table, in file order."""
+    return tuple(_row(r) for r in orjson.loads(_models_json())["models"])
+
+
+ROW_START = b'{"name": "'
+"""How each row's line of ``models.json`` starts (:func:`_named`)."""
+
+
+@lru_cache(maxsize=256)
+def _named(key: str) -> ModelRow | None:
+    """The row named ``key`` (lower case), if any: the same row :func:`model_table` holds.
+
+    Found by its line of ``models.json``, which holds one row a line, its name first and
+    in lower case (the table's tests check it): a lookup parses only the row it finds.
+    Parsing the whole table (every row's prices, caching rules and notes) and indexing it
+    took 2.6 M instructions of every command's start-up; a search of the file for a name
+    takes some 35 K.
+    """
+    data = _models_json()
+    at = data.find(ROW_START + key.encode(errors="surrogatepass") + b'"')
+    if at < 0:
+        return None
+    end = data.find(b"\n", at)
+    return _row(orjson.loads(data[at : len(data) if end < 0 else end].rstrip(b" ,\r")))
+
+
+class _TableNames:
+    """The model table's names in lower case, as :func:`match` asks for them (``in``),
+    without reading them all."""
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and _named(key) is not None
 
 
 def table_row(name: str | None) -> ModelRow | None:
     """The row named exactly ``name`` (a spec's ``table_row``), if any."""
-    return None if name is None else _by_name().get(name.lower())
+    return None if name is None else _named(name.lower())
 
 
 def lookup_model(name: str) -> ModelRow | None:
@@ -165,16 +195,16 @@ def lookup_model(name: str) -> ModelRow | None:
     find that family row (``gpt-5`` + ``-mini``: ``gpt-5-mini``), and of the two the
     one with the smaller window is the answer.
     """
-    table = _by_name()
-    found = match(name, table)
+    found = match(name, _TableNames())
     if found is None:
         return None
     key, rest = found
-    row = table[key]
-    return row if not rest else _sibling_guard(row, rest, table)
+    row = _named(key)
+    assert row is not None  # match found it
+    return row if not rest else _sibling_guard(row, rest)
 
 
-def _sibling_guard(row: ModelRow, rest: str, table: Mapping[str, ModelRow]) -> ModelRow:
+def _sibling_guard(row: ModelRow, rest: str) -> ModelRow:
     """``row``, or the family row of the variant word that starts ``rest`` when its
     window is no larger (see :func:`lookup_model`)."""
     word = rest
@@ -190,7 +220,7 @@ def _sibling_guard(row: ModelRow, rest: str, table: Mapping[str, ModelRow]) -> M
         if cut <= 0:
             return row
         stem = stem[:cut]
-        family = table.get(f"{stem}-{word}")
+        family = _named(f"{stem}-{word}")
         if family is not None:
             return family if family.context_length <= row.context_length else row
 
@@ -209,7 +239,7 @@ def candidates(name: str) -> Iterator[str]:
         candidate = rest if dot and head.isalpha() else ""
 
 
-def match(name: str, keys: Collection[str], ends: str = BOUNDARY) -> tuple[str, str] | None:
+def match(name: str, keys: Container[str], ends: str = BOUNDARY) -> tuple[str, str] | None:
     """The key of ``keys`` that ``name`` names, and what ``name`` adds after it (``""``
     for an exact match): for the first of :func:`candidates` that has one, the key it
     is, else the longest key it starts with followed by one of ``ends``. ``None`` when
@@ -217,16 +247,10 @@ def match(name: str, keys: Collection[str], ends: str = BOUNDARY) -> tuple[str, 
     for candidate in candidates(name):
         if candidate in keys:
             return candidate, ""
-        best = ""
-        for key in keys:
-            if (
-                len(best) < len(key) < len(candidate)
-                and candidate.startswith(key)
-                and candidate[len(key)] in ends
-            ):
-                best = key
-        if best:
-            return best, candidate[len(best) + 1 :]
+        # the longest key: the longest start of the name that ends before one of ``ends``
+        for i in range(len(candidate) - 1, 0, -1):
+            if candidate[i] in ends and candidate[:i] in keys:
+                return candidate[:i], candidate[i + 1 :]
     return None
 
 
