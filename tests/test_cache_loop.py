@@ -143,7 +143,7 @@ def test_the_stand_in_bills_cached_prefixes_as_openai_does() -> None:
         1152,
         4992,
     ]
-    standin = Standin(window=3000)
+    standin = Standin(window=2000)
     long = [{"role": "user", "content": result(1) + result(2) + result(3) + result(4)}]
     assert tokens(long[0]["content"]) > 1100
     with serve(standin) as url:
