@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -522,6 +523,13 @@ def serve(standin: Standin) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def dropped_some(standin: Standin) -> bool:
+    """Whether a fit dropped messages during the run: a Chat request that does not grow
+    on the one before it (an agent loop adds a call and its result to each)."""
+    sizes = [len(b.get("messages", [])) for b in standin.bodies]
+    return any(b <= a for a, b in pairwise(sizes))
 
 
 def assert_taught(fit: Any, standin: Standin) -> None:
