@@ -296,7 +296,8 @@ def plan(
     transcript's. ``calibration=None`` uses the estimator's default seed for the
     model (:meth:`~ctxwin.tokens.base.Estimator.seed`: 1.15 for the seed
     formula). ``strategy`` (default: :data:`~ctxwin.strategy.DEFAULT_STRATEGY`, drop
-    turns only) says which steps fit it (:mod:`ctxwin.strategy`). ``overhead`` is
+    turns, the cut moving in blocks) says which steps fit it (:mod:`ctxwin.strategy`).
+    ``overhead`` is
     added to every estimate (tokens the body does not show); with ``learned``,
     ``calibration`` is a factor learned from usage, applied as it is (see
     :class:`~ctxwin.calibration.OverheadLearner`).

@@ -55,7 +55,8 @@ class Settings(NamedTuple):
     else with ``estimator`` (:func:`~ctxwin.tokens.auto_estimator`). An encoding named
     here is the estimator ``tokenizer:ENCODING``, whatever ``estimator`` says."""
     strategy: Strategy = DEFAULT_STRATEGY
-    """The steps that fit a request (:mod:`ctxwin.strategy`); by default drop turns only."""
+    """The steps that fit a request (:mod:`ctxwin.strategy`); by default drop turns only,
+    the cut moving in blocks of :data:`~ctxwin.strategy.DEFAULT_BLOCK` of the budget."""
 
     def make_estimator(self, model: str | None = None) -> Estimator:
         """The estimator these settings name (a fresh one when named). ``model`` names

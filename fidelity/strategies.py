@@ -5,7 +5,8 @@
 Every whole conversation of ``../shared/corpus`` (:func:`fidelity.corpus.transcripts`)
 with at least two turns is fitted twice to the same budget, with ``drop-turns``
 and with ``clear-results,drop-turns``, and the messages each keeps are compared.
-The estimator is the default one at its default calibration.
+The estimator is the default one at its default calibration; both cut at just-fit's
+arithmetic (``block=0``: the fewest turns that fit), which the comparison is about.
 
 Two budgets, both derived from the run itself:
 
@@ -148,9 +149,9 @@ def measure(root: Path) -> tuple[list[Row], dict[str, float]]:
         shares.setdefault(sample.source, []).append(result_cost / need if need else 0.0)
         for name, target in targets.items():
             budget = _budget(target)
-            plain = core.fit_plan(t, budget, cal)
+            plain = core.fit_plan(t, budget, cal, Strategy(block=0))
             for keep in KEEPS:
-                strategy = Strategy((CLEAR_RESULTS, DROP_TURNS), keep_results=keep)
+                strategy = Strategy((CLEAR_RESULTS, DROP_TURNS), keep_results=keep, block=0)
                 p = core.fit_plan(t, budget, cal, strategy)
                 a, c = len(plain.result.keep), len(p.result.keep)
                 if c > a:

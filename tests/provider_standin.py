@@ -14,6 +14,12 @@ streamed (server-sent events), well enough for the real ``openai`` and
 * every answer reports ``usage`` (in the stream too: OpenAI's final chunk when
   ``stream_options.include_usage`` is set, the Responses ``response.completed``
   event, Anthropic's ``message_start`` and ``message_delta``);
+* it caches prompts as OpenAI does: a Chat Completions or Responses prompt reads
+  from the cache the longest prefix it shares with an earlier accepted request, from
+  :data:`CACHE_MIN` tokens in :data:`CACHE_STEP`-token steps, billed at
+  :data:`CACHE_READ` of the input price; the answer reports it
+  (``usage.prompt_tokens_details.cached_tokens``, Responses'
+  ``input_tokens_details.cached_tokens``) and :attr:`Standin.billed` sums what was billed;
 * every answer is one call of the tool ``read_file``, so an agent loop goes on
   until the caller stops it (or the context overflows); with ``final_after=N``
   a Chat Completions or Responses answer (streamed or not) after N accepted requests
@@ -29,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -41,6 +48,13 @@ ENCODING = quicktok.get_encoding("o200k_base")
 COMPLETION_TOKENS = 12
 ANTHROPIC_TOOL_PROMPT = 346
 """Tokens Anthropic adds to a request with tools (its documented tool-use system prompt)."""
+CACHE_MIN = 1024
+CACHE_STEP = 128
+"""OpenAI caches prompt prefixes from 1,024 tokens, in steps of 128."""
+CACHE_READ = 0.1
+"""What a cached prompt token costs, as a share of an uncached one."""
+FRAMING = 0xFFFFFFFF
+"""The token id the prompt's sequence (:func:`prompt_sequence`) gives to message framing."""
 
 
 UNDER_COUNTING = SeedEstimator(prose_bytes_per_token=8.0, dense_bytes_per_token=8.0)
@@ -119,6 +133,48 @@ def prompt_tokens(path: str, body: dict[str, Any]) -> int:
     return total
 
 
+def prompt_sequence(path: str, body: dict[str, Any]) -> bytes:
+    """The token ids of an OpenAI prompt in the order the provider reads them (the tools,
+    then each message's framing and text), 4 bytes each: as many as :func:`prompt_tokens`
+    counts, so a shared prefix of two sequences is a shared prefix of the prompts."""
+    from array import array
+
+    ids = array("I")
+    if body.get("tools"):
+        ids.extend(ENCODING.encode_ordinary(orjson.dumps(body["tools"]).decode()))
+    if path.endswith("/responses"):
+        ids.extend(ENCODING.encode_ordinary(_text(body.get("instructions"))))
+        raw = body.get("input", [])
+        items = [{"content": raw}] if isinstance(raw, str) else raw
+    else:
+        items = body.get("messages", [])
+    ids.extend([FRAMING] * 3)
+    for m in items:
+        ids.extend([FRAMING] * 4)
+        ids.extend(ENCODING.encode_ordinary(_text(m)))
+    return ids.tobytes()
+
+
+def shared_prefix(a: bytes, b: bytes) -> int:
+    """How many leading 4-byte token ids ``a`` and ``b`` share."""
+    lo, hi = 0, min(len(a), len(b)) // 4
+    while lo < hi:  # the longest equal prefix, by halves (each compare at C speed)
+        mid = (lo + hi + 1) // 2
+        if a[: 4 * mid] == b[: 4 * mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def cached_tokens(shared: int) -> int:
+    """The tokens OpenAI reads from its cache for a prompt sharing ``shared`` leading
+    tokens with an earlier one: none under :data:`CACHE_MIN`, else whole steps."""
+    if shared < CACHE_MIN:
+        return 0
+    return CACHE_MIN + (shared - CACHE_MIN) // CACHE_STEP * CACHE_STEP
+
+
 def overflow(path: str, window: int, prompt: int) -> dict[str, Any]:
     """The provider's exact answer to a prompt over the window."""
     if path.endswith("/messages"):
@@ -161,14 +217,14 @@ ARGUMENTS = '{"path": "src/module.py"}'
 FINAL = "The retry budget is computed in handler_0."
 
 
-def chat_final(model: str, n: int, prompt: int) -> dict[str, Any]:
+def chat_final(model: str, n: int, prompt: int, cached: int = 0) -> dict[str, Any]:
     """A final answer: text, no tool call."""
     message = {"role": "assistant", "content": FINAL}
     choice = {"index": 0, "message": message, "finish_reason": "stop"}
-    return chat_answer(model, n, prompt) | {"choices": [choice]}
+    return chat_answer(model, n, prompt, cached) | {"choices": [choice]}
 
 
-def chat_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
+def chat_answer(model: str, n: int, prompt: int, cached: int = 0) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{n}",
         "object": "chat.completion",
@@ -191,20 +247,21 @@ def chat_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
                 "finish_reason": "tool_calls",
             }
         ],
-        "usage": _chat_usage(prompt),
+        "usage": _chat_usage(prompt, cached),
     }
 
 
-def _chat_usage(prompt: int) -> dict[str, int]:
+def _chat_usage(prompt: int, cached: int = 0) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt,
         "completion_tokens": COMPLETION_TOKENS,
         "total_tokens": prompt + COMPLETION_TOKENS,
+        "prompt_tokens_details": {"cached_tokens": cached},
     }
 
 
 def chat_chunks(
-    model: str, n: int, prompt: int, usage: bool, final: bool = False
+    model: str, n: int, prompt: int, usage: bool, final: bool = False, cached: int = 0
 ) -> Iterator[dict[str, Any]]:
     base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": 1, "model": model}
     if final:  # the final answer's text, in two pieces
@@ -216,7 +273,7 @@ def chat_chunks(
             yield base | {"choices": [{"index": 0, "delta": text}]}
         yield base | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         if usage:
-            yield base | {"choices": [], "usage": _chat_usage(prompt)}
+            yield base | {"choices": [], "usage": _chat_usage(prompt, cached)}
         return
     call = {
         "index": 0,
@@ -230,10 +287,10 @@ def chat_chunks(
         yield base | {"choices": [{"index": 0, "delta": delta}]}
     yield base | {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
     if usage:
-        yield base | {"choices": [], "usage": _chat_usage(prompt)}
+        yield base | {"choices": [], "usage": _chat_usage(prompt, cached)}
 
 
-def responses_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
+def responses_answer(model: str, n: int, prompt: int, cached: int = 0) -> dict[str, Any]:
     return {
         "id": f"resp_{n}",
         "object": "response",
@@ -255,7 +312,7 @@ def responses_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
         "tools": [],
         "usage": {
             "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": COMPLETION_TOKENS,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": prompt + COMPLETION_TOKENS,
@@ -263,7 +320,7 @@ def responses_answer(model: str, n: int, prompt: int) -> dict[str, Any]:
     }
 
 
-def responses_final(model: str, n: int, prompt: int) -> dict[str, Any]:
+def responses_final(model: str, n: int, prompt: int, cached: int = 0) -> dict[str, Any]:
     """A final Responses answer: one output message, no tool call."""
     text = {"type": "output_text", "text": FINAL, "annotations": []}
     message = {
@@ -273,13 +330,13 @@ def responses_final(model: str, n: int, prompt: int) -> dict[str, Any]:
         "role": "assistant",
         "content": [text],
     }
-    return responses_answer(model, n, prompt) | {"output": [message]}
+    return responses_answer(model, n, prompt, cached) | {"output": [message]}
 
 
 def responses_events(
-    model: str, n: int, prompt: int, final: bool = False
+    model: str, n: int, prompt: int, final: bool = False, cached: int = 0
 ) -> Iterator[dict[str, Any]]:
-    done = (responses_final if final else responses_answer)(model, n, prompt)
+    done = (responses_final if final else responses_answer)(model, n, prompt, cached)
     started = done | {"status": "in_progress", "output": [], "usage": None}
     yield {"type": "response.created", "sequence_number": 0, "response": started}
     item = done["output"][0]
@@ -351,7 +408,33 @@ class Standin:
     final_after: int | None = None
     """Chat and Responses answers after this many accepted requests are final texts
     (no tool call)."""
+    cached: list[int] = field(default_factory=list)
+    """The cached prompt tokens of every accepted OpenAI request (0 for Anthropic's)."""
+    accepted: list[int] = field(default_factory=list)
+    """The prompt tokens of every accepted request."""
+    sequences: list[bytes] = field(default_factory=list)
+    """The token sequences of the accepted OpenAI prompts (:func:`prompt_sequence`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def billed(self) -> float:
+        """The accepted prompts' input billed, in token units: uncached tokens at 1,
+        cached ones at :data:`CACHE_READ`."""
+        return sum(p - c + CACHE_READ * c for p, c in zip(self.accepted, self.cached, strict=True))
+
+    def _cache(self, path: str, body: dict[str, Any], prompt: int) -> int:
+        """Read the prompt's cached prefix and write its own (held by the lock)."""
+        if path.endswith("/messages"):
+            self.accepted.append(prompt)
+            self.cached.append(0)
+            return 0
+        seq = prompt_sequence(path, body)
+        shared = max((shared_prefix(seq, old) for old in self.sequences), default=0)
+        cached = cached_tokens(shared)
+        self.sequences.append(seq)
+        self.accepted.append(prompt)
+        self.cached.append(cached)
+        return cached
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any, bool]:
         """``(status, payload, stream)``; payload is a dict, or an iterator of events."""
@@ -365,6 +448,8 @@ class Standin:
             with self.lock:
                 self.refused += 1
             return 400, overflow(path, self.window, prompt), False
+        with self.lock:
+            cached = self._cache(path, body, prompt)
         model = str(body.get("model", "standin"))
         stream = bool(body.get("stream"))
         if path.endswith("/messages"):
@@ -372,13 +457,14 @@ class Standin:
             return 200, events if stream else anthropic_answer(model, n, prompt), stream
         final = self.final_after is not None and n - self.refused > self.final_after
         if path.endswith("/responses"):
-            events = responses_events(model, n, prompt, final)
-            answer = (responses_final if final else responses_answer)(model, n, prompt)
+            events = responses_events(model, n, prompt, final, cached)
+            answer = (responses_final if final else responses_answer)(model, n, prompt, cached)
             return 200, events if stream else answer, stream
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if stream:
-            return 200, chat_chunks(model, n, prompt, usage, final), True
-        return 200, chat_final(model, n, prompt) if final else chat_answer(model, n, prompt), False
+            return 200, chat_chunks(model, n, prompt, usage, final, cached), True
+        make = chat_final if final else chat_answer
+        return 200, make(model, n, prompt, cached), False
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -437,6 +523,13 @@ def serve(standin: Standin) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def dropped_some(standin: Standin) -> bool:
+    """Whether a fit dropped messages during the run: a Chat request that does not grow
+    on the one before it (an agent loop adds a call and its result to each)."""
+    sizes = [len(b.get("messages", [])) for b in standin.bodies]
+    return any(b <= a for a, b in pairwise(sizes))
 
 
 def assert_taught(fit: Any, standin: Standin) -> None:

@@ -559,7 +559,9 @@ def test_a_loop_reads_each_message_once(build_on: str) -> None:
         usage = {"prompt_tokens": fitted.estimated_tokens_after}
         if build_on == "sent":
             history = fitted.messages
-    assert pruned > 100
+    # built on what was kept, the default block cut leaves room for the next few calls:
+    # about one call in seven is cut there (every call but the first ~60 on the history)
+    assert pruned > (100 if build_on == "history" else 20)
     assert manager.messages_read == total
 
 

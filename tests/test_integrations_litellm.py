@@ -234,7 +234,8 @@ def test_an_anthropic_model_through_litellm(learn_overhead: bool) -> None:
         asyncio.run(loop(url))
     assert len(standin.bodies) == TURNS and standin.refused == 0
     assert "system" in standin.bodies[0]  # the stand-in was spoken to in Anthropic's API
-    used = standin.prompts[-1] + 200
+    # the largest prompt (the cut moves in blocks: the last call may sit low in one)
+    used = max(standin.prompts) + 200
     assert used > 0.8 * WINDOW if learn_overhead else used < 0.5 * WINDOW
 
 

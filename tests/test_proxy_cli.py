@@ -74,6 +74,7 @@ def test_bad_flags_are_usage_errors(cli: Cli) -> None:
         ["--upstream", "ftp://example"],
         ["--upstream", "http://127.0.0.1:9", "--strategy", "drop-everything"],
         ["--upstream", "http://127.0.0.1:9", "--calibration", "nan"],
+        ["--upstream", "http://127.0.0.1:9", "--block", "1.5"],
     ):
         result = cli.process("proxy", *args)
         assert result.returncode == 2, (args, result.stderr)
@@ -81,6 +82,15 @@ def test_bad_flags_are_usage_errors(cli: Cli) -> None:
     missing = cli.process("proxy")
     assert missing.returncode == 2
     assert b"--upstream" in missing.stderr
+
+
+def test_the_proxy_takes_block(cli: Cli) -> None:
+    """``--block SHARE`` sets the proxy's cut as it does prune's (0: just fit)."""
+    help_text = cli.process("proxy", "--help").stdout.decode()
+    assert "--block" in help_text
+    from ctxwin.cli.commands import build_settings
+
+    assert build_settings(block=0.0).strategy.block == 0.0
 
 
 def test_a_port_in_use_is_one_line_and_exit_1(cli: Cli) -> None:

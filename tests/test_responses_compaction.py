@@ -80,26 +80,32 @@ def test_everything_is_counted_and_the_item_costs_its_bound() -> None:
 
 
 def test_the_block_before_the_item_goes_first_and_the_item_stays() -> None:
+    """At just-fit's arithmetic (``block=0``: the fewest units that fit, so a budget just
+    above what follows the item drops exactly the superseded block)."""
     body = _body(turns=6)
     t = core.load(body)
     n = len(body["input"])
     everything_after = t.raw_tokens([0, *range(5, n)])
-    p = _plan(body, everything_after + 100)
+    just_fit = Strategy(block=0)
+    p = _plan(body, everything_after + 100, just_fit)
     r = p.result
     assert r.pruned and r.gap == (1, 5) and r.keep == [0, *range(5, n)]
     assert r.dropped == [1, 2, 3, 4] and r.dropped_turns == 1
     out = p.output()
     assert out["input"][1] is COMPACTION and out["input"][2] is body["input"][6]
     # smaller: turns after the head go too, the compaction item and "go on" stay
-    p = _plan(body, everything_after - 1000)
+    p = _plan(body, everything_after - 1000, just_fit)
     r = p.result
     assert r.gap == (1, 5) and r.keep[:3] == [0, 5, 6] and r.cut > 7
     assert not r.overflow_at_floor and r.estimated_tokens_after <= r.budget
     out = p.output()
     assert get_adapter(out).name == "openai-responses"
     assert check(core.load(out).view) == []
-    again = _plan(out, everything_after - 1000).result
+    again = _plan(out, everything_after - 1000, just_fit).result
     assert again.fits and not again.pruned
+    # the default block cut drops the superseded block first too, and never less
+    blocked = _plan(body, everything_after + 100).result
+    assert blocked.gap == (1, 5) and blocked.keep[:2] == [0, 5]
 
 
 def test_a_call_id_across_the_item_keeps_the_items_before_it() -> None:
@@ -118,13 +124,15 @@ def test_clearing_never_edits_the_head_or_the_item() -> None:
     n = len(body["input"])
     t = core.load(body)
     budget = t.raw_tokens([0, *range(5, n)]) - 400
-    s = Strategy(("clear-results", "drop-turns"), keep_results=1)
+    # block=0: a just-fit cut that leaves the kept results over budget, so clearing runs
+    # (a block cut drops turns enough that nothing needs clearing at this budget)
+    s = Strategy(("clear-results", "drop-turns"), keep_results=1, block=0)
     p = _plan(body, budget, s)
     assert p.applied.cleared_results > 0
     assert all(i > 6 for i, _ in p.applied.edits)
     out = p.output()
     assert out["input"][1] is COMPACTION
-    assert len(p.result.keep) >= len(_plan(body, budget).result.keep)
+    assert len(p.result.keep) >= len(_plan(body, budget, Strategy(block=0)).result.keep)
 
 
 def test_a_bare_item_list_with_a_compaction_item_is_responses() -> None:

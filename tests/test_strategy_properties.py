@@ -36,6 +36,7 @@ from ctxwin.pruning import fit, segment
 from ctxwin.strategy import (
     CLEARED_PREFIX,
     DEFAULT_STEPS,
+    DEFAULT_STRATEGY,
     DROP_TURNS,
     STEPS,
     TRUNCATE_RESULTS,
@@ -169,7 +170,10 @@ def check(
     plain = core.fit_plan(t, budget, cal)
     default = core.fit_plan(t, budget, cal, Strategy(DEFAULT_STEPS, keep_results=0))
     assert orjson.dumps(default.output()) == orjson.dumps(plain.output())
-    assert plain.result.keep == fit(view, budget.budget, t.estimator, cal, t.adapter.problems).keep
+    # fit's own default is just-fit (block 0); the default strategy cuts in blocks
+    block = DEFAULT_STRATEGY.block
+    found = fit(view, budget.budget, t.estimator, cal, t.adapter.problems, block=block)
+    assert plain.result.keep == found.keep
     # clearing before dropping never keeps fewer entries (cutting in the same blocks)
     if strategy.steps[:2] == ("clear-results", DROP_TURNS):
         blocks = core.fit_plan(t, budget, cal, Strategy(DEFAULT_STEPS, block=strategy.block))

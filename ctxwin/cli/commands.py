@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import read_input, write_output, write_stdout
 from ctxwin.errors import ExitCode, InputError, SpecError, UsageError, floor_words
+from ctxwin.strategy import DEFAULT_BLOCK
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
@@ -91,7 +92,11 @@ def load_spec(path: Path | None) -> Any:
 
 
 def make_strategy(
-    strategy: str, keep_results: int, exclude_tools: str, clear_at_least: int, block: float = 0.0
+    strategy: str,
+    keep_results: int,
+    exclude_tools: str,
+    clear_at_least: int,
+    block: float = DEFAULT_BLOCK,
 ) -> Strategy:
     """The :class:`~ctxwin.strategy.Strategy` the flags name; :class:`UsageError` (exit 2)
     for an unknown, repeated or misplaced step."""
@@ -149,7 +154,7 @@ def build_settings(
     keep_results: int = 3,
     exclude_tools: str = "",
     clear_at_least: int = 0,
-    block: float = 0.0,
+    block: float = DEFAULT_BLOCK,
     **fields: Any,
 ) -> Settings:
     """The :class:`~ctxwin.settings.Settings` the model, budget, estimation and strategy

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO
+from ctxwin.strategy import DEFAULT_BLOCK
 
 MODEL_PANEL = "Model and budget"
 EST_PANEL = "Estimation"
@@ -189,10 +190,10 @@ FLAGS: dict[str, Flag] = {
             "block",
             ("--block",),
             "float",
-            0.0,
+            DEFAULT_BLOCK,
             "Move the cut in blocks of this share of the budget (0 to 1; 0: drop the "
-            "fewest turns). Consecutive requests of a growing run then keep one cut, and "
-            "the provider's prompt cache, until what must go crosses the next block.",
+            "fewest turns that fit). Consecutive requests of a growing run then keep one "
+            "cut, and the provider's prompt cache, until what must go crosses the next block.",
             minimum=0.0,
             panel=STRATEGY_PANEL,
         ),

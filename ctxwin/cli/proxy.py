@@ -37,8 +37,8 @@ def check_upstream(url: str) -> str:
 
 
 # The proxy reads the wire format from the route, so it takes no --format; of the
-# strategy flags, --strategy.
-@with_settings(*(key for key in ESTIMATION if key != "fmt"), "strategy")
+# strategy flags, --strategy and --block.
+@with_settings(*(key for key in ESTIMATION if key != "fmt"), "strategy", "block")
 def proxy(
     upstream: Annotated[
         str,

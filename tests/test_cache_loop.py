@@ -1,0 +1,169 @@
+"""The default cut keeps the provider's prompt cache: a 100-call OpenAI Chat agent loop at a
+6,000-token window, its tool results about 300 tokens each, against a stand-in that counts
+prompts with o200k_base and bills cached prefixes as OpenAI does
+(:mod:`tests.provider_standin`). Through the SDK wrapper and through the proxy, with the
+default :class:`~ctxwin.strategy.Strategy`, the loop is billed at most a quarter of what
+the same loop is billed with ``Strategy(block=0)`` (just fit: the fewest turns dropped,
+which moves the cut, and the cached prefix, on almost every call), sends at least 75 % of
+the tokens just-fit sends on average, and never overflows."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+openai = pytest.importorskip("openai")
+
+from ctxwin.integrations.openai import wrap  # noqa: E402
+from ctxwin.strategy import DEFAULT_STRATEGY, Strategy  # noqa: E402
+from tests.provider_standin import READ_FILE, Standin, serve, tokens  # noqa: E402
+from tests.proxy_support import config_for, serve_proxy  # noqa: E402
+
+WINDOW = 6000
+CALLS = 100
+MODEL = "gpt-4o-mini"
+FUNCTIONS = 8
+"""Functions per tool result (about 35 tokens each)."""
+SYSTEM = "You are a coding agent. Read files with read_file until the task is done."
+TASK = "Find where the retry budget is computed and explain it."
+WORDS = [
+    *("retry", "budget", "backoff", "handler", "request", "route", "attempt", "capped"),
+    *("window", "token", "cache", "prefix", "value", "error", "config", "parse"),
+    *("module", "loader", "result", "stream", "lock", "queue"),
+]
+
+
+def result(turn: int) -> str:
+    """Tool output of about 300 tokens (a source file read), different at every turn."""
+    rng = random.Random(turn)
+    out = []
+    for _ in range(FUNCTIONS):
+        a, b, c = (rng.choice(WORDS) for _ in range(3))
+        out.append(
+            f"def {a}_{b}(request, {c}=None):\n"
+            f'    """Return the {a} {c} of the {b} for this request."""\n'
+            f"    return request.{b}.get({c!r}) or {a}_{c}(request)\n"
+        )
+    return "".join(out)
+
+
+def loop(client: Any, calls: int = CALLS) -> None:
+    """An agent loop: send the history, append the model's tool call and its result."""
+    history: list[Any] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": TASK},
+    ]
+    for turn in range(calls):
+        completion = client.chat.completions.create(
+            model=MODEL, messages=history, tools=[READ_FILE]
+        )
+        (call,) = completion.choices[0].message.tool_calls
+        history.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": call.function.arguments},
+                    }
+                ],
+            }
+        )
+        history.append({"role": "tool", "tool_call_id": call.id, "content": result(turn)})
+
+
+def sdk(url: str) -> Any:
+    return openai.OpenAI(base_url=url, api_key="test", max_retries=0)
+
+
+Run = Callable[[Strategy | None], Standin]
+
+
+def wrapped(strategy: Strategy | None) -> Standin:
+    """The loop with ``wrap(client, context_length=6000)`` (and ``strategy=`` when given)."""
+    standin = Standin(window=WINDOW)
+    options = {} if strategy is None else {"strategy": strategy}
+    with serve(standin) as url:
+        loop(wrap(sdk(f"{url}/v1"), context_length=WINDOW, **options))
+    return standin
+
+
+def proxied(strategy: Strategy | None) -> Standin:
+    """The loop through the proxy at ``context_length=6000`` (``ctxwin proxy
+    --context-length 6000``; ``--block 0`` when ``strategy`` is just-fit's)."""
+    from ctxwin.proxy.server import Proxy
+
+    standin = Standin(window=WINDOW)
+    options = {} if strategy is None else {"strategy": strategy}
+    with serve(standin) as url:
+        proxy = Proxy(config_for(url, context_length=WINDOW, **options))
+        with serve_proxy(proxy) as served:
+            loop(sdk(f"{served.url}/v1"))
+    return standin
+
+
+def figures(standin: Standin) -> tuple[float, float]:
+    """``(input billed in token units, mean prompt tokens)`` of the accepted requests."""
+    return standin.billed, statistics.fmean(standin.accepted)
+
+
+@pytest.mark.parametrize("run", [wrapped, proxied], ids=["wrap", "proxy"])
+def test_the_default_cut_bills_a_quarter_of_just_fit_and_keeps_three_quarters(run: Run) -> None:
+    assert DEFAULT_STRATEGY.block > 0  # the default is a block cut
+    default = run(None)
+    just_fit = run(Strategy(block=0))
+    for standin in (default, just_fit):
+        assert standin.refused == 0  # never a 400
+        assert len(standin.accepted) == CALLS
+    billed, mean = figures(default)
+    just_billed, just_mean = figures(just_fit)
+    # the loop does outgrow the window: just-fit's prompts sit at the budget, uncached
+    assert max(just_fit.accepted) > 0.7 * WINDOW
+    assert sum(just_fit.cached) < 0.25 * sum(just_fit.accepted)
+    assert billed <= just_billed / 4
+    assert mean >= 0.75 * just_mean
+
+
+def test_the_stand_in_bills_cached_prefixes_as_openai_does() -> None:
+    """A prompt reads the longest prefix it shares with an earlier accepted one, from 1,024
+    tokens in steps of 128, at a tenth of the price; a refused prompt caches nothing."""
+    from tests.provider_standin import cached_tokens
+
+    assert [cached_tokens(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
+        0,
+        0,
+        1024,
+        1024,
+        1152,
+        4992,
+    ]
+    standin = Standin(window=2000)
+    long = [{"role": "user", "content": result(1) + result(2) + result(3) + result(4)}]
+    assert tokens(long[0]["content"]) > 1100
+    with serve(standin) as url:
+        client = sdk(f"{url}/v1")
+        first = client.chat.completions.create(model=MODEL, messages=long)
+        more = [*long, {"role": "user", "content": "and then?"}]
+        second = client.chat.completions.create(model=MODEL, messages=more)
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model=MODEL, messages=[*more, *more])
+        other = [{"role": "user", "content": "x" + long[0]["content"]}]
+        third = client.chat.completions.create(model=MODEL, messages=other)
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    # the whole first prompt is shared, cut to whole 128-token steps
+    assert cached == cached_tokens(first.usage.prompt_tokens) > 0
+    assert third.usage.prompt_tokens_details.cached_tokens == 0  # differs from the start
+    assert standin.cached == [0, cached, 0]
+    assert standin.billed == pytest.approx(
+        first.usage.prompt_tokens
+        + second.usage.prompt_tokens
+        - 0.9 * cached
+        + third.usage.prompt_tokens
+    )
