@@ -369,7 +369,10 @@ def fit_plan(
         drop=DROP_TURNS in strategy.steps,
         overhead=overhead,
         learned=learned,
-        block=strategy.block,
+        # the plan placed an edited body's cut on a block already: a block search over
+        # the edited costs would put the boundaries elsewhere and could drop more than
+        # dropping alone does, so the edited body is just fitted
+        block=0.0 if applied.edits else strategy.block,
     )
     if fitted is not transcript:
         # the input's estimate, nothing checked

@@ -45,3 +45,34 @@ def test_clearing_never_keeps_less_and_never_breaks_a_rule() -> None:
             too_small = [r for r in sel if r.bucket == SMALL]
             anyway = sum(1 for r in too_small if r.dropped_anyway)
             assert f"| {budget} | {keep} | {len(too_small)} | {anyway} | 0 |" in text
+
+
+@pytest.mark.skipif(ROOT is None, reason="../shared/corpus is absent")
+def test_under_the_default_block_cut_clearing_never_keeps_less() -> None:
+    """The report measures just-fit's arithmetic (block 0); under the default cut, which
+    moves in blocks, clearing before dropping still keeps at least as many messages as
+    dropping alone (an edited body is just fitted inside the block the plan chose)."""
+    import math
+
+    from ctxwin import core
+    from ctxwin.budget import Budget, resolve_spec
+    from ctxwin.pruning import fit
+    from ctxwin.runs import read_runs
+    from ctxwin.strategy import DEFAULT_STRATEGY, Strategy
+
+    assert ROOT is not None
+    cases = 0
+    for path in sorted((ROOT / "taubench").glob("*.json")):
+        for run in read_runs(path.read_bytes())[:60]:
+            t = core.load(run.body)
+            whole = fit(t.view, 0, t.estimator, 1.15).estimated_tokens
+            for share in (0.3, 0.5, 0.7):
+                tokens = max(1, math.ceil(whole * share))
+                budget = Budget(resolve_spec(None, context_length=10**9), 0, "flag", 0, tokens)
+                plain = core.fit_plan(t, budget, 1.15, DEFAULT_STRATEGY)
+                for keep in (0, 3):
+                    steps = ("clear-results", "drop-turns")
+                    cleared = core.fit_plan(t, budget, 1.15, Strategy(steps, keep_results=keep))
+                    assert len(cleared.result.keep) >= len(plain.result.keep), (run.name, share)
+                    cases += 1
+    assert cases >= 300
