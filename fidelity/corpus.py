@@ -15,7 +15,9 @@ used as recorded and read by their own adapters.
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,25 @@ from ctxwin.calibration import prompt_tokens_from_usage
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus"
+
+
+def parser(prog: str, doc: str | None, out: str, corpus: bool = True) -> argparse.ArgumentParser:
+    """The arguments every fidelity report takes: ``--corpus`` (when it reads the corpus),
+    ``--out`` (default ``fidelity/OUT``) and ``--estimator`` (repeatable)."""
+    p = argparse.ArgumentParser(prog=prog, description=doc)
+    if corpus:
+        p.add_argument("--corpus", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / out)
+    p.add_argument("--estimator", action="append", default=None)
+    return p
+
+
+def publish(text: str, out: Path, details: str = "") -> int:
+    """Print the report ``text`` and write it, with ``details`` after it, to ``out``."""
+    sys.stdout.write(text + "\n")
+    out.write_text(text + "\n" + details, encoding="utf-8")
+    sys.stderr.write(f"wrote {out}\n")
+    return 0
 
 
 def corpus_dir() -> Path | None:

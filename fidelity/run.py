@@ -17,9 +17,7 @@ included).
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,10 +269,7 @@ def _family(model: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fidelity.run", description=__doc__)
-    parser.add_argument("--corpus", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results.md")
-    parser.add_argument("--estimator", action="append", default=None)
+    parser = corpus.parser("python -m fidelity.run", __doc__, "results.md")
     args = parser.parse_args(argv)
     ests = [get_estimator(n) for n in (args.estimator or ["content", "bound", "seed"])]
     reals = [RealCount(name) for name in TOKENIZERS]
@@ -299,11 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         lines, detail = provider_section(root, ests)
         out += lines
         details += detail
-    text = "\n".join(out)
-    sys.stdout.write(text + "\n")
-    args.out.write_text(text + "\n" + "\n".join(details) + "\n", encoding="utf-8")
-    sys.stderr.write(f"wrote {args.out}\n")
-    return 0
+    return corpus.publish("\n".join(out), args.out, "\n".join(details) + "\n")
 
 
 if __name__ == "__main__":

@@ -20,16 +20,14 @@ word of theirs is never a piece alone, so only per-character caps price them.
 
 from __future__ import annotations
 
-import argparse
 import gettext
 import random
 import statistics
-import sys
 import sysconfig
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from fidelity import adversarial
+from fidelity import adversarial, corpus
 
 LOCALE = Path("/usr/share/locale")
 SIZE = 2000
@@ -238,16 +236,10 @@ def report(names: tuple[str, ...]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fidelity.scripts", description=__doc__)
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "scripts.md")
-    p.add_argument("--estimator", action="append", default=None)
+    p = corpus.parser("python -m fidelity.scripts", __doc__, "scripts.md", corpus=False)
     a = p.parse_args(argv)
     names = tuple(a.estimator or ["bound", "content"])
-    text = "\n".join(report(names))
-    sys.stdout.write(text + "\n")
-    a.out.write_text(text + "\n", encoding="utf-8")
-    sys.stderr.write(f"wrote {a.out}\n")
-    return 0
+    return corpus.publish("\n".join(report(names)), a.out)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ transcript. Raw counts: no calibration seed (the bound's is 1.0 for a model-less
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections.abc import Iterator, Sequence
@@ -151,11 +150,7 @@ def report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fidelity.sessions", description=__doc__)
-    p.add_argument("--corpus", type=Path, default=None)
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "sessions.md")
-    p.add_argument("--estimator", action="append", default=None)
-    a = p.parse_args(argv)
+    a = corpus.parser("python -m fidelity.sessions", __doc__, "sessions.md").parse_args(argv)
     root = a.corpus or corpus.corpus_dir()
     if root is None:
         sys.stderr.write("no corpus (../shared/corpus or $CTXWIN_CORPUS)\n")
@@ -163,10 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ests = [get_estimator(n) for n in (a.estimator or ["bound", "content"])]
     names = [e.name for e in ests]
     text = "\n".join(report(list(session_files(root, ests)), list(transcripts(root, ests)), names))
-    sys.stdout.write(text + "\n")
-    a.out.write_text(text + "\n", encoding="utf-8")
-    sys.stderr.write(f"wrote {a.out}\n")
-    return 0
+    return corpus.publish(text, a.out)
 
 
 if __name__ == "__main__":
