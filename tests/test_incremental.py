@@ -272,6 +272,49 @@ STRATEGIES = [
 ]
 """Every step, before and after drop-turns, and without it."""
 
+
+def drive(
+    incremental: ContextWindowManager,
+    scratch: ContextWindowManager,
+    messages: list[Any],
+    loop: list[tuple[int, str, int]],
+    system: str | None = None,
+    tools: bool = False,
+) -> None:
+    """Send both managers the same loop and check that they decide alike. Each step
+    appends ``take`` messages and sends the growing history (``history``), what the last
+    fit kept plus the new ones (``sent``) or fresh copies (``copy``); the next request
+    reports ``reported`` prompt tokens (none for 0; -1: the estimate sent)."""
+    history: list[Any] = []
+    sent: list[Any] | None = None
+    pos = 0
+    usage: Any = None
+    for take, mode, reported in loop:
+        new = messages[pos : pos + take]
+        pos += take
+        if mode == "sent" and sent is not None:
+            listed = [*sent, *new]
+        elif mode == "copy":
+            listed = [dict(m) for m in [*history, *new]]
+        else:
+            listed = [*history, *new]
+        history = [*history, *new]
+        body: dict[str, Any] = {"model": "m", "messages": listed}
+        if system is not None:
+            body["system"] = system
+        if tools:
+            body["tools"] = [{"name": "f", "description": "d" * take, "input_schema": {}}]
+        got = attempt(incremental, body, usage)
+        want = attempt(scratch, body, usage)
+        assert got[:6] == want[:6]
+        if got[6] is not None:
+            sent = got[6].request["messages"]
+            if reported < 0:
+                usage = {"prompt_tokens": got[6].estimated_tokens_after}
+        if reported >= 0:
+            usage = {"prompt_tokens": reported} if reported else None
+
+
 LOOP = st.lists(
     st.tuples(
         st.integers(0, 4), st.sampled_from(["history", "sent", "copy"]), st.integers(0, 5000)
@@ -316,31 +359,7 @@ def test_manager_loop_equals_reading_every_request_whole(
         incremental=False,
         strategy=strategy,
     )
-    history: list[Any] = []
-    sent: list[Any] | None = None
-    pos = 0
-    usage: Any = None
-    for take, mode, reported in loop:
-        new = messages[pos : pos + take]
-        pos += take
-        if mode == "sent" and sent is not None:
-            listed = [*sent, *new]
-        elif mode == "copy":
-            listed = [dict(m) for m in [*history, *new]]
-        else:
-            listed = [*history, *new]
-        history = [*history, *new]
-        body: dict[str, Any] = {"model": "m", "messages": listed}
-        if anthropic:
-            body["system"] = system
-        if tools:
-            body["tools"] = [{"name": "f", "description": "d" * take, "input_schema": {}}]
-        got = attempt(incremental, body, usage)
-        want = attempt(scratch, body, usage)
-        assert got[:6] == want[:6]
-        if got[6] is not None:
-            sent = got[6].request["messages"]
-        usage = {"prompt_tokens": reported} if reported else None
+    drive(incremental, scratch, messages, loop, system if anthropic else None, tools)
 
 
 EDITING = [s for s in STRATEGIES if s.edits]
@@ -377,29 +396,7 @@ def test_an_editing_loop_equals_reading_every_request_whole(
     scratch = ContextWindowManager(
         context_length=context_length, estimator=EST, incremental=False, strategy=strategy
     )
-    history: list[Any] = []
-    sent: list[Any] | None = None
-    pos = 0
-    usage: Any = None
-    for take, mode in loop:
-        new = messages[pos : pos + take]
-        pos += take
-        if mode == "sent" and sent is not None:
-            listed = [*sent, *new]
-        elif mode == "copy":
-            listed = [dict(m) for m in [*history, *new]]
-        else:
-            listed = [*history, *new]
-        history = [*history, *new]
-        body: dict[str, Any] = {"model": "m", "messages": listed}
-        if anthropic:
-            body["system"] = system
-        got = attempt(incremental, body, usage)
-        want = attempt(scratch, body, usage)
-        assert got[:6] == want[:6]
-        if got[6] is not None:
-            sent = got[6].request["messages"]
-            usage = {"prompt_tokens": got[6].estimated_tokens_after}
+    drive(incremental, scratch, messages, [(take, mode, -1) for take, mode in loop], system or None)
 
 
 @pytest.mark.parametrize("build_on", ["history", "sent"])
