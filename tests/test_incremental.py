@@ -280,11 +280,16 @@ def drive(
     loop: list[tuple[int, str, int]],
     system: str | None = None,
     tools: bool = False,
+    *,
+    body: dict[str, Any] | None = None,
+    key: str = "messages",
+    counted: str = "prompt_tokens",
 ) -> None:
     """Send both managers the same loop and check that they decide alike. Each step
     appends ``take`` messages and sends the growing history (``history``), what the last
-    fit kept plus the new ones (``sent``) or fresh copies (``copy``); the next request
-    reports ``reported`` prompt tokens (none for 0; -1: the estimate sent)."""
+    fit kept plus the new ones (``sent``) or fresh copies (``copy``), under ``key`` of
+    ``body``; the next request reports ``reported`` prompt tokens (none for 0; -1: the
+    estimate sent)."""
     history: list[Any] = []
     sent: list[Any] | None = None
     pos = 0
@@ -299,20 +304,20 @@ def drive(
         else:
             listed = [*history, *new]
         history = [*history, *new]
-        body: dict[str, Any] = {"model": "m", "messages": listed}
+        request: dict[str, Any] = {"model": "m", **(body or {}), key: listed}
         if system is not None:
-            body["system"] = system
+            request["system"] = system
         if tools:
-            body["tools"] = [{"name": "f", "description": "d" * take, "input_schema": {}}]
-        got = attempt(incremental, body, usage)
-        want = attempt(scratch, body, usage)
+            request["tools"] = [{"name": "f", "description": "d" * take, "input_schema": {}}]
+        got = attempt(incremental, request, usage)
+        want = attempt(scratch, request, usage)
         assert got[:6] == want[:6]
         if got[6] is not None:
-            sent = got[6].request["messages"]
+            sent = got[6].request[key]
             if reported < 0:
-                usage = {"prompt_tokens": got[6].estimated_tokens_after}
+                usage = {counted: got[6].estimated_tokens_after}
         if reported >= 0:
-            usage = {"prompt_tokens": reported} if reported else None
+            usage = {counted: reported} if reported else None
 
 
 LOOP = st.lists(
@@ -490,27 +495,8 @@ def test_a_responses_loop_equals_reading_every_request_whole(
         incremental=False,
         strategy=strategy,
     )
-    history: list[Any] = []
-    sent: list[Any] | None = None
-    pos = 0
-    usage: Any = None
-    for take, mode, reported in loop:
-        new = items[pos : pos + take]
-        pos += take
-        if mode == "sent" and sent is not None:
-            listed = [*sent, *new]
-        elif mode == "copy":
-            listed = [dict(m) for m in [*history, *new]]
-        else:
-            listed = [*history, *new]
-        history = [*history, *new]
-        body = {"model": "m", "instructions": "Be brief.", "input": listed}
-        got = attempt(incremental, body, usage)
-        want = attempt(scratch, body, usage)
-        assert got[:6] == want[:6]
-        if got[6] is not None:
-            sent = got[6].request["input"]
-        usage = {"input_tokens": reported} if reported else None
+    instructions = {"instructions": "Be brief."}
+    drive(incremental, scratch, items, loop, body=instructions, key="input", counted="input_tokens")
 
 
 def test_a_responses_loop_reads_each_item_once() -> None:
