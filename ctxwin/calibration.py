@@ -204,15 +204,8 @@ class _Hull:
         self.points.append(p)
         if self.hull and raw < self.hull[-1][0]:
             self.hull = _upper(sorted(self.points))
-            return
-        h = self.hull
-        if h and raw == h[-1][0]:
-            if reported <= h[-1][1]:
-                return
-            h.pop()
-        while len(h) >= 2 and _cross(h[-2], h[-1], p) >= 0:
-            h.pop()
-        h.append(p)
+        else:
+            _extend(self.hull, p)
 
     def top(self, factor: float) -> float:
         """``max(reported − factor × raw)`` over the points."""
@@ -229,16 +222,22 @@ class _Hull:
         return reported - factor * raw
 
 
+def _extend(h: list[tuple[int, int]], p: tuple[int, int]) -> None:
+    """Add ``p``, at or right of every point of the upper hull ``h``, to ``h``."""
+    if h and p[0] == h[-1][0]:
+        if p[1] <= h[-1][1]:
+            return
+        h.pop()
+    while len(h) >= 2 and _cross(h[-2], h[-1], p) >= 0:
+        h.pop()
+    h.append(p)
+
+
 def _upper(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The upper hull of ``points`` (sorted by raw)."""
     h: list[tuple[int, int]] = []
     for p in points:
-        if h and p[0] == h[-1][0]:
-            if p[1] <= h[-1][1]:
-                continue
-            h.pop()
-        while len(h) >= 2 and _cross(h[-2], h[-1], p) >= 0:
-            h.pop()
-        h.append(p)
+        _extend(h, p)
     return h
 
 
@@ -345,7 +344,7 @@ class OverheadLearner:
         self._line = (max(0, math.ceil(top)), factor)
 
 
-def fit_overhead(points: Sequence[tuple[int, int]], seed: float = 1.0) -> OverheadFit:
+def fit_overhead(points: Sequence[tuple[int, int]]) -> OverheadFit:
     """The safe line ``overhead + factor × raw`` with the least waste over a run's
     ``(raw, reported)`` points.
 
@@ -353,10 +352,9 @@ def fit_overhead(points: Sequence[tuple[int, int]], seed: float = 1.0) -> Overhe
     factor × Σraw − Σreported`` with ``overhead = max(0, max(reported − factor ×
     raw))``, is convex in the factor and changes slope only at the slopes of the
     points' upper hull, so the best factor (at least :data:`LEAST_FACTOR`) is one of
-    them: O(n log n). ``seed`` is kept for callers; it no longer bounds the factor.
+    them: O(n log n).
     Returns the factor, overhead, waste and the median of prediction ÷ reported.
     """
-    del seed
     pts = [(r, rep) for r, rep in points if r > 0 and rep > 0]
     if not pts:
         return {"calls": 0, "factor": None, "overhead": None}

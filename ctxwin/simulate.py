@@ -522,8 +522,7 @@ def overhead_fits(rows: list[CalibrationRow]) -> list[RunOverhead]:
             groups.setdefault(key, []).append(r)
     out: list[RunOverhead] = []
     for (path, run, model), rs in groups.items():
-        seed = min(r["calibration"] for r in rs)
-        fit = fit_overhead([(r["raw_tokens"], r["reported_tokens"]) for r in rs], seed)
+        fit = fit_overhead([(r["raw_tokens"], r["reported_tokens"]) for r in rs])
         out.append({"path": path, "run": run, "model": model or None, **fit})
     return out
 

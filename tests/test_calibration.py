@@ -82,7 +82,7 @@ def test_fit_overhead_is_the_least_waste_safe_line_in_n_log_n() -> None:
 
     points = [(10, 20_000)] + [(100 + 50 * k, 20_000 + 100 + 45 * k) for k in range(20_000)]
     start = time.perf_counter()
-    fit = fit_overhead(points, 1.0)
+    fit = fit_overhead(points)
     assert time.perf_counter() - start < 2.0
     assert fit["calls"] == 20_001
     assert fit["factor"] is not None and fit["overhead"] is not None
