@@ -24,9 +24,11 @@ Pure functions and plain data, used by :func:`ctxwin.simulate.replay_run`:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from ctxwin.caching import Cache, Laid, Sent, Use
+from ctxwin.core import FITS, NEEDS_PRUNING, NO_BUDGET, TRUNCATED
+from ctxwin.pricing import CacheRules
 from ctxwin.pruning import Scale
 
 if TYPE_CHECKING:
@@ -353,14 +355,8 @@ def _usd(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-class _None(NamedTuple):
-    kind: str | None = None
-    min_prefix: int | None = None
-    step: int | None = None
-    ttl_seconds: int | None = None
-
-
-_NO_RULES = _None()
+_NO_RULES = CacheRules()
+"""A model whose caching is unknown: nothing is read from or written to a cache."""
 
 
 JUST_FIT = "just-fit"
@@ -407,7 +403,7 @@ def compare_row(policy: str, reports: Sequence[Mapping[str, Any]]) -> dict[str, 
         r["estimated_tokens_after"]
         for rep in reports
         for r in rep["rows"]
-        if "estimated_tokens_after" in r and r["status"] in ("fits", "needs_pruning")
+        if "estimated_tokens_after" in r and r["status"] in (FITS, NEEDS_PRUNING)
     ]
 
     def total(key: str) -> Any:
@@ -421,10 +417,10 @@ def compare_row(policy: str, reports: Sequence[Mapping[str, Any]]) -> dict[str, 
         "policy": policy,
         "calls": sum(rep["calls"] for rep in reports),
         "pruned_calls": sum(
-            1 for rep in reports for r in rep["rows"] if r["status"] == "needs_pruning"
+            1 for rep in reports for r in rep["rows"] if r["status"] == NEEDS_PRUNING
         ),
         "truncated_calls": sum(
-            1 for rep in reports for r in rep["rows"] if r["status"] in ("truncated", "no_budget")
+            1 for rep in reports for r in rep["rows"] if r["status"] in (TRUNCATED, NO_BUDGET)
         ),
         "mean_tokens_sent": round(sum(sent) / len(sent)) if sent else None,
         "min_tokens_sent": min(sent) if sent else None,
