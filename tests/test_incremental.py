@@ -273,6 +273,15 @@ STRATEGIES = [
 """Every step, before and after drop-turns, and without it."""
 
 
+def tool_turn(k: int) -> list[dict[str, Any]]:
+    """The ``k``-th turn of a Chat loop: a call of ``f`` and its 200-byte result."""
+    call = {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{k}", "content": "x" * 200},
+    ]
+
+
 def drive(
     incremental: ContextWindowManager,
     scratch: ContextWindowManager,
@@ -420,12 +429,7 @@ def test_a_clearing_loop_reads_each_message_once(build_on: str) -> None:
     cleared = 0
     total = len(history)
     for k in range(200):
-        call = {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-        history = [
-            *history,
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"c{k}", "content": "x" * 200},
-        ]
+        history = [*history, *tool_turn(k)]
         total += 2
         body = {"model": "m", "messages": history}
         got = attempt(manager, body, usage)
@@ -530,12 +534,7 @@ def test_a_loop_reads_each_message_once(build_on: str) -> None:
     pruned = 0
     total = len(history)
     for k in range(200):
-        call = {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-        history = [
-            *history,
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"c{k}", "content": "x" * 200},
-        ]
+        history = [*history, *tool_turn(k)]
         total += 2
         fitted = manager.fit({"model": "m", "messages": history}, last_usage=usage)
         pruned += fitted.pruned
