@@ -12,7 +12,7 @@ Three timings per job count, best of ``--repeat`` (interleaved across job counts
 
 * ``control``: a pure-Python CPU loop split over the same number of
   processes: the speed-up the machine itself allows at that moment;
-* ``library``: :func:`ctxwin.checking.check_paths` in this process (what the
+* ``library``: :func:`ctxwin.runs.checking.check_paths` in this process (what the
   workers do, without interpreter start-up);
 * ``cli``: ``python -m ctxwin check DIR -j N --jsonl > /dev/null`` end to end.
 
@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from ctxwin.checking import check_paths, find_files
+from ctxwin.runs.checking import check_paths, find_files
 from ctxwin.settings import Settings
 
 HERE = Path(__file__).resolve().parent

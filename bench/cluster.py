@@ -11,7 +11,7 @@ nannies, on 127.0.0.1): one with 1 worker, one with 2. The timings are interleav
 workers, again …) so load drifting on a shared machine hits every setting alike; best and
 median of ``--repeat`` are kept. The control (``check_parallel.control``) shows how much
 parallelism the machine had to give.
-Each timed call is :func:`ctxwin.checking.check_files`, from the file list to the
+Each timed call is :func:`ctxwin.runs.checking.check_files`, from the file list to the
 ordered rows (for Dask: connecting a client to the running scheduler included), and
 its rows must equal the local rows. A first untimed call on each cluster lets the
 workers import ctxwin. Prints one JSON object on stdout, a summary on stderr.
@@ -35,7 +35,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # check_parallel's generator; test
 
 from check_parallel import _gen, control, generate  # noqa: E402
 
-from ctxwin.checking import check_files  # noqa: E402
+from ctxwin.runs.checking import check_files  # noqa: E402
 from ctxwin.settings import Settings  # noqa: E402
 from tests.dask_cluster import local_cluster  # noqa: E402
 

@@ -18,17 +18,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctxwin.budget import SAFETY_PERCENT
+from ctxwin.fitting.budget import SAFETY_PERCENT
 from ctxwin.runs import read_runs
+from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
-from ctxwin.simulate import replay_run
 
 REDACTED = "localpush"
 """Name part of the samples whose free text was replaced (their token counts are real)."""
 
 FITTED_ON = ("codemie", "django", "sympy")
 """Name starts of the samples the learner's constants were chosen on (the share and the
-least factor of ``ctxwin.calibration``); the others are held out."""
+least factor of ``ctxwin.fitting.calibration``); the others are held out."""
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from ctxwin.budget import Budget, ModelSpec, compute_budget, resolve_spec
 from ctxwin.codec import parse
 from ctxwin.core import Plan, Transcript, load, plan, prune
 from ctxwin.errors import (
@@ -32,19 +31,20 @@ from ctxwin.errors import (
     PairingError,
     SpecError,
 )
-from ctxwin.pruning import FitResult, fit, pairing_problems, segment
+from ctxwin.fitting.budget import Budget, ModelSpec, compute_budget, resolve_spec
+from ctxwin.fitting.pruning import FitResult, fit, pairing_problems, segment
+from ctxwin.fitting.strategy import Applied, Strategy, parse_steps
 from ctxwin.settings import Settings
-from ctxwin.strategy import Applied, Strategy, parse_steps
 from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, Kind, calibrated
 from ctxwin.tokens.models import lookup_model
 from ctxwin.tokens.registry import default_calibration
 from ctxwin.view import Item, Problem, View
 
 if TYPE_CHECKING:
-    from ctxwin.breakdown import explain
-    from ctxwin.checking import Checked, check_files
+    from ctxwin.fitting.breakdown import explain
+    from ctxwin.fitting.repairing import Repaired, repair
     from ctxwin.manager import ContextWindowManager, ManagedFit
-    from ctxwin.repairing import Repaired, repair
+    from ctxwin.runs.checking import Checked, check_files
     from ctxwin.tokens.bpe import TokenizerEstimator
     from ctxwin.tokens.content import ContentEstimator
     from ctxwin.tokens.seed import SeedEstimator
@@ -57,11 +57,11 @@ def __getattr__(name: str) -> Any:
 
         return getattr(manager, name)
     if name in ("Checked", "check_files"):  # recorded runs, locally or on a Dask cluster
-        from ctxwin import checking
+        from ctxwin.runs import checking
 
         return getattr(checking, name)
-    if name in ("repair", "Repaired"):  # ctxwin.repairing: the module is not named repair
-        from ctxwin import repairing
+    if name in ("repair", "Repaired"):  # ctxwin.fitting.repairing: the module is not named repair
+        from ctxwin.fitting import repairing
 
         return getattr(repairing, name)
     if name in ("ContentEstimator", "SeedEstimator", "TokenizerEstimator"):
@@ -69,7 +69,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(tokens, name)
     if name == "explain":
-        from ctxwin.breakdown import explain
+        from ctxwin.fitting.breakdown import explain
 
         return explain
     raise AttributeError(f"module 'ctxwin' has no attribute {name!r}")

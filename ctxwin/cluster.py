@@ -3,8 +3,8 @@
 Needs the ``dask`` extra (``pip install 'ctxwin[dask]'``, which brings
 ``distributed``), imported here on first use only. The client lists the files
 once, splits them into chunks balanced by size (``split``: the caller's, e.g.
-:func:`ctxwin.checking.chunks`, about 16 per worker thread) and submits one task per
-chunk: each runs ``work`` (e.g. :func:`ctxwin.checking.check_chunk`, the very function
+:func:`ctxwin.runs.checking.chunks`, about 16 per worker thread) and submits one task per
+chunk: each runs ``work`` (e.g. :func:`ctxwin.runs.checking.check_chunk`, the very function
 of the local process pool), so a worker reads the paths itself (a shared filesystem,
 or fsspec URLs) and returns the rows. This module knows nothing of what a row is: the
 caller passes the work, so the layers above import this one and never the reverse.

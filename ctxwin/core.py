@@ -12,20 +12,20 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from ctxwin.budget import Budget, compute_budget, resolve_spec
 from ctxwin.errors import truncated
+from ctxwin.fitting.budget import Budget, compute_budget, resolve_spec
+from ctxwin.fitting.pruning import FitResult, fit
+from ctxwin.fitting.rules import problems as rule_problems
+from ctxwin.fitting.strategy import DEFAULT_STRATEGY, DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats.base import Adapter
-from ctxwin.pruning import FitResult, fit
-from ctxwin.rules import problems as rule_problems
 from ctxwin.settings import Settings, body_model, settings_with
-from ctxwin.strategy import DEFAULT_STRATEGY, DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import default_estimator, seed_of
 from ctxwin.view import Problem, View
 
 if TYPE_CHECKING:
-    from ctxwin.rows import Fitted, Report, Status
+    from ctxwin.runs.rows import Fitted, Report, Status
 
 
 class Transcript(NamedTuple):
@@ -63,7 +63,7 @@ class Transcript(NamedTuple):
         return self.estimator.raw(total)
 
     def problems(self, keep: Sequence[int] | None = None) -> list[Problem]:
-        """Structural problems of the items at ``keep`` (all when ``None``): ``ctxwin.rules``."""
+        """Structural problems of the items at ``keep`` (all when ``None``), by the fit's rules."""
         return rule_problems(self.view, self.adapter, keep)
 
 
@@ -115,7 +115,7 @@ class Plan:
     the request is its first ``result.items`` items."""
     budget: Budget
     result: FitResult
-    """What the pruner decided (:class:`~ctxwin.pruning.FitResult`)."""
+    """What the pruner decided (:class:`~ctxwin.fitting.pruning.FitResult`)."""
     applied: Applied
     """What the strategy's editing steps did (nothing under the default strategy)."""
     original: Transcript | None
@@ -217,7 +217,7 @@ class Plan:
 
     def row(self) -> Fitted:
         """The JSON row of this fit: what ``replay`` and ``check`` rows carry and the
-        proxy's ``x-ctxwin-*`` headers say (``ctxwin.rows.Fitted``)."""
+        proxy's ``x-ctxwin-*`` headers say (``ctxwin.runs.rows.Fitted``)."""
         r, b, a = self.result, self.budget, self.applied
         return {
             "status": self.status,
@@ -295,12 +295,12 @@ def plan(
     give the model, budget, calibration and strategy; the estimator is the
     transcript's. ``calibration=None`` uses the estimator's default seed for the
     model (:meth:`~ctxwin.tokens.base.Estimator.seed`: 1.15 for the seed
-    formula). ``strategy`` (default: :data:`~ctxwin.strategy.DEFAULT_STRATEGY`, drop
-    turns, the cut moving in blocks) says which steps fit it (:mod:`ctxwin.strategy`).
+    formula). ``strategy`` (default: :data:`~ctxwin.fitting.strategy.DEFAULT_STRATEGY`, drop
+    turns, the cut moving in blocks) says which steps fit it (:mod:`ctxwin.fitting.strategy`).
     ``overhead`` is
     added to every estimate (tokens the body does not show); with ``learned``,
     ``calibration`` is a factor learned from usage, applied as it is (see
-    :class:`~ctxwin.calibration.OverheadLearner`).
+    :class:`~ctxwin.fitting.calibration.OverheadLearner`).
     """
     s = settings_with(settings, changes)
     budget = budget_for(transcript.view, s)
@@ -312,7 +312,7 @@ def plan(
 
 def budget_for(view: View, settings: Settings) -> Budget:
     """The budget of a request read into ``view``: ``settings``' model spec, else the
-    body's ``model`` and ``max_tokens`` (see :func:`~ctxwin.budget.resolve_spec`)."""
+    body's ``model`` and ``max_tokens`` (see :func:`~ctxwin.fitting.budget.resolve_spec`)."""
     model_spec = resolve_spec(
         settings.model or view.model,
         context_length=settings.context_length,

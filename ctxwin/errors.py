@@ -11,8 +11,8 @@ from enum import IntEnum, unique
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ctxwin.budget import Budget
-    from ctxwin.pruning import FitResult
+    from ctxwin.fitting.budget import Budget
+    from ctxwin.fitting.pruning import FitResult
 
 
 def floor_words(needed: int, budget: int) -> str:

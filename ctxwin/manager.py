@@ -24,7 +24,7 @@ Promises:
   the uncalibrated estimate of the request that was sent; it never shrinks;
 * with ``learn_overhead=True`` the manager fits ``reported ≈ overhead +
   factor × raw`` to the run's usage instead
-  (:class:`~ctxwin.calibration.OverheadLearner`): the overhead (a system
+  (:class:`~ctxwin.fitting.calibration.OverheadLearner`): the overhead (a system
   prompt and tools the caller's log never shows) and the factor (what the
   content the run adds costs, robust to one call's jump) are fitted together,
   and the line stays on or above every report seen;
@@ -38,7 +38,7 @@ Promises:
   either the whole history or what the last fit kept, and the other fields
   equal) is read incrementally: only its new messages are estimated, and the
   fit reuses the running sums, segmentation and rule checks of the last one
-  (``ctxwin.incremental``), so an N-call loop costs O(total messages). Under a
+  (``ctxwin.fitting.incremental``), so an N-call loop costs O(total messages). Under a
   strategy with a step that is not incremental (``Step.incremental``: the
   editing steps), a request within budget is settled the same way, and one over
   it is planned over the whole request already read. The result is exactly what
@@ -52,13 +52,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ctxwin.budget import Budget
-from ctxwin.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import truncated
-from ctxwin.incremental import Prefixes, Reader
+from ctxwin.fitting.budget import Budget
+from ctxwin.fitting.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
+from ctxwin.fitting.incremental import Prefixes, Reader
+from ctxwin.fitting.strategy import Applied
 from ctxwin.settings import Settings, settings_with
-from ctxwin.strategy import Applied
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import seed_of
 
@@ -100,7 +100,7 @@ class ContextWindowManager:
         or an estimator. ``learn_overhead`` learns
         an overhead the requests do not show from usage (see the module docstring);
         ``fresh_factor`` is its factor until two reports measure one
-        (:class:`~ctxwin.calibration.OverheadLearner`; 1.0 when the requests show
+        (:class:`~ctxwin.fitting.calibration.OverheadLearner`; 1.0 when the requests show
         every message as sent, as a framework's own history does).
         """
         if model is not None:
@@ -151,7 +151,7 @@ class ContextWindowManager:
     @property
     def messages_read(self) -> int:
         """How many messages this manager has estimated: each new one once, when the
-        next request extends the last one (see ``ctxwin.incremental.Reader``)."""
+        next request extends the last one (see ``ctxwin.fitting.incremental.Reader``)."""
         return self._reader.messages_read
 
     def reset(self) -> None:
@@ -198,7 +198,7 @@ class ContextWindowManager:
         if not strategy.incremental:
             # Every strategy keeps a request within its budget whole: that is settled at
             # O(new items). One over it is planned over the whole request, as a step that
-            # is not incremental (ctxwin.strategy.Step.incremental) declares.
+            # is not incremental (ctxwin.fitting.strategy.Step.incremental) declares.
             budget = self._prefix_budget(prefixes)
             scale = prefixes.scale(self.calibration, self.overhead, self._learner is not None)
             whole = prefixes.whole(n, budget.budget, scale)
@@ -245,7 +245,7 @@ class ContextWindowManager:
 
     def evaluate_prefix(self, prefixes: Prefixes, i: int, transcript: Transcript) -> Plan:
         """:meth:`evaluate` for the request holding the first ``i`` items of a growing
-        transcript (``ctxwin.incremental``): O(new items) instead of O(i).
+        transcript (``ctxwin.fitting.incremental``): O(new items) instead of O(i).
 
         ``transcript`` holds the items ``prefixes`` reads. The result equals
         ``evaluate`` of that request's body; the fitted body is built only when

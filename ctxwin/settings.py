@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.formats import AUTO
-from ctxwin.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import estimator_for
 
@@ -55,8 +55,8 @@ class Settings(NamedTuple):
     else with ``estimator`` (:func:`~ctxwin.tokens.auto_estimator`). An encoding named
     here is the estimator ``tokenizer:ENCODING``, whatever ``estimator`` says."""
     strategy: Strategy = DEFAULT_STRATEGY
-    """The steps that fit a request (:mod:`ctxwin.strategy`); by default drop turns only,
-    the cut moving in blocks of :data:`~ctxwin.strategy.DEFAULT_BLOCK` of the budget."""
+    """The steps that fit a request (:mod:`ctxwin.fitting.strategy`); by default drop turns only,
+    the cut moving in blocks of :data:`~ctxwin.fitting.strategy.DEFAULT_BLOCK` of the budget."""
 
     def make_estimator(self, model: str | None = None) -> Estimator:
         """The estimator these settings name (a fresh one when named). ``model`` names

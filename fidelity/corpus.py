@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ctxwin.calibration import prompt_tokens_from_usage
+from ctxwin.fitting.calibration import prompt_tokens_from_usage
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus"

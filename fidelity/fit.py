@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ctxwin.fitting.pruning import total_cost
 from ctxwin.formats import get_adapter
-from ctxwin.pruning import total_cost
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.bpe import TOKENIZERS
 from ctxwin.tokens.content import _BYTE, _STEP, EXTRA_STEPS, SCALE, ContentEstimator

@@ -100,8 +100,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ctxwin.fitting.pruning import total_cost
 from ctxwin.formats import get_adapter
-from ctxwin.pruning import total_cost
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.bound import (
     _SEGMENT,

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctxwin.fitting.pruning import total_cost
 from ctxwin.formats import get_adapter
-from ctxwin.pruning import total_cost
 from ctxwin.tokens.base import Estimator, calibrated
 from ctxwin.tokens.bpe import TOKENIZERS, TokenizerEstimator, auto_estimator
 from ctxwin.tokens.registry import default_calibration, get_estimator

@@ -21,7 +21,7 @@ floor* (the budget is under the floor), *nothing clearable* (no result outside
 the head, the newest turn and the newest ``keep`` results), or *clearing too
 small* (the results it may clear sit in turns that are dropped anyway, or
 save less than the next turn needs). Every output is read again and checked
-against the provider's rules (``ctxwin.rules``): ``rule breaks`` counts the
+against the provider's rules (``ctxwin.fitting.rules``): ``rule breaks`` counts the
 outputs with a problem the input did not have.
 
 Each *clearing too small* run is also checked against an oracle that does not
@@ -45,12 +45,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxwin import core
-from ctxwin.budget import Budget, resolve_spec
+from ctxwin.fitting.budget import Budget, resolve_spec
+from ctxwin.fitting.pruning import drop_options, fit, segment
+from ctxwin.fitting.rules import blocking
+from ctxwin.fitting.strategy import CLEAR_RESULTS, DROP_TURNS, PLACEHOLDER, Strategy, clearable
 from ctxwin.formats.base import RESULT, Part
 from ctxwin.formats.base import Path as Path_
-from ctxwin.pruning import drop_options, fit, segment
-from ctxwin.rules import blocking
-from ctxwin.strategy import CLEAR_RESULTS, DROP_TURNS, PLACEHOLDER, Strategy, clearable
 from ctxwin.tokens.base import calibrated
 from ctxwin.tokens.registry import default_calibration
 from fidelity import corpus

@@ -11,7 +11,7 @@ import pytest
 
 from ctxwin import core
 from ctxwin.cli.report import REPORT_KEYS
-from ctxwin.pruning import segment
+from ctxwin.fitting.pruning import segment
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASSETTES = (

@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 import quicktok
 
-from ctxwin.calibration import grow
+from ctxwin.fitting.calibration import grow
 from ctxwin.tokens.seed import SeedEstimator
 
 ENCODING = quicktok.get_encoding("o200k_base")

@@ -24,10 +24,10 @@ import orjson
 from aiohttp import web
 
 from ctxwin.core import load
+from ctxwin.fitting.pruning import total_cost
 from ctxwin.proxy.fitting import ProxyConfig
 from ctxwin.proxy.routes import ANTHROPIC, GEMINI, error_body, route_for
 from ctxwin.proxy.server import Proxy, bind, start
-from ctxwin.pruning import total_cost
 from ctxwin.settings import Settings
 
 _JSON = "application/json"

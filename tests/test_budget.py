@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwin.budget import ModelSpec, compute_budget, resolve_spec, spec_fields
+from ctxwin.cost.pricing import CacheRules, Pricing, spec_pricing
 from ctxwin.errors import SpecError
-from ctxwin.pricing import CacheRules, Pricing, spec_pricing
+from ctxwin.fitting.budget import ModelSpec, compute_budget, resolve_spec, spec_fields
 from ctxwin.tokens.models import lookup_model, model_table
 
 
@@ -434,9 +434,10 @@ def test_a_budget_never_loads_the_pricing_module() -> None:
     import sys
 
     code = (
-        "import sys, ctxwin.budget as b; b.compute_budget(b.resolve_spec('claude-opus-4-7'));"
-        "print('ctxwin.pricing' in sys.modules); b.lookup_model('claude-opus-4-7').price;"
-        "print('ctxwin.pricing' in sys.modules)"
+        "import sys, ctxwin.fitting.budget as b;"
+        "b.compute_budget(b.resolve_spec('claude-opus-4-7'));"
+        "print('ctxwin.cost.pricing' in sys.modules); b.lookup_model('claude-opus-4-7').price;"
+        "print('ctxwin.cost.pricing' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]

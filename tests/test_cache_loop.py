@@ -2,7 +2,7 @@
 6,000-token window, its tool results about 300 tokens each, against a stand-in that counts
 prompts with o200k_base and bills cached prefixes as OpenAI does
 (:mod:`tests.provider_standin`). Through the SDK wrapper and through the proxy, with the
-default :class:`~ctxwin.strategy.Strategy`, the loop is billed at most a quarter of what
+default :class:`~ctxwin.fitting.strategy.Strategy`, the loop is billed at most a quarter of what
 the same loop is billed with ``Strategy(block=0)`` (just fit: the fewest turns dropped,
 which moves the cut, and the cached prefix, on almost every call), sends at least 75 % of
 the tokens just-fit sends on average, and never overflows."""
@@ -18,8 +18,8 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
+from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy  # noqa: E402
 from ctxwin.integrations.openai import wrap  # noqa: E402
-from ctxwin.strategy import DEFAULT_STRATEGY, Strategy  # noqa: E402
 from tests.provider_standin import READ_FILE, Standin, serve, tokens  # noqa: E402
 from tests.proxy_support import config_for, serve_proxy  # noqa: E402
 

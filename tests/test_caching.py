@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.caching import LOOKBACK, Block, Cache, Laid, Sent, Use, cache_use
+from ctxwin.cost.caching import LOOKBACK, Block, Cache, Laid, Sent, Use, cache_use
 
 
 class Rules(NamedTuple):

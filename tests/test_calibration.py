@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.calibration import grow, prompt_tokens_from_usage
+from ctxwin.fitting.calibration import grow, prompt_tokens_from_usage
 from ctxwin.tokens.base import calibrated
 
 
@@ -78,7 +78,7 @@ def test_fit_overhead_is_the_least_waste_safe_line_in_n_log_n() -> None:
     the fit takes the hull's slopes, not a factor grid up to the largest ratio."""
     import time
 
-    from ctxwin.calibration import fit_overhead
+    from ctxwin.fitting.calibration import fit_overhead
 
     points = [(10, 20_000)] + [(100 + 50 * k, 20_000 + 100 + 45 * k) for k in range(20_000)]
     start = time.perf_counter()

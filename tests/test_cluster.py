@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxwin.checking import Checked, check_bytes, check_files
 from ctxwin.errors import CtxwinError, ExitCode, UsageError
+from ctxwin.runs.checking import Checked, check_bytes, check_files
 from ctxwin.settings import Settings
 from tests.conftest import Cli
 from tests.dask_cluster import LocalDaskCluster, local_cluster

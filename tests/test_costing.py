@@ -12,14 +12,14 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxwin.calibration import cache_tokens_from_usage
-from ctxwin.costing import SESSION_MARKS, body_marks, input_cost, policies
+from ctxwin.cost.billing import SESSION_MARKS, body_marks, input_cost, policies
+from ctxwin.cost.pricing import Pricing
 from ctxwin.errors import UsageError
-from ctxwin.pricing import Pricing
+from ctxwin.fitting.calibration import cache_tokens_from_usage
+from ctxwin.fitting.strategy import Strategy
 from ctxwin.runs import read_runs
+from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
-from ctxwin.simulate import replay_run
-from ctxwin.strategy import Strategy
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
 
 AGENT_TOOLS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "agent_tools"
@@ -230,11 +230,11 @@ def test_a_claude_code_session_is_cached_at_its_assumed_marks() -> None:
 def test_session_blocks_end_at_the_calls_estimate_pruned_or_not() -> None:
     """The ends of the blocks are the estimates of the request's prefixes: the last is
     the estimate of what is sent, with turns dropped or not."""
-    from ctxwin.caching import Cache, Sent
     from ctxwin.core import load
-    from ctxwin.costing import Ledger, laid_prefix
-    from ctxwin.incremental import Prefixes
-    from ctxwin.recorded import model_messages
+    from ctxwin.cost.billing import Ledger, laid_prefix
+    from ctxwin.cost.caching import Cache, Sent
+    from ctxwin.fitting.incremental import Prefixes
+    from ctxwin.runs.recorded import model_messages
 
     [run] = read_runs(_session(12))
     settings = Settings(context_length=18_000)
@@ -255,7 +255,7 @@ def test_session_blocks_end_at_the_calls_estimate_pruned_or_not() -> None:
 
 
 def run_rules() -> Any:
-    from ctxwin.pricing import CacheRules
+    from ctxwin.cost.pricing import CacheRules
 
     return CacheRules("breakpoints", 1024, None, 300, 4)
 

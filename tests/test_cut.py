@@ -1,4 +1,4 @@
-"""The cache-stable cut (``Strategy.block``, :meth:`ctxwin.cut.Kept.stable`): over a
+"""The cache-stable cut (``Strategy.block``, :meth:`ctxwin.fitting.cut.Kept.stable`): over a
 growing run the cut moves only in blocks of the budget, so consecutive requests share
 their prefix, and each request still fits."""
 
@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwin import core
-from ctxwin.budget import Budget, resolve_spec
+from ctxwin.fitting.budget import Budget, resolve_spec
+from ctxwin.fitting.strategy import Strategy
 from ctxwin.manager import ContextWindowManager
 from ctxwin.settings import Settings
-from ctxwin.strategy import Strategy
 
 
 def run(sizes: list[int]) -> list[list[dict[str, Any]]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ctxwin.checking import SUFFIXES
+from ctxwin.runs.checking import SUFFIXES
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent

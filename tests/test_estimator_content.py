@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ctxwin.core import load
 from ctxwin.errors import UsageError
-from ctxwin.pruning import total_cost
+from ctxwin.fitting.pruning import total_cost
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.bpe import TokenizerEstimator
 from ctxwin.tokens.content import SCALE, ContentEstimator

@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxwin import core, media
+from ctxwin import core
 from ctxwin.errors import InputError, PairingError
-from ctxwin.formats import get_adapter
+from ctxwin.formats import get_adapter, media
 from ctxwin.formats.anthropic import Anthropic
 from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, USER

@@ -8,8 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxwin import core, media
+from ctxwin import core
 from ctxwin.errors import InputError
+from ctxwin.formats import media
 from ctxwin.formats.gemini import Gemini
 from ctxwin.view import ASSISTANT, USER
 from tests.conftest import Cli

@@ -8,8 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxwin import core, media
+from ctxwin import core
 from ctxwin.errors import InputError, PairingError
+from ctxwin.formats import media
 from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER
 from tests.conftest import Cli

@@ -26,7 +26,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from ctxwin import core
-from ctxwin.pruning import segment
+from ctxwin.fitting.pruning import segment
 from tests.samples import b64, data_uri, png
 
 IMAGE = png(800, 600, pad=64)

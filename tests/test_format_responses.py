@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxwin import core, media
+from ctxwin import core
 from ctxwin.errors import InputError, PairingError
-from ctxwin.formats import get_adapter
+from ctxwin.formats import get_adapter, media
 from ctxwin.formats.openai_responses import OpenAIResponses
 from ctxwin.view import ASSISTANT, TOOL, USER
 from tests.conftest import Cli

@@ -13,7 +13,7 @@ injected; the serialized bytes truncated, corrupted or wrapped. Each case runs `
 * ``prune`` either writes nothing to OUT (any failure, and a budget that is not
   positive), or writes the input unchanged (it fit), or writes a transcript
   that breaks no pairing or format rule, has no more advisory problems than
-  the input (``ctxwin.rules``), is an ordered subsequence of the input and
+  the input (``ctxwin.fitting.rules``), is an ordered subsequence of the input and
   is within the budget;
 * ``repair`` either writes nothing (exit 1), or writes the input unchanged
   (nothing to fix), or writes a transcript with no lint problem (but
@@ -38,7 +38,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxwin import codec, core, rules
+from ctxwin import codec, core
+from ctxwin.fitting import rules
 from tests.conftest import Cli
 from tests.hostile_util import EXIT_CODES, WIDE
 
@@ -393,7 +394,7 @@ def check_output(data: bytes, out: bytes, flags: list[str], edits: bool = False)
 def check_repair(data: bytes, code: int, out: Path, stderr: str) -> None:
     """A repair wrote nothing (exit 1, one error line), the input (nothing to fix), or
     a transcript that lints clean and that repairing again leaves as it is."""
-    from ctxwin.repairing import LEFT_AS_IS, repair
+    from ctxwin.fitting.repairing import LEFT_AS_IS, repair
 
     assert code in (0, 1), stderr
     if code == 1:

@@ -24,8 +24,8 @@ import pytest
 
 from ctxwin.errors import CtxwinError
 from ctxwin.runs import read_runs
+from ctxwin.runs.simulate import check_run, replay_run
 from ctxwin.settings import Settings
-from ctxwin.simulate import check_run, replay_run
 from tests.test_format_robustness import paths
 
 CORPUS = Path(

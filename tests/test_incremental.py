@@ -13,16 +13,16 @@ from hypothesis import strategies as st
 
 from ctxwin.core import load
 from ctxwin.errors import CtxwinError, PairingError
+from ctxwin.fitting.incremental import Prefixes, Segmenter, _Cover
+from ctxwin.fitting.pruning import Rules, fit, segment
+from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.formats.anthropic import Anthropic
 from ctxwin.formats.openai_chat import OpenAIChat
 from ctxwin.formats.openai_responses import OpenAIResponses, ResponsesView
-from ctxwin.incremental import Prefixes, Segmenter, _Cover
 from ctxwin.manager import ContextWindowManager
-from ctxwin.pruning import Rules, fit, segment
 from ctxwin.runs import Run, calls_from_transcript, read_runs
+from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
-from ctxwin.simulate import replay_run
-from ctxwin.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, View
 from tests.strategies import transcripts

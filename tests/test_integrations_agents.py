@@ -23,9 +23,9 @@ from agents import (  # noqa: E402
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 
 import ctxwin  # noqa: E402
+from ctxwin.fitting.strategy import PLACEHOLDER, Strategy  # noqa: E402
 from ctxwin.formats.openai_responses import OpenAIResponses  # noqa: E402
 from ctxwin.integrations.agents import ContextWindowFilter  # noqa: E402
-from ctxwin.strategy import PLACEHOLDER, Strategy  # noqa: E402
 from tests.provider_standin import FINAL, UNDER_COUNTING, Standin, assert_taught, serve  # noqa: E402
 
 WINDOW = 4000

@@ -12,7 +12,7 @@ import pytest
 anthropic = pytest.importorskip("anthropic")
 
 import ctxwin  # noqa: E402
-from ctxwin.calibration import grow  # noqa: E402
+from ctxwin.fitting.calibration import grow  # noqa: E402
 from ctxwin.integrations.anthropic import wrap  # noqa: E402
 from tests.provider_standin import Standin, serve  # noqa: E402
 from tests.test_integrations_openai import FILE, SEED, SYSTEM, TASK, TURNS, WINDOW  # noqa: E402

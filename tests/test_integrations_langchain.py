@@ -31,13 +31,13 @@ from langchain_core.messages import (
 from langchain_openai import ChatOpenAI
 
 import ctxwin
+from ctxwin.fitting.strategy import CLEARED_PREFIX, Strategy
 from ctxwin.integrations.langchain import (
     ContextWindowMiddleware,
     PreModelHook,
     pre_model_hook,
     to_chat,
 )
-from ctxwin.strategy import CLEARED_PREFIX, Strategy
 from tests.provider_standin import (
     EXAMPLE_VIEW,
     FINAL,

@@ -13,13 +13,13 @@ import pytest
 litellm = pytest.importorskip("litellm")
 
 import ctxwin  # noqa: E402
+from ctxwin.fitting.strategy import PLACEHOLDER, Strategy  # noqa: E402
 from ctxwin.formats.openai_chat import OpenAIChat  # noqa: E402
 from ctxwin.integrations.litellm import (  # noqa: E402
     CONVERSATION_KEY,
     ContextWindowCallback,
     ContextWindowExceeded,
 )
-from ctxwin.strategy import PLACEHOLDER, Strategy  # noqa: E402
 from tests.provider_standin import READ_FILE, UNDER_COUNTING, Standin, assert_taught, serve  # noqa: E402
 
 WINDOW = 4000

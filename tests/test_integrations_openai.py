@@ -11,9 +11,9 @@ import pytest
 openai = pytest.importorskip("openai")
 
 import ctxwin  # noqa: E402
-from ctxwin.calibration import grow  # noqa: E402
+from ctxwin.fitting.calibration import grow  # noqa: E402
+from ctxwin.fitting.strategy import PLACEHOLDER, Strategy  # noqa: E402
 from ctxwin.integrations.openai import wrap  # noqa: E402
-from ctxwin.strategy import PLACEHOLDER, Strategy  # noqa: E402
 from tests.provider_standin import READ_FILE, UNDER_COUNTING, Standin, serve  # noqa: E402
 
 WINDOW = 4000

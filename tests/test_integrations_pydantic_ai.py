@@ -32,8 +32,8 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import ctxwin
+from ctxwin.fitting.strategy import CLEARED_PREFIX, Strategy
 from ctxwin.integrations.pydantic_ai import HistoryProcessor, history_processor, to_chat
-from ctxwin.strategy import CLEARED_PREFIX, Strategy
 from tests.provider_standin import (
     EXAMPLE_VIEW,
     FINAL,

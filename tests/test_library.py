@@ -14,7 +14,7 @@ from tests.builders import adr_transcript
 
 def test_core_does_not_import_typer_or_rich() -> None:
     code = (
-        "import sys, ctxwin, ctxwin.core, ctxwin.pruning, ctxwin.formats;"
+        "import sys, ctxwin, ctxwin.core, ctxwin.fitting.pruning, ctxwin.formats;"
         "ctxwin.prune(ctxwin.parse(sys.stdin.buffer.read()), context_length=4000);"
         "bad = [m for m in ('typer', 'rich', 'click') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"

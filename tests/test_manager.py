@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ctxwin
-from ctxwin.calibration import grow, prompt_tokens_from_usage
+from ctxwin.fitting.calibration import grow, prompt_tokens_from_usage
+from ctxwin.fitting.pruning import pairing_problems
 from ctxwin.manager import default_seed
-from ctxwin.pruning import pairing_problems
 from ctxwin.tokens.seed import SeedEstimator
 from tests.builders import assistant, system, tool, user
 
@@ -216,8 +216,8 @@ def test_run_modules_do_not_import_typer_or_rich() -> None:
     import sys
 
     code = (
-        "import sys, ctxwin.manager, ctxwin.runs, ctxwin.simulate, ctxwin.checking,"
-        " ctxwin.calibration;"
+        "import sys, ctxwin.manager, ctxwin.runs, ctxwin.runs.simulate, ctxwin.runs.checking,"
+        " ctxwin.fitting.calibration;"
         "bad = [m for m in ('typer', 'rich', 'click') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -247,7 +247,7 @@ def test_the_fresh_content_factor_of_overhead_learning_is_a_setting() -> None:
         assert manager.overhead == 500 - manager.calibration * 100
     assert seen.overhead == 400
     assert seen.calibration == 1.0
-    assert default.calibration == ctxwin.calibration.FRESH_FACTOR == 3.0
+    assert default.calibration == ctxwin.fitting.calibration.FRESH_FACTOR == 3.0
 
 
 @pytest.mark.parametrize("entry", ["manager", "prune"])

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin import media
+from ctxwin.formats import media
 from tests.samples import b64, gif, jpeg, pdf, png, wav, webp
 
 

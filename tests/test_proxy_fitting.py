@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ctxwin
+from ctxwin.fitting.pruning import total_cost
 from ctxwin.proxy.fitting import (
     CLEARED,
     FIT,
@@ -36,7 +37,6 @@ from ctxwin.proxy.routes import (
     route_for,
 )
 from ctxwin.proxy.usage import UsageReader, prompt_tokens_of_json
-from ctxwin.pruning import total_cost
 from tests.builders import assistant, system, tool, user
 from tests.proxy_support import config_for
 from tests.strategies import transcripts

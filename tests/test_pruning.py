@@ -6,7 +6,7 @@ import pytest
 
 from ctxwin.core import load
 from ctxwin.errors import PairingError
-from ctxwin.pruning import fit, head_end, pairing_problems, segment
+from ctxwin.fitting.pruning import fit, head_end, pairing_problems, segment
 from ctxwin.tokens.seed import SeedEstimator
 from tests.builders import Message, assistant, system, tool, user
 
@@ -180,7 +180,7 @@ def test_head_extension_is_transitive() -> None:
 
 
 def test_shares_ids_sees_every_link_across_the_cut() -> None:
-    from ctxwin.pruning import _shares_ids
+    from ctxwin.fitting.pruning import _shares_ids
 
     msgs = [system(), user(), assistant("a"), tool("a"), assistant("b"), tool("b")]
     items = items_of(msgs)
@@ -195,9 +195,9 @@ def test_the_guard_stops_a_cut_that_splits_a_call(monkeypatch: pytest.MonkeyPatc
     """If segmentation ever offered a cut inside a unit, the post-fit guard refuses it."""
     import sys
 
-    from ctxwin.pruning import Segments
+    from ctxwin.fitting.pruning import Segments
 
-    prune_module = sys.modules["ctxwin.pruning"]
+    prune_module = sys.modules["ctxwin.fitting.pruning"]
 
     big = assistant("a", content="x" * 4000)  # dropping this call alone would fit
     msgs = [system(), user(), big, tool("a"), assistant("b"), tool("b")]

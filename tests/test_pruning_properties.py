@@ -1,4 +1,4 @@
-"""Property tests for every promise the pruner makes (see ctxwin/pruning.py)."""
+"""Property tests for every promise the pruner makes (see ctxwin/fitting/pruning.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwin.core import load
-from ctxwin.pruning import fit, segment
+from ctxwin.fitting.pruning import fit, segment
 from ctxwin.tokens.seed import SeedEstimator
 from tests.builders import Message
 from tests.strategies import transcripts

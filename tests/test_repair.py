@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 import ctxwin
-from ctxwin.repairing import STUB_TEXT, RepairError, repair
+from ctxwin.fitting.repairing import STUB_TEXT, RepairError, repair
 from tests.conftest import Cli
 from tests.hostile_util import dump
 

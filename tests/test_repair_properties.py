@@ -24,13 +24,13 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from ctxwin import core
-from ctxwin.repairing import LEFT_AS_IS, RepairError, repair
+from ctxwin.fitting.repairing import LEFT_AS_IS, RepairError, repair
 from tests.test_format_properties import SHAPES, Shape, anthropic, chat, gemini, responses
 
 PROPERTY = settings(max_examples=200, deadline=None)
 
 REFUSALS = ("is made again", "first-is-user", "reasoning-", "a stub would have to make up")
-"""What a refusal may be about (see ``ctxwin.repairing``)."""
+"""What a refusal may be about (see ``ctxwin.fitting.repairing``)."""
 
 
 def _is_result(fmt: str, entry: Any) -> bool:

@@ -19,14 +19,14 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from ctxwin import core
-from ctxwin.budget import Budget, resolve_spec
+from ctxwin.fitting.budget import Budget, resolve_spec
+from ctxwin.fitting.pruning import fit, segment
+from ctxwin.fitting.repairing import repair
+from ctxwin.fitting.rules import check
+from ctxwin.fitting.strategy import CLEARED_PREFIX, DEFAULT_STRATEGY, Strategy
 from ctxwin.formats import get_adapter
 from ctxwin.formats.base import RESULT
 from ctxwin.formats.openai_responses import compaction_tokens
-from ctxwin.pruning import fit, segment
-from ctxwin.repairing import repair
-from ctxwin.rules import check
-from ctxwin.strategy import CLEARED_PREFIX, DEFAULT_STRATEGY, Strategy
 from tests.conftest import Cli
 from tests.test_format_properties import SHAPES, responses, responses_rules, txt
 from tests.test_strategy_properties import strategies
@@ -171,10 +171,10 @@ def test_cli_estimate_and_prune(tmp_path: Any, cli: Cli) -> None:
 
 def test_the_manager_replay_and_explain_see_the_block() -> None:
     from ctxwin import ContextWindowManager
-    from ctxwin.breakdown import explain
-    from ctxwin.recorded import Run
+    from ctxwin.fitting.breakdown import explain
+    from ctxwin.runs.recorded import Run
+    from ctxwin.runs.simulate import replay_run
     from ctxwin.settings import Settings
-    from ctxwin.simulate import replay_run
 
     body = _body(turns=6)
     whole = core.plan(core.load(body), context_length=9000, max_tokens=0)

@@ -1,4 +1,4 @@
-"""The structural rules (``ctxwin.rules``) and how the pruner uses them."""
+"""The structural rules (``ctxwin.fitting.rules``) and how the pruner uses them."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from ctxwin import core, rules
+from ctxwin import core
 from ctxwin.errors import PairingError
-from ctxwin.pruning import fit
+from ctxwin.fitting import rules
+from ctxwin.fitting.pruning import fit
 from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 from tests.hostile_util import transcript
@@ -112,7 +113,7 @@ def test_keep_checks_the_kept_items_as_one_transcript() -> None:
 
 
 def test_pairing_problems_is_still_importable_from_prune() -> None:
-    from ctxwin.pruning import pairing_problems
+    from ctxwin.fitting.pruning import pairing_problems
 
     assert pairing_problems is rules.pairing_problems
     v = view(S, U, a("c1"), t("c9"), a("c1"))
@@ -193,7 +194,7 @@ def test_one_wording_of_and_more_everywhere() -> None:
     """`lint`'s summary and the pruner's refusal name the rest of the problems the same way,
     with the right plural (they read "(and 2 more)" and "(and 1 more problems)")."""
     from ctxwin.errors import PairingError
-    from ctxwin.pruning import refuse
+    from ctxwin.fitting.pruning import refuse
     from ctxwin.words import and_more, plural
 
     assert (and_more(0), and_more(1), and_more(2)) == (

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from ctxwin.core import INVALID, load
 from ctxwin.errors import CtxwinError
+from ctxwin.fitting.strategy import Strategy
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import read_runs, usage_of
+from ctxwin.runs.simulate import calibration_rows, check_run, replay_run
 from ctxwin.settings import Settings
-from ctxwin.simulate import calibration_rows, check_run, replay_run
-from ctxwin.strategy import Strategy
 from ctxwin.tokens.models import lookup_model
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.strategies import transcripts

@@ -14,19 +14,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwin.budget import SAFETY_PERCENT
-from ctxwin.calibration import (
+from ctxwin.fitting.budget import SAFETY_PERCENT
+from ctxwin.fitting.calibration import (
     FRESH_FACTOR,
     LEAST_FACTOR,
     OverheadLearner,
     prompt_tokens_from_usage,
 )
 from ctxwin.manager import ContextWindowManager
-from ctxwin.recorded import Run
 from ctxwin.runs import read_runs
+from ctxwin.runs.recorded import Run
+from ctxwin.runs.simulate import check_run, replay_run
 from ctxwin.sessions import names
 from ctxwin.settings import Settings
-from ctxwin.simulate import check_run, replay_run
 
 AGENT_TOOLS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "agent_tools"
 corpus = pytest.mark.skipif(not AGENT_TOOLS.is_dir(), reason="../shared/corpus is absent")

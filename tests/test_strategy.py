@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from ctxwin import core
-from ctxwin.budget import Budget, resolve_spec
 from ctxwin.errors import ContextTruncated, UsageError
-from ctxwin.pruning import fit
-from ctxwin.strategy import DEFAULT_STRATEGY, Strategy, parse_steps
+from ctxwin.fitting.budget import Budget, resolve_spec
+from ctxwin.fitting.pruning import fit
+from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy, parse_steps
 from tests.test_format_properties import Shape, Turn, anthropic, chat, gemini, responses
 
 CAL = 1.15

@@ -55,10 +55,10 @@ def test_under_the_default_block_cut_clearing_never_keeps_less() -> None:
     import math
 
     from ctxwin import core
-    from ctxwin.budget import Budget, resolve_spec
-    from ctxwin.pruning import fit
+    from ctxwin.fitting.budget import Budget, resolve_spec
+    from ctxwin.fitting.pruning import fit
+    from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy
     from ctxwin.runs import read_runs
-    from ctxwin.strategy import DEFAULT_STRATEGY, Strategy
 
     assert ROOT is not None
     cases = 0

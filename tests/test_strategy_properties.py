@@ -1,4 +1,4 @@
-"""Property tests of the strategy steps (``ctxwin.strategy``), in all four wire formats.
+"""Property tests of the strategy steps (``ctxwin.fitting.strategy``), in all four wire formats.
 
 Each test draws a transcript shape (see ``test_format_properties``), a strategy
 (steps in a valid order, ``keep_results``, excluded tools, ``clear_at_least``, the
@@ -30,10 +30,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from ctxwin import core
-from ctxwin.budget import Budget, resolve_spec
-from ctxwin.formats.base import RESULT
-from ctxwin.pruning import fit, segment
-from ctxwin.strategy import (
+from ctxwin.fitting.budget import Budget, resolve_spec
+from ctxwin.fitting.pruning import fit, segment
+from ctxwin.fitting.strategy import (
     CLEARED_PREFIX,
     DEFAULT_STEPS,
     DEFAULT_STRATEGY,
@@ -42,6 +41,7 @@ from ctxwin.strategy import (
     TRUNCATE_RESULTS,
     Strategy,
 )
+from ctxwin.formats.base import RESULT
 from tests.test_format_properties import (
     SHAPES,
     Shape,

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 import ctxwin
-from ctxwin.budget import compute_budget, resolve_spec
 from ctxwin.core import load
+from ctxwin.fitting.budget import compute_budget, resolve_spec
 from ctxwin.proxy.fitting import Fitter, ProxyConfig
 from ctxwin.proxy.routes import CHAT, MESSAGES
 from ctxwin.settings import Settings

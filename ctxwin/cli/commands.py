@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any
 from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import read_input, write_output, write_stdout
 from ctxwin.errors import ExitCode, InputError, SpecError, UsageError, floor_words
-from ctxwin.strategy import DEFAULT_BLOCK
+from ctxwin.fitting.strategy import DEFAULT_BLOCK
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import TypedDict, Unpack
 
-    from ctxwin.rows import Report
+    from ctxwin.fitting.strategy import Strategy
+    from ctxwin.runs.rows import Report
     from ctxwin.settings import Settings
-    from ctxwin.strategy import Strategy
 
     # Declared for the checker only: a TypedDict class costs start-up time.
     class PlanOptions(TypedDict):
@@ -98,9 +98,9 @@ def make_strategy(
     clear_at_least: int,
     block: float = DEFAULT_BLOCK,
 ) -> Strategy:
-    """The :class:`~ctxwin.strategy.Strategy` the flags name; :class:`UsageError` (exit 2)
+    """The :class:`~ctxwin.fitting.strategy.Strategy` the flags name; :class:`UsageError` (exit 2)
     for an unknown, repeated or misplaced step."""
-    from ctxwin.strategy import Strategy, parse_steps
+    from ctxwin.fitting.strategy import Strategy, parse_steps
 
     try:
         steps = parse_steps(strategy)
@@ -198,7 +198,7 @@ def _plan(
         transcript = core.load(body, settings.fmt, settings.make_estimator(body_model(body)))
         plan = core.plan(transcript, settings)
     else:
-        from ctxwin.simulate import learned_manager
+        from ctxwin.runs.simulate import learned_manager
 
         manager, nxt = learned_manager(session, settings)
         transcript = core.load(nxt, session.format_for(settings.fmt), manager.estimator)
@@ -227,7 +227,7 @@ def _plan(
 def read_body(data: bytes, run_format: str = "auto") -> tuple[Any, Any]:
     """What ``data`` holds: ``(body, None)`` for a request body, ``(None, run)`` for an
     agent tool's session file (:mod:`ctxwin.sessions`), ``run`` being the conversation
-    it continues (:func:`ctxwin.simulate.current_run`). ``run_format`` names the session
+    it continues (:func:`ctxwin.runs.simulate.current_run`). ``run_format`` names the session
     reader, or ``auto`` detects one. Raises :class:`InputError` for what is neither."""
     from ctxwin import codec
 
@@ -279,7 +279,7 @@ def _session_run(data: bytes, run_format: str, body: Any = None) -> Any:
     """The run a session file continues (``None`` when ``data`` is not a session
     and no ``run_format`` was named)."""
     from ctxwin.runs import read_session
-    from ctxwin.simulate import current_run
+    from ctxwin.runs.simulate import current_run
 
     runs = read_session(data, run_format, body)
     if runs is None:
@@ -291,7 +291,7 @@ def _session_run(data: bytes, run_format: str, body: Any = None) -> Any:
 
 
 def _warn_problems(problems: list[Any]) -> None:
-    from ctxwin.rules import summary
+    from ctxwin.fitting.rules import summary
 
     if problems:
         say(f"warning: {summary(problems)}; passed through unchanged (see `ctxwin lint`)")
@@ -322,7 +322,7 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
     if session is not None:
         _add_session_keys(report, session, plan)
     if explain:
-        from ctxwin.breakdown import explain as explain_plan
+        from ctxwin.fitting.breakdown import explain as explain_plan
 
         report["explain"] = explain_plan(plan)
     if json_:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO
-from ctxwin.strategy import DEFAULT_BLOCK
+from ctxwin.fitting.strategy import DEFAULT_BLOCK
 
 MODEL_PANEL = "Model and budget"
 EST_PANEL = "Estimation"
@@ -28,7 +28,7 @@ class Flag(NamedTuple):
     """The keyword the option sets: for a model, budget or estimation option, the
     :class:`~ctxwin.settings.Settings` field it sets (``--format``: ``fmt``;
     ``--model-spec``: ``spec``, the file's content); for a strategy option, the
-    :class:`~ctxwin.strategy.Strategy` argument."""
+    :class:`~ctxwin.fitting.strategy.Strategy` argument."""
     names: tuple[str, ...]
     kind: str
     """``str``, ``int``, ``float``, ``path`` (a readable file) or ``flag`` (no value)."""
@@ -259,7 +259,7 @@ ESTIMATION = (
 """The model, budget and estimation flags."""
 
 STRATEGY = ("strategy", "keep_results", "exclude_tools", "clear_at_least", "block")
-"""The flags that say how a request is fitted (:class:`~ctxwin.strategy.Strategy`)."""
+"""The flags that say how a request is fitted (:class:`~ctxwin.fitting.strategy.Strategy`)."""
 
 SHARED = ESTIMATION + STRATEGY
 """The flags that make a :class:`~ctxwin.settings.Settings`

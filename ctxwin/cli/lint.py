@@ -1,6 +1,6 @@
 """``ctxwin lint``: every structural problem of one or more transcripts.
 
-The rules are those of :mod:`ctxwin.rules` (generic pairing rules plus the
+The rules are those of :mod:`ctxwin.fitting.rules` (generic pairing rules plus the
 format's own), the very checks ``prune`` runs before it drops anything. A
 file that cannot be read or is not a transcript is reported as one
 ``bad-input`` problem, and linting goes on with the next file.
@@ -10,7 +10,7 @@ Lint reads what ``estimate`` and ``prune`` read, detected the same way
 session file, of which it lints the request the session would send next — the
 body ``prune`` fits and writes — so the places it names are in that request.
 Folders and globs are expanded as ``check`` expands them
-(:func:`ctxwin.checking.find_files`); one that holds nothing to read is an error.
+(:func:`ctxwin.runs.checking.find_files`); one that holds nothing to read is an error.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def expand(paths: list[str]) -> list[str]:
     reported), folders and globs as ``check`` expands them (their ``.json``, ``.jsonl``,
     ``.ndjson`` and ``.traj`` files, recursively, sorted). A folder or glob that names
     no such file raises :class:`InputError`."""
-    from ctxwin.checking import SUFFIXES, find_files
+    from ctxwin.runs.checking import SUFFIXES, find_files
 
     files: list[str] = []
     for path in paths:

@@ -1,6 +1,6 @@
 """``ctxwin repair IN OUT``: the minimal provider-valid fix of what ``lint`` flags.
 
-The library does the work (:func:`ctxwin.repairing.repair`); this module reads,
+The library does the work (:func:`ctxwin.fitting.repairing.repair`); this module reads,
 writes atomically (nothing is written when it fails) and reports every change:
 one line each on stderr, or as JSON (``--json`` on stdout, ``--report PATH``).
 """
@@ -18,7 +18,7 @@ from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write
 from ctxwin.errors import UsageError
 
 if TYPE_CHECKING:
-    from ctxwin.repairing import Action
+    from ctxwin.fitting.repairing import Action
 
 
 class ChangeRecord(TypedDict):
@@ -80,7 +80,7 @@ def repair(
     from ctxwin import codec
     from ctxwin.cli.commands import _looks_indented, check_format
     from ctxwin.errors import InputError
-    from ctxwin.repairing import repair as repair_body
+    from ctxwin.fitting.repairing import repair as repair_body
 
     check_format(fmt)
     if json_ and output == STDIO:

@@ -4,7 +4,7 @@
 (:func:`ctxwin.cli.runs.replay`) and the Typer-free command line
 (:mod:`ctxwin.cli.fastargs`) both pass, and returns the exit code, so a plain
 ``ctxwin replay RUN --json`` never imports Typer or Click. The work happens in
-:mod:`ctxwin.simulate`; rich is imported only when tables are shown.
+:mod:`ctxwin.runs.simulate`; rich is imported only when tables are shown.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ctxwin.words import plural
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ctxwin.rows import ReplayReport
     from ctxwin.runs import Run
+    from ctxwin.runs.rows import ReplayReport
     from ctxwin.settings import Settings
 
 STYLE = {
@@ -66,18 +66,18 @@ def replay(
 ) -> int:
     """Replay the runs in ``run_files`` (``flags``: the model, budget, estimation and
     strategy flags, :func:`ctxwin.cli.commands.build_settings`); with ``compare``, once
-    per cutting policy (:func:`ctxwin.costing.policies`), side by side; the exit code."""
-    from ctxwin.checking import find_files
+    per cutting policy (:func:`ctxwin.cost.billing.policies`), side by side; the exit code."""
     from ctxwin.cli.commands import build_settings, check_run_format, retain
     from ctxwin.errors import CtxwinError
     from ctxwin.runs import join_recorded, read_runs
-    from ctxwin.simulate import replay_run
+    from ctxwin.runs.checking import find_files
+    from ctxwin.runs.simulate import replay_run
 
     settings = build_settings(**flags)
     check_run_format(run_format)
     chosen = None
     if compare:
-        from ctxwin.costing import policies
+        from ctxwin.cost.billing import policies
 
         chosen = policies(compare)
     runs: list[Run] = []
@@ -177,9 +177,9 @@ def _compare(
     quiet: bool,
 ) -> int:
     """``replay --compare``: the runs replayed once per policy; the exit code."""
-    from ctxwin.costing import compare_row
+    from ctxwin.cost.billing import compare_row
     from ctxwin.errors import CtxwinError
-    from ctxwin.simulate import replay_run
+    from ctxwin.runs.simulate import replay_run
 
     rows = []
     first: list[ReplayReport] = []

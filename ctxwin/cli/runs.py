@@ -4,8 +4,8 @@ Registered on the ``ctxwin`` app by :func:`ctxwin.cli.app.make_app`. ``check`` a
 ``calibrate`` take the shared model, budget and estimation flags as one ``Settings``
 (:func:`ctxwin.cli.options.with_settings`); ``replay`` passes them on as given to
 :func:`ctxwin.cli.replay.replay`, which a plain command line reaches without Typer
-(:mod:`ctxwin.cli.fastargs`). The work happens in :mod:`ctxwin.simulate` and
-:mod:`ctxwin.checking`; this module parses flags, renders and picks the exit code.
+(:mod:`ctxwin.cli.fastargs`). The work happens in :mod:`ctxwin.runs.simulate` and
+:mod:`ctxwin.runs.checking`; this module parses flags, renders and picks the exit code.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ctxwin.checking import check_exit_code
 from ctxwin.cli.commands import check_run_format
 from ctxwin.cli.flags import ESTIMATION, STRATEGY
 from ctxwin.cli.funnel import say as _say
@@ -34,13 +33,14 @@ from ctxwin.cli.options import (
 from ctxwin.cli.replay import STYLE, num, render_chart, render_replay
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
 from ctxwin.errors import InputError, UsageError
+from ctxwin.runs.checking import check_exit_code
 from ctxwin.settings import DEFAULT, Settings
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ctxwin.rows import (
+    from ctxwin.runs.rows import (
         CalibrationRow,
         CalibrationSummary,
         CheckRow,
@@ -191,7 +191,7 @@ def check(
     budget; 1 when any is invalid. --fail-on chooses which verdict fails, except
     that no budget exits 3 under every --fail-on.
     """
-    from ctxwin.checking import check_files, default_jobs, find_files, summarize
+    from ctxwin.runs.checking import check_files, default_jobs, find_files, summarize
 
     if json_ and jsonl:
         raise UsageError("--json and --jsonl: choose one")
@@ -202,7 +202,7 @@ def check(
     check_run_format(run_format)
     stdin_rows: list[CheckRow] = []
     if STDIO in paths:
-        from ctxwin.checking import check_bytes
+        from ctxwin.runs.checking import check_bytes
 
         stdin_rows = check_bytes(read_input(STDIO, max_input_bytes), STDIO, settings, run_format)
         paths = [p for p in paths if p != STDIO]
@@ -365,9 +365,9 @@ def calibrate(
     calibration factor that would have made every estimate safe (≥ reported),
     and the waste at that factor. Exit 1 when no call has usable usage.
     """
-    from ctxwin.checking import find_files
     from ctxwin.runs import read_runs
-    from ctxwin.simulate import calibration_rows, calibration_summary, overhead_fits
+    from ctxwin.runs.checking import find_files
+    from ctxwin.runs.simulate import calibration_rows, calibration_summary, overhead_fits
 
     check_run_format(run_format)
     found = find_files(logs)

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from ctxwin import media
 from ctxwin.errors import InputError
+from ctxwin.formats import media
 from ctxwin.formats.base import Edits, Path
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import USER, Item, Problem, View

@@ -32,9 +32,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
+from ctxwin.formats import media
 from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.tokens.framing import ANTHROPIC_TOOL_PROMPT
@@ -364,7 +364,7 @@ class Anthropic:
         return u.adjacency_problems(view, keep)
 
     def reads_alone(self, message: Any) -> bool:
-        """Every message reads the same alone as in its list (``ctxwin.incremental``):
+        """Every message reads the same alone as in its list (``ctxwin.fitting.incremental``):
         what spans messages (tool search, unknown documents) shows in the base cost
         and the notes, which the incremental reader compares."""
         return True

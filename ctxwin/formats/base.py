@@ -58,7 +58,7 @@ class Adapter(Protocol):
     """Top-level key of the body's message list (``messages``, ``input``, ``contents``)."""
     format_rules: bool
     """Whether :meth:`problems` can find anything (False: the format has no rules beyond
-    pairing, and :mod:`ctxwin.incremental` skips it)."""
+    pairing, and :mod:`ctxwin.fitting.incremental` skips it)."""
     local_rules: bool
     """Whether :meth:`problems` at an item depends only on the items next to it, so the
     incremental reader re-checks only the newest ones."""
@@ -88,7 +88,7 @@ class Adapter(Protocol):
 
     def reads_alone(self, entry: Any) -> bool:
         """Whether ``entry`` of the message list reads the same alone as in its list
-        (after the entries before it), so :mod:`ctxwin.incremental` may read only the
+        (after the entries before it), so :mod:`ctxwin.fitting.incremental` may read only the
         entries a request appends; False sends it back to reading the whole body."""
 
     def extend_view(self, view: View, part: View) -> bool:

@@ -29,9 +29,9 @@ from typing import Any
 
 import orjson
 
-from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
+from ctxwin.formats import media
 from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
@@ -79,7 +79,7 @@ class Gemini:
     description = 'Google Gemini generateContent body {"contents": [{"role", "parts"}, ...]}'
 
     def reads_alone(self, content: Any) -> bool:
-        """Whether ``content`` reads the same alone as in its list (``ctxwin.incremental``):
+        """Whether ``content`` reads the same alone as in its list (``ctxwin.fitting.incremental``):
         unless a function call or response in it lacks an ``id``. Gemini pairs those by
         name and order across contents, and names an unnamed call by its position."""
         parts = content.get("parts") if type(content) is dict else None

@@ -8,7 +8,7 @@ assistant call made.
 Content is a string or a list of parts: ``text``, ``refusal``, ``image_url``
 (a URL or a ``data:`` URI, with ``detail``), ``input_audio`` {data, format},
 ``file`` {file_data | file_id, filename}. Media are priced by
-:mod:`ctxwin.media`, never by their base64 bytes.
+:mod:`ctxwin.formats.media`, never by their base64 bytes.
 
 The legacy function-calling shape is read too: top-level ``functions``, an
 assistant ``function_call`` {name, arguments} and a ``function`` message
@@ -25,9 +25,9 @@ from typing import Any
 
 import orjson
 
-from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
+from ctxwin.formats import media
 from ctxwin.formats.base import RESULT, Edits, Part, Path, extend_plain
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
@@ -254,7 +254,7 @@ class OpenAIChat:
         return []
 
     def reads_alone(self, message: Any) -> bool:
-        """Whether ``message`` reads the same alone as in its list (``ctxwin.incremental``):
+        """Whether ``message`` reads the same alone as in its list (``ctxwin.fitting.incremental``):
         all but the legacy ``function_call`` and ``function`` messages, paired by name (a
         ``function_call`` of ``null``, as LiteLLM writes on every assistant message, is
         none)."""

@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxwin import media
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
+from ctxwin.formats import media
 from ctxwin.formats.base import RESULT, Edits, Part, Path
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
@@ -276,7 +276,7 @@ class OpenAIResponses:
         return u.keep_entries(body, "input", keep)
 
     def reads_alone(self, item: Any) -> bool:
-        """Every item reads the same alone as in its list (``ctxwin.incremental``), but
+        """Every item reads the same alone as in its list (``ctxwin.fitting.incremental``), but
         for what :meth:`extend_view` puts right: whether a model item continues the
         model items before it, and which indices hold ``reasoning`` items."""
         return True

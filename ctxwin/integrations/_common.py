@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from ctxwin.errors import truncated
+from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.manager import ContextWindowManager, ManagedFit
-from ctxwin.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.tokens.base import Estimator
 
 SDK_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
@@ -40,7 +40,7 @@ def settings_for(
     as the keyword arguments of :class:`~ctxwin.manager.ContextWindowManager`: ``model``
     (the model's spec is looked up by this name instead of the request's),
     ``context_length``, ``max_output_tokens``, ``max_tokens`` (the response allocation,
-    when the request names none), ``spec`` (a :class:`~ctxwin.budget.ModelSpec` or its
+    when the request names none), ``spec`` (a :class:`~ctxwin.fitting.budget.ModelSpec` or its
     dict), ``calibration`` (the seed factor), ``estimator`` (a name, or an estimator)
     and ``strategy``. ``model_spec`` is the former name of ``spec`` (deprecated, still
     accepted)."""
@@ -203,7 +203,7 @@ class Conversations:
     plain copies of the last call's for the entries it had: a framework that copies
     its history for every call (LiteLLM deep-copies the messages, the Agents SDK
     runner rebuilds its input items) gives equal entries, never the same objects, and
-    the manager then reads only the new ones (``ctxwin.incremental``).
+    the manager then reads only the new ones (``ctxwin.fitting.incremental``).
 
     Each call fitted is remembered under a key until its usage is learned
     (:meth:`sent`, :meth:`learn`). With ``learn_overhead`` (the default) what usage

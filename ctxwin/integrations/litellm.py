@@ -46,12 +46,12 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from ctxwin.budget import Budget
 from ctxwin.errors import ContextTruncated, truncated
 from ctxwin.extras import needs_extra
+from ctxwin.fitting.budget import Budget
+from ctxwin.fitting.pruning import FitResult
 from ctxwin.integrations._common import Conversations, plain, remember, sent_items, settings_for
 from ctxwin.manager import ManagedFit
-from ctxwin.pruning import FitResult
 
 with needs_extra("ctxwin.integrations.litellm", "litellm"):
     import litellm

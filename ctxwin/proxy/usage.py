@@ -10,7 +10,7 @@ copies of the bytes, and only at the parts that can hold usage:
   (``message.usage``), Responses' ``response.completed`` (``response.usage``),
   every Gemini chunk's ``usageMetadata``.
 
-The count is :func:`ctxwin.calibration.prompt_tokens_from_usage` of the usage
+The count is :func:`ctxwin.fitting.calibration.prompt_tokens_from_usage` of the usage
 found; with several, the largest.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from ctxwin.calibration import prompt_tokens_from_usage, usage_in
+from ctxwin.fitting.calibration import prompt_tokens_from_usage, usage_in
 
 _MARKERS = (b'"usage', b'"usageMetadata"')
 _NESTED = ("message", "response")

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.errors import InputError
-from ctxwin.recorded import Run
+from ctxwin.runs.recorded import Run
 from ctxwin.sessions._common import as_dict, as_str, need, need_dict
 
 NAME = "claude-code"

@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ctxwin.recorded import Run
+from ctxwin.runs.recorded import Run
 from ctxwin.sessions._common import as_dict, as_int, as_str, need
 
 NAME = "codex"

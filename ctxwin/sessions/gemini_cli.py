@@ -42,7 +42,7 @@ from typing import Any
 import orjson
 
 from ctxwin.errors import InputError
-from ctxwin.recorded import Run
+from ctxwin.runs.recorded import Run
 from ctxwin.sessions._common import as_dict, as_int, as_str, need, need_list
 
 NAME = "gemini-cli"

@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from ctxwin.recorded import Call, Run
+from ctxwin.runs.recorded import Call, Run
 from ctxwin.sessions._common import as_dict, as_int, as_str
 
 NAME = "otel"

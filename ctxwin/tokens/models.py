@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 
 if TYPE_CHECKING:
-    from ctxwin.pricing import CacheRules, Pricing
+    from ctxwin.cost.pricing import CacheRules, Pricing
 
 BOUNDARY = "-:@_"
 """What may follow a key in a longer name of the same family (``gpt-4o-mini`` is not
@@ -66,22 +66,22 @@ class ModelRow(NamedTuple):
 
     @property
     def price(self) -> Pricing | None:
-        """The model's prices (:class:`~ctxwin.pricing.Pricing`), ``None`` when unknown;
-        built on use, so a command that prices nothing never loads :mod:`ctxwin.pricing`."""
+        """The model's prices (:class:`~ctxwin.cost.pricing.Pricing`), ``None`` when unknown;
+        built on use, so a command that prices nothing never loads :mod:`ctxwin.cost.pricing`."""
         data = self._get("price")
         if data is None:
             return None
-        from ctxwin.pricing import table_pricing
+        from ctxwin.cost.pricing import table_pricing
 
         return table_pricing(data)
 
     @property
     def cache(self) -> CacheRules | None:
-        """The model's prompt-caching rules (:class:`~ctxwin.pricing.CacheRules`)."""
+        """The model's prompt-caching rules (:class:`~ctxwin.cost.pricing.CacheRules`)."""
         data = self._get("cache")
         if data is None:
             return None
-        from ctxwin.pricing import CacheRules
+        from ctxwin.cost.pricing import CacheRules
 
         return CacheRules(**data)
 

@@ -1,7 +1,7 @@
 """Recorded runs as data: :class:`Run` (a transcript or recorded calls) and :class:`Call`.
 
 The readers (:mod:`ctxwin.runs` for request-body shapes, :mod:`ctxwin.sessions`
-for the files agent tools write) build these; :mod:`ctxwin.simulate` replays them.
+for the files agent tools write) build these; :mod:`ctxwin.runs.simulate` replays them.
 """
 
 from __future__ import annotations

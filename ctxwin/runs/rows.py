@@ -1,6 +1,6 @@
 """The shapes of what ``replay``, ``check`` and ``calibrate`` report, as typed dicts.
 
-:mod:`ctxwin.simulate`, :mod:`ctxwin.checking` and :mod:`ctxwin.calibration` build
+:mod:`ctxwin.runs.simulate`, :mod:`ctxwin.runs.checking` and :mod:`ctxwin.fitting.calibration` build
 these; the command line prints them as JSON (``replay --json``, ``check --json`` and
 ``--jsonl``, ``calibrate --json``) and renders them as tables. Keys that only some
 rows have (an invalid row has an ``error`` and no estimate) are not required.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
-from ctxwin.budget import ContextSource, ReserveSource
+from ctxwin.fitting.budget import ContextSource, ReserveSource
 
 Status = Literal["fits", "needs_pruning", "truncated", "no_budget", "invalid"]
 """A verdict on a call, a transcript or a session's next request."""
@@ -55,7 +55,7 @@ class ReplayRow(Fitted, total=False):
     under_estimate: bool
     cached_tokens: int | None
     """Prompt tokens the provider's cache would read for the request as fitted and sent
-    (``ctxwin.costing``); ``None`` when the model's caching rules are unknown. A call
+    (``ctxwin.cost.billing``); ``None`` when the model's caching rules are unknown. A call
     that is not sent (truncated) has none of the keys below."""
     cache_write_tokens: int | None
     """Prompt tokens it would write to the cache (Anthropic's billed writes)."""
@@ -111,11 +111,11 @@ class ReplayReport(TypedDict):
     cache_rules: dict[str, Any] | None
     cache_marks: str | None
     """Where the cache marks came from: the body's ``cache_control``, or what an agent
-    tool whose log records none is assumed to send (``ctxwin.costing.SESSION_MARKS``)."""
+    tool whose log records none is assumed to send (``ctxwin.cost.billing.SESSION_MARKS``)."""
 
 
 class RunCheck(Fitted, total=False):
-    """The verdict on one run (:func:`ctxwin.simulate.check_run`): its worst request."""
+    """The verdict on one run (:func:`ctxwin.runs.simulate.check_run`): its worst request."""
 
     run: Required[str]
     shape: str
@@ -228,7 +228,10 @@ class CalibrationSummary(TypedDict, total=False):
 
 
 class OverheadFit(TypedDict, total=False):
-    """The safe line ``overhead + factor × raw`` (:func:`ctxwin.calibration.fit_overhead`)."""
+    """The safe line ``overhead + factor × raw``.
+
+    :func:`ctxwin.fitting.calibration.fit_overhead` fits it.
+    """
 
     calls: Required[int]
     factor: Required[float | None]

@@ -17,7 +17,7 @@ its input (:attr:`~ctxwin.core.Plan.source`, before any edit)
   tails and markers).
 
 One arithmetic with the request's estimate, ``overhead + ceil(raw ×
-calibration)`` (:class:`~ctxwin.pruning.Scale`): each part is what it adds to
+calibration)`` (:class:`~ctxwin.fitting.pruning.Scale`): each part is what it adds to
 that estimate, taken in order (outside the messages, the head, each turn), so
 ``outside_messages + head + turns`` is ``estimated_tokens`` exactly;
 ``outside_messages`` includes the ``overhead`` learned from usage (a session's
@@ -33,9 +33,8 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.formats.base import RESULT, THINKING, Part
-from ctxwin.pruning import segment, superseded_turns
-from ctxwin.strategy import (
+from ctxwin.fitting.pruning import segment, superseded_turns
+from ctxwin.fitting.strategy import (
     CLEAR_RESULTS,
     CLEAR_THINKING,
     DROP_TURNS,
@@ -43,6 +42,7 @@ from ctxwin.strategy import (
     TRUNCATE_RESULTS,
     clearable,
 )
+from ctxwin.formats.base import RESULT, THINKING, Part
 from ctxwin.tokens.base import scaled
 
 if TYPE_CHECKING:

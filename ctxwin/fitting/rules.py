@@ -97,7 +97,7 @@ class PairingScan:
     read so far break, in the order found (not sorted). Fed ``range(i)`` and
     then ``range(i, j)``, it finds exactly what one pass over ``range(j)``
     finds, so the problems of every prefix of a growing transcript cost one
-    pass in all (``ctxwin.incremental``).
+    pass in all (``ctxwin.fitting.incremental``).
     """
 
     __slots__ = ("answered", "blocking", "made", "open_ids", "pending", "problems", "view")

@@ -1,9 +1,9 @@
 """What a replayed run's calls cost: the prompt each sends as the cache sees it, and
 its price.
 
-Pure functions and plain data, used by :func:`ctxwin.simulate.replay_run`:
+Pure functions and plain data, used by :func:`ctxwin.runs.simulate.replay_run`:
 
-* a request *as fitted and sent* is laid out as cache blocks (:mod:`ctxwin.caching`):
+* a request *as fitted and sent* is laid out as cache blocks (:mod:`ctxwin.cost.caching`):
   one block for what comes before the messages (the learned overhead and the body's
   system prompt and tools), then one per kept message. Each block's tokens are on the
   prediction's scale (``overhead + factor × raw``: the ends of the blocks are the
@@ -26,16 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from ctxwin.caching import Cache, Laid, Sent, Use
 from ctxwin.core import FITS, NEEDS_PRUNING, NO_BUDGET, TRUNCATED
-from ctxwin.pricing import CacheRules
-from ctxwin.pruning import Scale
+from ctxwin.cost.caching import Cache, Laid, Sent, Use
+from ctxwin.cost.pricing import CacheRules
+from ctxwin.fitting.pruning import Scale
 
 if TYPE_CHECKING:
     from ctxwin.core import Plan
-    from ctxwin.incremental import Prefixes
-    from ctxwin.pricing import Pricing
-    from ctxwin.pruning import FitResult
+    from ctxwin.cost.pricing import Pricing
+    from ctxwin.fitting.incremental import Prefixes
+    from ctxwin.fitting.pruning import FitResult
 
 BEFORE = "before the messages"
 """The key of the block before the messages in a growing transcript's requests."""
@@ -221,7 +221,7 @@ def session_marks(blocks: int) -> list[int]:
 
 def input_cost(prompt: int, read: int, written: int, price: Pricing | None) -> float | None:
     """USD for a prompt of ``prompt`` tokens of which ``read`` came from the cache and
-    ``written`` were written to it (:class:`~ctxwin.pricing.Pricing`, per million tokens;
+    ``written`` were written to it (:class:`~ctxwin.cost.pricing.Pricing`, per million tokens;
     the tier ``price.above`` when the prompt is longer than its ``tokens``). ``None``
     when a price it needs is unknown."""
     if price is None:
@@ -285,7 +285,7 @@ class Ledger:
     ) -> dict[str, Any]:
         """Send ``plan``'s request laid out as ``laid`` (``marks``: its ``cache_control``
         marks, ``None`` when it has none) after the calls before it; the row's keys."""
-        from ctxwin.calibration import cache_tokens_from_usage
+        from ctxwin.fitting.calibration import cache_tokens_from_usage
 
         spec = plan.budget.spec
         if self.cache is None:
@@ -363,7 +363,7 @@ JUST_FIT = "just-fit"
 
 
 def policy_block(policy: str) -> float:
-    """The :attr:`~ctxwin.strategy.Strategy.block` a cutting policy names: ``just-fit``
+    """The :attr:`~ctxwin.fitting.strategy.Strategy.block` a cutting policy names: ``just-fit``
     (0: the fewest turns dropped) or ``block=SHARE`` (0 < SHARE ≤ 1). Raises
     :class:`~ctxwin.errors.UsageError` for anything else."""
     from ctxwin.errors import UsageError

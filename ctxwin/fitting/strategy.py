@@ -16,14 +16,14 @@ A strategy is a comma-separated list of steps (``--strategy``):
 * ``clear-thinking``: remove thinking of earlier turns (never the head's or
   the newest turn's) where the provider lets a client leave it out (each
   adapter's :meth:`~ctxwin.formats.base.Adapter.parts` says where).
-* ``drop-turns``: drop the oldest whole turns (:func:`ctxwin.pruning.fit`).
+* ``drop-turns``: drop the oldest whole turns (:func:`ctxwin.fitting.pruning.fit`).
 * ``truncate-results``: when the floor still overflows, cut the middle of the
   largest remaining results (the newest turn's too), keeping each one's head
   and tail and a marker saying how much was cut. It must be the last step.
 
 The default steps, ``drop-turns`` alone, drop the oldest whole turns. By default the cut
 moves in blocks of :data:`DEFAULT_BLOCK` of the budget (:attr:`Strategy.block`, see
-:meth:`ctxwin.pruning.Kept.stable`), so a growing run keeps its prompt prefix, and the
+:meth:`ctxwin.fitting.pruning.Kept.stable`), so a growing run keeps its prompt prefix, and the
 provider's cache, between moves; ``block=0`` drops the fewest turns that fit (just fit).
 
 Steps before ``drop-turns`` are preferred to dropping: the fewest turns are
@@ -31,13 +31,13 @@ dropped such that the steps before it, applied to what is kept, make the
 request fit; they then edit only the kept items, oldest first, no more than
 needed. Steps after it run only when even the floor overflows. Editing never
 adds, removes or reorders entries, so call ids, pairing and turns stay as
-they were; an edited body is read again and fitted by :func:`ctxwin.pruning.fit`,
+they were; an edited body is read again and fitted by :func:`ctxwin.fitting.pruning.fit`,
 whose estimate and rule checks are the ones reported.
 
 Each step is an object (:class:`Step`, by name in :data:`STEP_OF`) that offers its
 candidates (:class:`Offer`: what it can remove or replace, with the cost each saves);
 :func:`plan_edits` applies them in one pass, on the fewest-units search
-(:class:`ctxwin.cut.Kept`) that fitting and incremental fitting use too. A step
+(:class:`ctxwin.fitting.cut.Kept`) that fitting and incremental fitting use too. A step
 declares whether it can be fitted incrementally (:attr:`Step.incremental`).
 """
 
@@ -48,8 +48,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ctxwin.errors import UsageError
-from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
-from ctxwin.pruning import (
+from ctxwin.fitting.pruning import (
     Rules,
     Scale,
     cost_columns,
@@ -58,6 +57,7 @@ from ctxwin.pruning import (
     segment,
     total_cost,
 )
+from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
 from ctxwin.tokens.base import Estimator, Kind, calibrated
 from ctxwin.view import View
 
@@ -105,7 +105,7 @@ class _StrategyFields(NamedTuple):
     """Once ``clear-results`` clears anything, it clears at least this many tokens."""
     block: float = DEFAULT_BLOCK
     """The cut moves in blocks of this share of the budget (0: the fewest turns, just
-    fit): see :meth:`ctxwin.cut.Kept.stable`."""
+    fit): see :meth:`ctxwin.fitting.cut.Kept.stable`."""
 
 
 class Strategy(_StrategyFields):
@@ -228,7 +228,7 @@ class Step:
     :class:`Offer` with the cost it saves), how much it takes once it takes anything
     (:attr:`at_least`), and the offer it takes when it needs less than all of one
     (:attr:`take`). ``drop-turns`` offers nothing here: it is the search for the fewest
-    units to drop (:class:`ctxwin.cut.Kept`), which counts the offers of the steps
+    units to drop (:class:`ctxwin.fitting.cut.Kept`), which counts the offers of the steps
     listed before it as savings on what it keeps.
 
     One class whose instances (:data:`STEP_OF`) hold their behaviour: a subclass per
@@ -257,7 +257,7 @@ class Step:
         """Whether the step edits content (``drop-turns`` only drops whole turns)."""
         self.incremental = incremental
         """Whether a request over its budget is fitted from running state at O(new
-        items) (:class:`ctxwin.incremental.Prefixes`). A step that is not finds its
+        items) (:class:`ctxwin.fitting.incremental.Prefixes`). A step that is not finds its
         candidates in the whole body (:meth:`~ctxwin.formats.base.Adapter.parts`: a
         result's tool is named by a call in another message, and its text lives in the
         body, not the view), and an edited body is read again; so the manager (and
@@ -435,17 +435,17 @@ def plan_edits(
 ) -> Applied:
     """The content edits ``strategy`` makes so that ``body`` (read into ``view``) fits.
 
-    ``overhead`` and ``learned`` are :func:`~ctxwin.pruning.fit`'s: the plan checks
+    ``overhead`` and ``learned`` are :func:`~ctxwin.fitting.pruning.fit`'s: the plan checks
     the estimate the fit checks.
 
     Nothing is edited when the body fits, the budget is not positive, or the
     strategy only drops turns. Raises :class:`~ctxwin.errors.PairingError`,
-    as :func:`~ctxwin.pruning.fit` does, when the body needs fitting but already
+    as :func:`~ctxwin.fitting.pruning.fit` does, when the body needs fitting but already
     breaks a structural rule.
 
     One pass: with ``drop-turns``, the fewest units are dropped such that the offers of
     the steps before it, on the kept items, would make the request fit (the search of
-    :class:`~ctxwin.cut.Kept`); then each step in turn takes its offers on the kept
+    :class:`~ctxwin.fitting.cut.Kept`); then each step in turn takes its offers on the kept
     items until the request fits.
     """
     if not strategy.edits or budget <= 0:
@@ -455,7 +455,7 @@ def plan_edits(
     scale = Scale(calibration, overhead, learned)
     if estimator.raw(total) <= scale.raw_limit(budget):
         return Applied(strategy)
-    from ctxwin.cut import Kept, prefix_sums  # here: not imported at start
+    from ctxwin.fitting.cut import Kept, prefix_sums  # here: not imported at start
 
     pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy, scale)
     refuse_broken(view, rules)

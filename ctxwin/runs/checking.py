@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwin.core import INVALID, NEEDS_PRUNING, NO_BUDGET, STATUSES, TRUNCATED
 from ctxwin.errors import ExitCode, UsageError
-from ctxwin.rows import CheckRow, CheckSummary
 from ctxwin.runs import read_runs
+from ctxwin.runs.rows import CheckRow, CheckSummary
+from ctxwin.runs.simulate import check_run
 from ctxwin.settings import Settings, settings_with
-from ctxwin.simulate import check_run
 from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
 if TYPE_CHECKING:  # the pool's modules are imported when a pool starts (replay never does)

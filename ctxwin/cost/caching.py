@@ -36,7 +36,7 @@ LOOKBACK = 20
 
 
 class Rules(Protocol):
-    """A model's prompt-caching rules (:class:`ctxwin.pricing.CacheRules` has them)."""
+    """A model's prompt-caching rules (:class:`ctxwin.cost.pricing.CacheRules` has them)."""
 
     @property
     def kind(self) -> str | None: ...

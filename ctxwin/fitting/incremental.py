@@ -2,10 +2,10 @@
 
 An agent run is one transcript that grows: call ``k`` sends the messages
 before the ``k``-th model message. Fitting each request from scratch
-(:func:`ctxwin.pruning.fit`) re-reads the whole transcript every call, so a
+(:func:`ctxwin.fitting.pruning.fit`) re-reads the whole transcript every call, so a
 run of ``n`` calls costs O(n²). :class:`Prefixes` keeps what a fit needs as
 running state over one growing item list and answers, for the prefix of the
-first ``i`` items, exactly the :class:`~ctxwin.pruning.FitResult` (or the
+first ``i`` items, exactly the :class:`~ctxwin.fitting.pruning.FitResult` (or the
 :class:`~ctxwin.errors.PairingError`) that ``fit`` gives on a view of those
 items:
 
@@ -14,7 +14,7 @@ items:
 * the segmentation (head, turns, drop units), extended item by item
   (:class:`Segmenter`): a later result that answers an earlier call merges
   units, which only ever removes the newest unit boundaries;
-* the generic rules as one resumable pass (:class:`~ctxwin.rules.PairingScan`);
+* the generic rules as one resumable pass (:class:`~ctxwin.fitting.rules.PairingScan`);
 * the format's own rules, when the adapter declares them local
   (``local_rules``: a problem at item ``j`` depends on items ``j - 1 .. j + 1``
   only, and on whether ``j`` is the last item), one window per item;
@@ -36,12 +36,9 @@ from operator import is_
 from typing import Any
 
 from ctxwin.core import Transcript, load
-from ctxwin.cut import Kept, prefix_sums
 from ctxwin.errors import CtxwinError
-from ctxwin.formats import AUTO, get_adapter
-from ctxwin.formats._util import replace_key
-from ctxwin.formats.base import Adapter
-from ctxwin.pruning import (
+from ctxwin.fitting.cut import Kept, prefix_sums
+from ctxwin.fitting.pruning import (
     FitResult,
     Rules,
     Scale,
@@ -54,13 +51,16 @@ from ctxwin.pruning import (
     refuse,
     scan_turns,
 )
-from ctxwin.rules import PairingScan, check
+from ctxwin.fitting.rules import PairingScan, check
+from ctxwin.formats import AUTO, get_adapter
+from ctxwin.formats._util import replace_key
+from ctxwin.formats.base import Adapter
 from ctxwin.tokens.base import Estimator
 from ctxwin.view import SYSTEM, USER, Item, Problem, View
 
 
 class Segmenter:
-    """:func:`ctxwin.pruning.segment` of ``items[:n]``, for a growing ``n``."""
+    """:func:`ctxwin.fitting.pruning.segment` of ``items[:n]``, for a growing ``n``."""
 
     __slots__ = (
         "_calls",
@@ -193,7 +193,7 @@ class _Cover:
 
 
 class _Options:
-    """:func:`ctxwin.pruning.drop_options` of a growing segmentation, read in place
+    """:func:`ctxwin.fitting.pruning.drop_options` of a growing segmentation, read in place
     (O(1) each, where the list would cost O(units) per fit)."""
 
     __slots__ = ("seg",)
@@ -362,7 +362,7 @@ class Prefixes:
         return out
 
     def scale(self, calibration: float, overhead: int = 0, learned: bool = False) -> Scale:
-        """The :class:`~ctxwin.pruning.Scale` of these figures (the last one made is kept
+        """The :class:`~ctxwin.fitting.pruning.Scale` of these figures (the last one made is kept
         while they stay the same)."""
         key = (calibration, overhead, learned)
         if self._scale_key != key:
@@ -391,7 +391,7 @@ class Prefixes:
         learned: bool = False,
         block: float = 0.0,
     ) -> FitResult:
-        """What :func:`ctxwin.pruning.fit` gives on a view of ``items[:i]``."""
+        """What :func:`ctxwin.fitting.pruning.fit` gives on a view of ``items[:i]``."""
         scale = self.scale(calibration, overhead, learned)
         whole = self.whole(i, budget, scale)
         if whole is not None:

@@ -11,16 +11,17 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ctxwin.calibration import fit_overhead, prompt_tokens_from_usage
 from ctxwin.core import INVALID, STATUSES, Transcript, load
-from ctxwin.costing import Ledger, body_marks, laid_plan, laid_prefix
+from ctxwin.cost.billing import Ledger, body_marks, laid_plan, laid_prefix
 from ctxwin.errors import CtxwinError, InputError
+from ctxwin.fitting.calibration import fit_overhead, prompt_tokens_from_usage
+from ctxwin.fitting.incremental import Prefixes
+from ctxwin.fitting.pruning import FitResult, total_cost
 from ctxwin.formats import get_adapter
-from ctxwin.incremental import Prefixes
 from ctxwin.manager import ContextWindowManager
-from ctxwin.pruning import FitResult, total_cost
-from ctxwin.recorded import model_messages
-from ctxwin.rows import (
+from ctxwin.runs import Call, Run, prepared_calls
+from ctxwin.runs.recorded import model_messages
+from ctxwin.runs.rows import (
     CalibrationRow,
     CalibrationSummary,
     NextRequest,
@@ -31,7 +32,6 @@ from ctxwin.rows import (
     RunOverhead,
     SessionLines,
 )
-from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
 from ctxwin.tokens.base import Estimator, calibrated
@@ -42,7 +42,7 @@ SESSION_SHAPES = frozenset(session_names())
 
 def learns_overhead(run: Run, learn_overhead: bool | None = None) -> bool:
     """Whether replaying ``run`` learns an overhead from usage
-    (:class:`~ctxwin.calibration.OverheadLearner`): ``learn_overhead`` when given,
+    (:class:`~ctxwin.fitting.calibration.OverheadLearner`): ``learn_overhead`` when given,
     else for agent-tool sessions only, whose logs never record the system prompt
     and tools that were sent."""
     if learn_overhead is not None:
@@ -126,7 +126,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             whole = None
     if whole is not None:
         # One reading of the transcript; call k fits the prefix before its model
-        # message, incrementally (ctxwin.incremental), so n calls cost O(n), not O(n²).
+        # message, incrementally (ctxwin.fitting.incremental), so n calls cost O(n), not O(n²).
         t = whole
         prefixes = Prefixes(t.view, estimator, t.adapter.problems, complete=True)
         ends = model_messages(t.view, run.calls_at)
@@ -242,7 +242,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
 
 def _kept_marks(marked: list[int] | None, result: FitResult) -> list[int] | None:
     """The blocks of a growing transcript's request (``result``: its fit) that carry the
-    transcript's cache marks (``marked``: :func:`~ctxwin.costing.body_marks` of the whole
+    transcript's cache marks (``marked``: :func:`~ctxwin.cost.billing.body_marks` of the whole
     transcript), where its kept messages are."""
     if not marked:
         return None
@@ -299,7 +299,7 @@ def _next_request(
 
 
 def current_run(runs: list[Run]) -> Run | None:
-    """The run a session file continues (:attr:`~ctxwin.recorded.Run.current`), else
+    """The run a session file continues (:attr:`~ctxwin.runs.recorded.Run.current`), else
     its first readable run."""
     readable = [r for r in runs if r.error is None]
     return next((r for r in readable if r.current), readable[0] if readable else None)
@@ -514,7 +514,7 @@ def calibration_rows(run: Run, settings: Settings) -> list[CalibrationRow]:
 
 def overhead_fits(rows: list[CalibrationRow]) -> list[RunOverhead]:
     """``reported ≈ overhead + factor × raw`` fitted per run and model
-    (:func:`~ctxwin.calibration.fit_overhead`) over calibration rows."""
+    (:func:`~ctxwin.fitting.calibration.fit_overhead`) over calibration rows."""
     groups: dict[tuple[str, str, str], list[CalibrationRow]] = {}
     for r in rows:
         if "raw_tokens" in r and r.get("reported_tokens"):

@@ -3,7 +3,7 @@ model table (``ctxwin/data/models.json``) and of a spec file, LiteLLM's per-toke
 included.
 
 Prices are USD per million tokens; a field is ``None`` when unknown, never guessed. This
-module is loaded only when something asks for a price (:attr:`ctxwin.budget.ModelRow.price`,
+module is loaded only when something asks for a price (:attr:`ctxwin.fitting.budget.ModelRow.price`,
 a spec file): building its classes would add to every command's start-up.
 """
 

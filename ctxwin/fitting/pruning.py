@@ -16,7 +16,7 @@ Promises, each guarded by a property test:
 1. the output is an ordered subsequence of the input;
 2. the head and the unit holding the newest turn are always kept;
 3. a call and its results are never split, since only whole units go, and the
-   output breaks no structural rule (``ctxwin.rules``; checked after the fit,
+   output breaks no structural rule (``ctxwin.fitting.rules``; checked after the fit,
    the generic rules whenever an id links dropped and kept items);
 4. the kept estimate is within the budget, or ``overflow_at_floor`` is set;
 5. pruning the output again drops nothing.
@@ -34,23 +34,25 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxwin.errors import PairingError
-from ctxwin.rules import ADVISORY_RULES, blocking, check, most_telling, summary
-from ctxwin.rules import pairing_problems as pairing_problems  # re-exported (moved to rules)
+from ctxwin.fitting.rules import ADVISORY_RULES, blocking, check, most_telling, summary
+from ctxwin.fitting.rules import (
+    pairing_problems as pairing_problems,  # re-exported (moved to rules)
+)
 from ctxwin.tokens.base import SEED_CALIBRATION, Estimator, exact_decimal, scaled
 from ctxwin.view import ASSISTANT, SYSTEM, USER, Item, Problem, View
 
-if TYPE_CHECKING:  # re-exported when asked for (moved to ctxwin.cut, not imported at start)
-    from ctxwin.cut import Kept as Kept
-    from ctxwin.cut import fewest_units as fewest_units
-    from ctxwin.cut import prefix_sums as prefix_sums
+if TYPE_CHECKING:  # re-exported when asked for (moved to ctxwin.fitting.cut, not imported at start)
+    from ctxwin.fitting.cut import Kept as Kept
+    from ctxwin.fitting.cut import fewest_units as fewest_units
+    from ctxwin.fitting.cut import prefix_sums as prefix_sums
 
 _MOVED = frozenset({"Kept", "fewest_units", "prefix_sums"})
 
 
 def __getattr__(name: str) -> Any:
-    """``Kept``, ``fewest_units`` and ``prefix_sums``, from :mod:`ctxwin.cut`."""
+    """``Kept``, ``fewest_units`` and ``prefix_sums``, from :mod:`ctxwin.fitting.cut`."""
     if name in _MOVED:
-        from ctxwin import cut
+        from ctxwin.fitting import cut
 
         return getattr(cut, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -123,7 +125,7 @@ def scan_turns(
     each call id to the turn that made it and ``reach[t]`` is the last turn holding
     a result of a call turn ``t`` made. A result answering an earlier turn merges
     the drop units from that turn's on into one. Empty lists start a segmentation;
-    :class:`ctxwin.incremental.Segmenter` keeps them to extend it as items come.
+    :class:`ctxwin.fitting.incremental.Segmenter` keeps them to extend it as items come.
     """
     turn = len(turn_starts) - 1
     for i in range(start, n):
@@ -227,7 +229,7 @@ def _shares_ids(items: Sequence[Item], start: int, cut: int) -> bool:
     """Whether a call id made or answered in ``items[start:cut]`` is also used outside it.
 
     When none is, no call, result or repeated id links the dropped items to the
-    kept ones, so the generic rules (``ctxwin.rules``) find on the kept items
+    kept ones, so the generic rules (``ctxwin.fitting.rules``) find on the kept items
     exactly what they found there on the input, which passed them: the guard
     after a fit then only needs the format's own rules. Ids are gathered at C
     speed (``map`` over the items' id tuples).
@@ -273,7 +275,7 @@ def fit(
 
     Raises :class:`~ctxwin.errors.PairingError` when pruning is needed but the
     input already breaks a structural rule (the generic ones of
-    ``ctxwin.rules`` plus the format's ``rules``; a transcript that fits is
+    ``ctxwin.fitting.rules`` plus the format's ``rules``; a transcript that fits is
     never checked or changed), and when the output would break one. Never
     raises for an overflow at the floor: the result says ``overflow_at_floor``.
     With ``drop=False`` nothing is dropped: the whole transcript is the floor.
@@ -285,8 +287,8 @@ def fit(
     ``overhead`` (tokens the provider adds that the body does not show) is
     added to every estimate; with ``learned``, ``calibration`` is a factor learned
     from usage and applies as it is, below 1 too (see
-    :class:`~ctxwin.calibration.OverheadLearner`).
-    (``ctxwin.incremental`` gives the same results for every prefix of a
+    :class:`~ctxwin.fitting.calibration.OverheadLearner`).
+    (``ctxwin.fitting.incremental`` gives the same results for every prefix of a
     growing transcript at O(new items) each.)
     """
     scale = Scale(calibration, overhead, learned)
@@ -298,7 +300,7 @@ def fit(
     estimate = scale.estimate(raw)
     if budget <= 0 or estimate <= budget:
         return passed(n, estimate, budget, scale, segment(items, view.pinned).turn_count(), raw)
-    from ctxwin.cut import Kept, prefix_sums  # here: only a fit that drops needs them
+    from ctxwin.fitting.cut import Kept, prefix_sums  # here: only a fit that drops needs them
 
     problems = refuse_broken(view, rules)
     seg = segment(items, view.pinned)
@@ -356,7 +358,7 @@ class Scale:
 
     A calibration from settings below 1 counts as 1 (``calibration`` holds the
     factor applied); a ``learned`` one (the line
-    :class:`~ctxwin.calibration.OverheadLearner` fitted to usage) applies as it is.
+    :class:`~ctxwin.fitting.calibration.OverheadLearner` fitted to usage) applies as it is.
     (A plain class, read-only by convention: a dataclass would cost its generated
     code at every start.)
     """

@@ -1,9 +1,9 @@
 """Where a fit cuts: the one search for the fewest oldest units to drop.
 
-A fit (:func:`ctxwin.pruning.fit`), a growing transcript's fits
-(:class:`ctxwin.incremental.Prefixes`) and the strategies' planner
-(:func:`ctxwin.strategy.plan_edits`) each list what they may drop, least first
-(:func:`ctxwin.pruning.drop_options`); :class:`Kept` prices each option from prefix
+A fit (:func:`ctxwin.fitting.pruning.fit`), a growing transcript's fits
+(:class:`ctxwin.fitting.incremental.Prefixes`) and the strategies' planner
+(:func:`ctxwin.fitting.strategy.plan_edits`) each list what they may drop, least first
+(:func:`ctxwin.fitting.pruning.drop_options`); :class:`Kept` prices each option from prefix
 sums of the items' costs and :func:`fewest_units` finds the first that fits. The
 estimate after dropping more is never larger, so the search is a binary one (galloping
 from the previous answer in an agent loop).
@@ -29,8 +29,8 @@ if TYPE_CHECKING:  # a Protocol class costs its creation at every start
     from typing import Protocol
 
     class Options(Protocol):
-        """What a fit may drop, least first (:func:`ctxwin.pruning.drop_options`'s list,
-        or a growing segmentation's own: :class:`ctxwin.incremental.Prefixes`)."""
+        """What a fit may drop, least first (:func:`ctxwin.fitting.pruning.drop_options`'s list,
+        or a growing segmentation's own: :class:`ctxwin.fitting.incremental.Prefixes`)."""
 
         def __len__(self) -> int: ...
 
@@ -39,13 +39,13 @@ if TYPE_CHECKING:  # a Protocol class costs its creation at every start
 
 class Kept:
     """The cost a fit keeps when it takes option ``k`` of ``options`` (as
-    :func:`~ctxwin.pruning.drop_options` gives them: whether the superseded block ``gap``
+    :func:`~ctxwin.fitting.pruning.drop_options` gives them: whether the superseded block ``gap``
     goes, and the first kept item after the head ``[0, start)``), from per-slot prefix
     sums of the items' costs (:func:`prefix_sums`): O(width) per option.
 
     The one search for the fewest units to drop (:meth:`fewest`, over
-    :func:`fewest_units`) runs on it for :func:`~ctxwin.pruning.fit`, for
-    :class:`ctxwin.incremental.Prefixes` and for the strategies' planner, which passes
+    :func:`fewest_units`) runs on it for :func:`~ctxwin.fitting.pruning.fit`, for
+    :class:`ctxwin.fitting.incremental.Prefixes` and for the strategies' planner, which passes
     ``less``: what its editing steps would save on the items from a cut on, taken off
     each option's cost. Raw estimates are remembered per option. (A plain class: a
     dataclass would cost its generated code at every start.)

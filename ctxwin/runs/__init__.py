@@ -42,10 +42,10 @@ from typing import Any
 import orjson
 
 from ctxwin import sessions
-from ctxwin.calibration import usage_in
 from ctxwin.codec import looks_like_jsonl
 from ctxwin.errors import InputError
-from ctxwin.recorded import Call, Run, calls_from_transcript, prepared_calls
+from ctxwin.fitting.calibration import usage_in
+from ctxwin.runs.recorded import Call, Run, calls_from_transcript, prepared_calls
 from ctxwin.sessions.openhands import openhands_events
 
 __all__ = [

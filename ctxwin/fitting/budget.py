@@ -26,10 +26,10 @@ Each field of the spec comes from the first source that has it: flags, then a
 spec file, then the built-in model table (``ctxwin/data/models.json``).
 
 The table and a spec file may also give the model's prices
-(:class:`~ctxwin.pricing.Pricing`, USD per million tokens, with a long-context tier above
-a prompt size) and its prompt-caching rules (:class:`~ctxwin.pricing.CacheRules`), for
+(:class:`~ctxwin.cost.pricing.Pricing`, USD per million tokens, with a long-context tier above
+a prompt size) and its prompt-caching rules (:class:`~ctxwin.cost.pricing.CacheRules`), for
 pricing recorded runs offline; either is ``None`` when unknown. They are built on use
-(:mod:`ctxwin.pricing`), so a command that prices nothing pays nothing for them.
+(:mod:`ctxwin.cost.pricing`), so a command that prices nothing pays nothing for them.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ctxwin.errors import SpecError, spec_int
 from ctxwin.tokens.models import lookup_model, table_row
 
 if TYPE_CHECKING:
-    from ctxwin.pricing import CacheRules, Pricing
+    from ctxwin.cost.pricing import CacheRules, Pricing
 
 FALLBACK_CONTEXT_LENGTH = 8192
 RESERVE_FLOOR = 1000
@@ -204,7 +204,7 @@ def resolve_spec(
     spec_in = spec_input_cap(spec, model) if spec is not None else None
     price = cache = None
     if spec is not None:
-        from ctxwin.pricing import spec_pricing
+        from ctxwin.cost.pricing import spec_pricing
 
         price, cache = spec_pricing(_spec_entry(spec, model))
     row = lookup_model(model) if model else None

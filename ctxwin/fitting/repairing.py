@@ -152,7 +152,7 @@ def _opens_turn(view: View, k: int) -> bool:
 
 
 def _plan(view: View, adjacent: bool) -> _Plan:
-    """Pair every result with a call (as ``ctxwin.rules`` does) and decide what moves,
+    """Pair every result with a call (as ``ctxwin.fitting.rules`` does) and decide what moves,
     what goes and which calls get a stub."""
     items = view.items
     where = view.where
