@@ -41,7 +41,7 @@ from ctxwin.tokens.registry import default_calibration
 from ctxwin.view import Item, Problem, View
 
 if TYPE_CHECKING:
-    from ctxwin.fitting.breakdown import explain
+    from ctxwin.breakdown import explain
     from ctxwin.fitting.repairing import Repaired, repair
     from ctxwin.manager import ContextWindowManager, ManagedFit
     from ctxwin.runs.checking import Checked, check_files
@@ -69,7 +69,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(tokens, name)
     if name == "explain":
-        from ctxwin.fitting.breakdown import explain
+        from ctxwin.breakdown import explain
 
         return explain
     raise AttributeError(f"module 'ctxwin' has no attribute {name!r}")

@@ -7,71 +7,22 @@ view) → :func:`plan` (budget → fit) → :meth:`Transcript.write` →
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 from ctxwin.errors import truncated
 from ctxwin.fitting.budget import Budget, compute_budget, resolve_spec
 from ctxwin.fitting.pruning import FitResult, fit
-from ctxwin.fitting.rules import problems as rule_problems
 from ctxwin.fitting.strategy import DEFAULT_STRATEGY, DROP_TURNS, Applied, Strategy, plan_edits
-from ctxwin.formats import AUTO, get_adapter
-from ctxwin.formats.base import Adapter
+from ctxwin.fitting.transcript import Transcript as Transcript
+from ctxwin.fitting.transcript import load as load
 from ctxwin.settings import Settings, body_model, settings_with
-from ctxwin.tokens.base import Estimator
-from ctxwin.tokens.registry import default_estimator, seed_of
-from ctxwin.view import Problem, View
+from ctxwin.tokens.registry import seed_of
+from ctxwin.view import View
 
 if TYPE_CHECKING:
-    from ctxwin.runs.rows import Fitted, Report, Status
-
-
-class Transcript(NamedTuple):
-    """A parsed request body, its adapter, and its neutral view.
-
-    A NamedTuple: a dataclass would compile its methods at every start.
-    """
-
-    body: Any
-    adapter: Adapter
-    view: View
-    estimator: Estimator
-
-    @property
-    def format(self) -> str:
-        return self.adapter.name
-
-    def write(self, keep: list[int]) -> Any:
-        """The body with only the items at ``keep`` (the body itself when all are kept)."""
-        if len(keep) == len(self.view.items):
-            return self.body
-        return self.adapter.write(self.body, keep)
-
-    def raw_tokens(self, keep: Sequence[int]) -> int:
-        """Uncalibrated estimate of the items at ``keep`` with the body's fixed part (what
-        a calibration learns against when only those items are sent)."""
-        view = self.view
-        total = list(view.base)
-        width = len(total)
-        items = view.items
-        for i in keep:
-            cost = items[i].cost
-            for k in range(width):
-                total[k] += cost[k]
-        return self.estimator.raw(total)
-
-    def problems(self, keep: Sequence[int] | None = None) -> list[Problem]:
-        """Structural problems of the items at ``keep`` (all when ``None``), by the fit's rules."""
-        return rule_problems(self.view, self.adapter, keep)
-
-
-def load(body: Any, fmt: str = AUTO, estimator: Estimator | None = None) -> Transcript:
-    """Detect (or force) the format of ``body`` and read it into a view."""
-    est = estimator or default_estimator()
-    adapter = get_adapter(body, fmt)
-    return Transcript(body, adapter, adapter.read(body, est), est)
+    from ctxwin.fitting.rows import Fitted, Report, Status
 
 
 FITS: Final = "fits"
@@ -217,7 +168,7 @@ class Plan:
 
     def row(self) -> Fitted:
         """The JSON row of this fit: what ``replay`` and ``check`` rows carry and the
-        proxy's ``x-ctxwin-*`` headers say (``ctxwin.runs.rows.Fitted``)."""
+        proxy's ``x-ctxwin-*`` headers say (``ctxwin.fitting.rows.Fitted``)."""
         r, b, a = self.result, self.budget, self.applied
         return {
             "status": self.status,

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 
 from ctxwin import core
-from ctxwin.fitting.breakdown import explain
+from ctxwin.breakdown import explain
 from ctxwin.fitting.strategy import Strategy
 from tests.conftest import Cli
 from tests.test_format_properties import Shape, Turn, chat

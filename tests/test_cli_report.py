@@ -18,7 +18,7 @@ from tests.conftest import Cli
 from tests.test_cli_fastargs import IMPORTTIME, imported
 
 if TYPE_CHECKING:
-    from ctxwin.runs.rows import Report
+    from ctxwin.fitting.rows import Report
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent-run.json"
 

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
+from ctxwin.fitting.rows import CheckRow
 from ctxwin.runs.checking import check_exit_code, check_paths, chunks, find_files
-from ctxwin.runs.rows import CheckRow
 from ctxwin.settings import Settings
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.conftest import Cli

@@ -12,12 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxwin.cost.billing import SESSION_MARKS, body_marks, input_cost, policies
 from ctxwin.cost.pricing import Pricing
 from ctxwin.errors import UsageError
 from ctxwin.fitting.calibration import cache_tokens_from_usage
 from ctxwin.fitting.strategy import Strategy
 from ctxwin.runs import read_runs
+from ctxwin.runs.billing import SESSION_MARKS, body_marks, input_cost, policies
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
@@ -231,9 +231,9 @@ def test_session_blocks_end_at_the_calls_estimate_pruned_or_not() -> None:
     """The ends of the blocks are the estimates of the request's prefixes: the last is
     the estimate of what is sent, with turns dropped or not."""
     from ctxwin.core import load
-    from ctxwin.cost.billing import Ledger, laid_prefix
     from ctxwin.cost.caching import Cache, Sent
     from ctxwin.fitting.incremental import Prefixes
+    from ctxwin.runs.billing import Ledger, laid_prefix
     from ctxwin.runs.recorded import model_messages
 
     [run] = read_runs(_session(12))

@@ -1,4 +1,5 @@
-"""Every module of ctxwin imports on its own, and no two modules import each other.
+"""Every module of ctxwin imports on its own, no two modules import each other, and each
+layer imports only from the layers below it (docs/how-it-works.md, "Where the code lives").
 
 The first check imports each module in an interpreter where no other ctxwin
 module has been imported (a fresh subprocess, all modules in turn); the second
@@ -21,6 +22,21 @@ PACKAGE = Path(ctxwin.__file__).parent
 
 OPTIONAL = ("ctxwin.integrations", "ctxwin.proxy")
 """Layers that need an optional extra: they import on their own only where it is installed."""
+
+
+LAYERS = (
+    ("ctxwin.errors", "ctxwin.codec", "ctxwin.view", "ctxwin.words", "ctxwin.extras"),
+    ("ctxwin.cluster",),  # the Dask engine: generic over its work, needs only the leaves
+    ("ctxwin.cost",),
+    ("ctxwin.tokens",),
+    ("ctxwin.formats",),
+    ("ctxwin.fitting",),
+    ("ctxwin.settings", "ctxwin.core", "ctxwin.breakdown", "ctxwin.manager"),
+    ("ctxwin.sessions", "ctxwin.runs"),
+    ("ctxwin.integrations", "ctxwin.proxy"),
+    ("ctxwin.cli",),
+)
+"""ctxwin's layers, lowest first; the package ``ctxwin`` itself (the public names) is above all."""
 
 
 def module_names() -> list[str]:
@@ -125,3 +141,28 @@ def test_no_import_cycle() -> None:
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+def _layer(name: str) -> int:
+    for rank, layer in enumerate(LAYERS):
+        if any(name == top or name.startswith(top + ".") for top in layer):
+            return rank
+    return len(LAYERS)  # the package ctxwin, and ctxwin.__main__
+
+
+def test_every_module_is_in_a_layer() -> None:
+    assert [n for n in module_names() if n != "ctxwin" and _layer(n) == len(LAYERS)] == []
+
+
+def test_no_layer_imports_from_a_layer_above_it() -> None:
+    names = set(module_names())
+    upward = []
+    for name in sorted(names):
+        rel = Path(*name.split("."))
+        path = PACKAGE.parent / rel / "__init__.py"
+        if not path.exists():
+            path = PACKAGE.parent / rel.with_suffix(".py")
+        for dep in _imports(path, name):
+            if dep in names and dep != "ctxwin" and _layer(dep) > _layer(name):
+                upward.append(f"{name} -> {dep}")
+    assert upward == []

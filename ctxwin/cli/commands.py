@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import TypedDict, Unpack
 
+    from ctxwin.fitting.rows import Report
     from ctxwin.fitting.strategy import Strategy
-    from ctxwin.runs.rows import Report
     from ctxwin.settings import Settings
 
     # Declared for the checker only: a TypedDict class costs start-up time.
@@ -322,7 +322,7 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
     if session is not None:
         _add_session_keys(report, session, plan)
     if explain:
-        from ctxwin.fitting.breakdown import explain as explain_plan
+        from ctxwin.breakdown import explain as explain_plan
 
         report["explain"] = explain_plan(plan)
     if json_:

@@ -17,7 +17,7 @@ from ctxwin.words import plural
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ctxwin.runs.rows import Report
+    from ctxwin.fitting.rows import Report
 
 
 REPORT_KEYS = (

@@ -40,7 +40,7 @@ from ctxwin.words import plural
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ctxwin.runs.rows import (
+    from ctxwin.fitting.rows import (
         CalibrationRow,
         CalibrationSummary,
         CheckRow,

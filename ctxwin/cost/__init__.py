@@ -2,7 +2,7 @@
 
 - :mod:`~ctxwin.cost.pricing`: the ``price`` and ``cache`` objects of the model table.
 - :mod:`~ctxwin.cost.caching`: how much of each request a provider reads from its cache.
-- :mod:`~ctxwin.cost.billing`: each replayed call's cached tokens and input cost, and
+- :mod:`~ctxwin.runs.billing`: each replayed call's cached tokens and input cost, and
   ``replay --compare``'s policies.
 
 Importing this package imports none of its modules.

@@ -7,7 +7,7 @@
 - :mod:`~ctxwin.fitting.strategy`: the steps taken before (and with) dropping turns.
 - :mod:`~ctxwin.fitting.incremental`: every prefix of a growing transcript, at O(new items).
 - :mod:`~ctxwin.fitting.calibration`: the estimate's factor and overhead, learned from usage.
-- :mod:`~ctxwin.fitting.breakdown`: where a request's tokens go (``estimate --explain``).
+- :mod:`~ctxwin.breakdown`: where a request's tokens go (``estimate --explain``).
 - :mod:`~ctxwin.fitting.repairing`: the minimal provider-valid fix of what ``lint`` flags.
 
 Below it: :mod:`ctxwin.tokens` (estimators) and :mod:`ctxwin.formats` (wire formats).

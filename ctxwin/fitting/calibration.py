@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ctxwin.tokens.base import calibrated, scaled
 
 if TYPE_CHECKING:
-    from ctxwin.runs.rows import OverheadFit
+    from ctxwin.fitting.rows import OverheadFit
 
 __all__ = ["FRESH_FACTOR", "OverheadLearner", "fit_overhead", "grow", "prompt_tokens_from_usage"]
 

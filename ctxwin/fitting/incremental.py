@@ -35,7 +35,6 @@ from dataclasses import replace
 from operator import is_
 from typing import Any
 
-from ctxwin.core import Transcript, load
 from ctxwin.errors import CtxwinError
 from ctxwin.fitting.cut import Kept, prefix_sums
 from ctxwin.fitting.pruning import (
@@ -52,6 +51,7 @@ from ctxwin.fitting.pruning import (
     scan_turns,
 )
 from ctxwin.fitting.rules import PairingScan, check
+from ctxwin.fitting.transcript import Transcript, load
 from ctxwin.formats import AUTO, get_adapter
 from ctxwin.formats._util import replace_key
 from ctxwin.formats.base import Adapter

@@ -93,7 +93,7 @@ def repair(body: Any, fmt: str = AUTO) -> tuple[Any, Repaired]:
     transcript and :class:`RepairError` (an ``InputError``) when the fix
     would need a guess. ``repair`` of its own output changes nothing.
     """
-    from ctxwin.core import load
+    from ctxwin.fitting.transcript import load
 
     transcript = load(body, fmt)
     adapter, view = transcript.adapter, transcript.view

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwin.core import INVALID, NEEDS_PRUNING, NO_BUDGET, STATUSES, TRUNCATED
 from ctxwin.errors import ExitCode, UsageError
+from ctxwin.fitting.rows import CheckRow, CheckSummary
 from ctxwin.runs import read_runs
-from ctxwin.runs.rows import CheckRow, CheckSummary
 from ctxwin.runs.simulate import check_run
 from ctxwin.settings import Settings, settings_with
 from ctxwin.tokens.bpe import AUTO_TOKENIZER

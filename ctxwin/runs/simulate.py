@@ -12,16 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxwin.core import INVALID, STATUSES, Transcript, load
-from ctxwin.cost.billing import Ledger, body_marks, laid_plan, laid_prefix
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.fitting.calibration import fit_overhead, prompt_tokens_from_usage
 from ctxwin.fitting.incremental import Prefixes
 from ctxwin.fitting.pruning import FitResult, total_cost
-from ctxwin.formats import get_adapter
-from ctxwin.manager import ContextWindowManager
-from ctxwin.runs import Call, Run, prepared_calls
-from ctxwin.runs.recorded import model_messages
-from ctxwin.runs.rows import (
+from ctxwin.fitting.rows import (
     CalibrationRow,
     CalibrationSummary,
     NextRequest,
@@ -32,6 +27,11 @@ from ctxwin.runs.rows import (
     RunOverhead,
     SessionLines,
 )
+from ctxwin.formats import get_adapter
+from ctxwin.manager import ContextWindowManager
+from ctxwin.runs import Call, Run, prepared_calls
+from ctxwin.runs.billing import Ledger, body_marks, laid_plan, laid_prefix
+from ctxwin.runs.recorded import model_messages
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
 from ctxwin.tokens.base import Estimator, calibrated
@@ -242,7 +242,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
 
 def _kept_marks(marked: list[int] | None, result: FitResult) -> list[int] | None:
     """The blocks of a growing transcript's request (``result``: its fit) that carry the
-    transcript's cache marks (``marked``: :func:`~ctxwin.cost.billing.body_marks` of the whole
+    transcript's cache marks (``marked``: :func:`~ctxwin.runs.billing.body_marks` of the whole
     transcript), where its kept messages are."""
     if not marked:
         return None

@@ -55,7 +55,7 @@ class ReplayRow(Fitted, total=False):
     under_estimate: bool
     cached_tokens: int | None
     """Prompt tokens the provider's cache would read for the request as fitted and sent
-    (``ctxwin.cost.billing``); ``None`` when the model's caching rules are unknown. A call
+    (``ctxwin.runs.billing``); ``None`` when the model's caching rules are unknown. A call
     that is not sent (truncated) has none of the keys below."""
     cache_write_tokens: int | None
     """Prompt tokens it would write to the cache (Anthropic's billed writes)."""
@@ -111,7 +111,7 @@ class ReplayReport(TypedDict):
     cache_rules: dict[str, Any] | None
     cache_marks: str | None
     """Where the cache marks came from: the body's ``cache_control``, or what an agent
-    tool whose log records none is assumed to send (``ctxwin.cost.billing.SESSION_MARKS``)."""
+    tool whose log records none is assumed to send (``ctxwin.runs.billing.SESSION_MARKS``)."""
 
 
 class RunCheck(Fitted, total=False):
