@@ -42,14 +42,18 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus"
 
 
-def parser(prog: str, doc: str | None, out: str, corpus: bool = True) -> argparse.ArgumentParser:
+def parser(
+    prog: str, doc: str | None, out: str, corpus: bool = True, estimator: bool = True
+) -> argparse.ArgumentParser:
     """The arguments every fidelity report takes: ``--corpus`` (when it reads the corpus),
-    ``--out`` (default ``fidelity/OUT``) and ``--estimator`` (repeatable)."""
+    ``--out`` (default ``fidelity/OUT``) and ``--estimator`` (repeatable; when it compares
+    estimators)."""
     p = argparse.ArgumentParser(prog=prog, description=doc)
     if corpus:
         p.add_argument("--corpus", type=Path, default=None)
     p.add_argument("--out", type=Path, default=Path(__file__).parent / out)
-    p.add_argument("--estimator", action="append", default=None)
+    if estimator:
+        p.add_argument("--estimator", action="append", default=None)
     return p
 
 

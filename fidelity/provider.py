@@ -400,7 +400,7 @@ def read_figures(path: Path) -> list[dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = corpus.parser("python -m fidelity.provider", __doc__, "provider.md")
+    parser = corpus.parser("python -m fidelity.provider", __doc__, "provider.md", estimator=False)
     args = parser.parse_args(argv)
     root = args.corpus or corpus.corpus_dir()
     if root is None:
