@@ -79,6 +79,7 @@ $(FIDELITY_STAMP): $(STAMP)
 	@touch $(FIDELITY_STAMP)
 
 fidelity: $(FIDELITY_STAMP) ## Estimate ÷ real tokens per class, transcript, provider call
+	$(BIN)/python -m fidelity.provider --out fidelity/provider.md
 	$(BIN)/python -m fidelity.run --out fidelity/results.md
 	$(BIN)/python -m fidelity.adversarial --out fidelity/adversarial.md
 	$(BIN)/python -m fidelity.strategies --out fidelity/strategies.md

@@ -8,6 +8,16 @@ Two kinds of sample come out of it:
 * :class:`Usage` — one recorded request and the prompt tokens the provider
   reported for it, for the provider comparison.
 
+Provider calls are split into a *fit part*, from which the figures set from
+provider calls are derived (:mod:`fidelity.provider`, :mod:`fidelity.fit`), and
+a *held-out part*, which is only measured (:func:`split`). The unit of the split
+is the run: an OpenHands run, an agent-sdk log file, a cassette file. Within each
+model family (:func:`family`) the runs are ranked by the SHA-256 of their name;
+the 1st, 3rd, 5th … are fit, the 2nd, 4th … held out. So the split is the same on
+every run of the harness and on every machine, every family with two runs or
+more has both parts, and a family with one run is fit only. (Adding a run to a
+family can move that family's other runs; no other family's.)
+
 Nothing here copies corpus data anywhere; it is read where it lies. Cassette
 bodies (Chat Completions, Anthropic Messages, Gemini ``generateContent``) are
 used as recorded and read by their own adapters.
@@ -16,9 +26,10 @@ used as recorded and read by their own adapters.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,14 +42,18 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus"
 
 
-def parser(prog: str, doc: str | None, out: str, corpus: bool = True) -> argparse.ArgumentParser:
+def parser(
+    prog: str, doc: str | None, out: str, corpus: bool = True, estimator: bool = True
+) -> argparse.ArgumentParser:
     """The arguments every fidelity report takes: ``--corpus`` (when it reads the corpus),
-    ``--out`` (default ``fidelity/OUT``) and ``--estimator`` (repeatable)."""
+    ``--out`` (default ``fidelity/OUT``) and ``--estimator`` (repeatable; when it compares
+    estimators)."""
     p = argparse.ArgumentParser(prog=prog, description=doc)
     if corpus:
         p.add_argument("--corpus", type=Path, default=None)
     p.add_argument("--out", type=Path, default=Path(__file__).parent / out)
-    p.add_argument("--estimator", action="append", default=None)
+    if estimator:
+        p.add_argument("--estimator", action="append", default=None)
     return p
 
 
@@ -75,6 +90,9 @@ class Usage:
     """The request body exactly as sent."""
     reported: int
     """Prompt tokens the provider reported (all of them, cache included)."""
+    run: str
+    """The run the call belongs to, the unit of :func:`split`: an OpenHands run
+    (``file:instance``), an agent-sdk log file, a cassette file (their stems)."""
 
 
 def _load(path: Path) -> Any:
@@ -261,7 +279,7 @@ def usages(root: Path) -> Iterator[Usage]:
     for name, body, calls in openhands_runs(root):
         for n, model, reported in calls:
             req = {"messages": body["messages"][:n], "tools": body["tools"]}
-            yield Usage("openhands", f"{name}@{n}", "openai-chat", model, req, int(reported))
+            yield Usage("openhands", f"{name}@{n}", "openai-chat", model, req, int(reported), name)
     for path in sorted((root / "openhands_sdk_llmlogs").glob("*.json")):
         doc = _load(path)
         if not isinstance(doc, dict) or not isinstance(doc.get("response"), dict):
@@ -271,7 +289,7 @@ def usages(root: Path) -> Iterator[Usage]:
             continue
         body = _sdk_body(doc, path.name.startswith("nonfncall"))
         model = str(doc["response"].get("model", ""))
-        yield Usage("agent-sdk", path.stem, "openai-chat", model, body, got)
+        yield Usage("agent-sdk", path.stem, "openai-chat", model, body, got, path.stem)
     uris = _cassette_uris(root)
     for stem, idx, fmt, body, resp in cassettes(root):
         if not isinstance(resp, dict):
@@ -283,4 +301,50 @@ def usages(root: Path) -> Iterator[Usage]:
         model = str(body.get("model") or "")
         if not model and fmt == "gemini":
             model = uris.get((stem, idx), "").split("/models/")[-1].split(":")[0]
-        yield Usage("cassettes", f"{stem}#{idx}", fmt, model, body, got)
+        yield Usage("cassettes", f"{stem}#{idx}", fmt, model, body, got, stem)
+
+
+# ---------------------------------------------------------------------------
+# the fit part and the held-out part
+
+
+def family(model: str) -> str:
+    """The model family a call is split and reported by: the name after any
+    ``provider/`` part, without a date (``litellm_proxy/claude-sonnet-4-20250514`` →
+    ``claude-sonnet-4``)."""
+    name = model.rsplit("/", 1)[-1]
+    parts = name.split("-")
+    while parts and parts[-1].isdigit() and len(parts[-1]) >= 4:
+        parts.pop()
+    if len(parts) > 3 and parts[-3:] and all(p.isdigit() for p in parts[-3:]):
+        parts = parts[:-3]
+    return "-".join(parts) or "?"
+
+
+def _rank(run: str) -> str:
+    return hashlib.sha256(run.encode("utf-8")).hexdigest()
+
+
+def held_out_runs(usages: Iterable[Usage]) -> frozenset[tuple[str, str]]:
+    """The ``(family, run)`` pairs of the held-out part (the module docstring's rule):
+    per family, every second run in order of the SHA-256 of its name."""
+    runs: dict[str, set[str]] = {}
+    for u in usages:
+        runs.setdefault(family(u.model), set()).add(u.run)
+    return frozenset(
+        (fam, run) for fam, names in runs.items() for run in sorted(names, key=_rank)[1::2]
+    )
+
+
+def is_held_out(u: Usage, held: frozenset[tuple[str, str]]) -> bool:
+    return (family(u.model), u.run) in held
+
+
+def split(usages: Iterable[Usage]) -> tuple[list[Usage], list[Usage]]:
+    """The calls of the fit part and of the held-out part (:func:`held_out_runs`)."""
+    every = list(usages)
+    held = held_out_runs(every)
+    return (
+        [u for u in every if not is_held_out(u, held)],
+        [u for u in every if is_held_out(u, held)],
+    )

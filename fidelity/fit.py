@@ -10,8 +10,8 @@ takes the smallest per-byte base that keeps the estimate at or above
 ``--stress-margin`` (1.05) × the largest real count on every stress sample
 and ``--transcript-margin`` (1.01) × on every transcript, and at or above
 reported ÷ the model family's calibration seed on every provider-reported call
-(but the one documented exception), with a 2-byte character costing at least
-one token, and prints the combinations with the
+of the fit part (:func:`fidelity.corpus.split`; the held-out part is not used),
+with a 2-byte character costing at least one token, and prints the combinations with the
 lowest median estimate ÷ o200k_base count, and how the current weights fare.
 """
 
@@ -108,12 +108,14 @@ def features(body: Any, fmt: str = "auto") -> list[int]:
     return total_cost(get_adapter(body, fmt).read(body, _Features()))
 
 
-def provider_rows(root: Path | None) -> tuple[np.ndarray, np.ndarray]:
-    """Features of every provider-reported request, and reported ÷ calibration seed."""
+def provider_rows(root: Path | None, held: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Features of every provider-reported request of the fit part
+    (:func:`fidelity.corpus.split`; the held-out part, with ``held``, is only
+    measured, never fitted on), and reported ÷ calibration seed."""
     xs: list[list[int]] = []
     ts: list[float] = []
     if root is not None:
-        for u in corpus.usages(root):
+        for u in corpus.split(corpus.usages(root))[held]:
             xs.append(features(u.body, u.fmt))
             ts.append(u.reported / default_calibration("content", u.model))
     return np.array(xs, float), np.array(ts, float)
@@ -197,13 +199,21 @@ def main(argv: list[str] | None = None) -> int:
     ratio = est / real
     n_s, n_t = len(xs), len(xs) + len(xt)
     out.write(
-        f"{len(xs)} stress samples, {len(xt)} transcripts, {len(xp)} provider calls; "
+        f"{len(xs)} stress samples, {len(xt)} transcripts, {len(xp)} provider calls "
+        "(the fit part); "
         f"margins: stress {args.stress_margin}, transcripts {args.transcript_margin}\n"
         f"current: base {_BYTE / SCALE}, steps {EXTRA_STEPS}: median ÷ o200k "
         f"{np.median(est[n_s:n_t] / rt[:, 0]):.4f}; lowest estimate ÷ real: stress "
         f"{ratio[:n_s].min():.4f}, transcripts {ratio[n_s:n_t].min():.4f}, provider calls "
         f"(÷ reported/seed) {ratio[n_t:].min() if len(xp) else float('nan'):.4f}\n"
     )
+    xh, th = provider_rows(root, held=True)
+    if len(xh):
+        est_h = np.ceil(xh[:, 0] + xh[:, 1] * (_BYTE / SCALE) + xh[:, 2:] @ cur)
+        out.write(
+            f"held-out part, {len(xh)} provider calls (not fitted on): lowest estimate ÷ "
+            f"(reported/seed) {(est_h / th).min():.4f}, under-counts {(est_h < th).sum()}\n"
+        )
     for median, base, steps in results[: args.top]:
         out.write(f"median ÷ o200k {median:.4f}  base {base:.4f}  steps {steps}\n")
     if args.holdout:

@@ -12,7 +12,9 @@ one user message holding the generated text. *Estimate*: the estimator's raw
 count × its default calibration seed (what ``ctxwin estimate`` reports with
 default settings). Provider rows divide the estimate of the exact body sent,
 read by its own adapter, by the prompt tokens the provider reported (cache
-included).
+included), reported apart for the fit part of the calls, from which the figures set
+from provider calls are derived (:mod:`fidelity.provider`), and the held-out part,
+which is only measured (:func:`fidelity.corpus.split`).
 """
 
 from __future__ import annotations
@@ -197,75 +199,110 @@ def transcript_section(
     return lines, detail
 
 
+PARTS = ("fit", "held out")
+"""The two parts of the provider calls (:func:`fidelity.corpus.split`)."""
+
+
+def _part(part: str) -> str:
+    """``fit part``, ``held-out part``: a part named in a sentence."""
+    return part.replace(" ", "-") + " part"
+
+
+def _median_range(xs: Sequence[float]) -> str:
+    if not xs:
+        return "—"
+    return f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
+
+
 def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], list[str]]:
     detail = ["## Every provider-reported call", ""]
-    header = ["source", "call", "format", "model", "reported"]
+    header = ["source", "call", "part", "format", "model", "reported"]
     header += [f"{e.name} ÷ reported" for e in ests]
     rows = []
-    groups: dict[str, list[list[float]]] = {}
+    groups: dict[tuple[str, str], list[list[float]]] = {}
     exact = [TokenizerEstimator(name) for name in TOKENIZERS]
-    growth: dict[str, float] = {}
-    auto_calls = auto_exact = auto_under = 0
-    for u in corpus.usages(root):
-        family = _family(u.model)
+    growth: dict[tuple[str, str], float] = {}
+    auto_calls = dict.fromkeys(PARTS, 0)
+    auto_under = dict.fromkeys(PARTS, 0)
+    auto_exact = 0
+    usages = list(corpus.usages(root))
+    held = corpus.held_out_runs(usages)
+    for u in usages:
+        part = PARTS[corpus.is_held_out(u, held)]
+        family = corpus.family(u.model)
         largest = max(count(u.body, e, u.fmt) for e in exact)
-        growth[family] = max(growth.get(family, 0.0), u.reported / largest)
+        growth[family, part] = max(growth.get((family, part), 0.0), u.reported / largest)
         auto = auto_estimator(u.model, ests[0])
         if auto.name.startswith("tokenizer:"):
             auto_exact += 1
-        auto_calls += 1
-        auto_under += estimate(u.body, auto, u.fmt, u.model) < u.reported
+        auto_calls[part] += 1
+        auto_under[part] += estimate(u.body, auto, u.fmt, u.model) < u.reported
         ratios = [estimate(u.body, e, u.fmt, u.model) / u.reported for e in ests]
-        rows.append([u.source, u.name, u.fmt, u.model, f"{u.reported:,}", *map(_r, ratios)])
-        key = f"{u.source}: {_family(u.model)} ({u.fmt})"
-        groups.setdefault(key, []).append(ratios)
+        rows.append([u.source, u.name, part, u.fmt, u.model, f"{u.reported:,}", *map(_r, ratios)])
+        groups.setdefault((f"{u.source}: {family} ({u.fmt})", part), []).append(ratios)
     detail += _table(header, rows)
     detail.append("")
     lines = ["## Provider-reported prompt tokens", ""]
     lines.append(
         "Estimate of the exact request body ÷ the prompt tokens its provider reported: "
-        "median (min–max) per source."
+        "median (min–max) per source and part. The calls are split by run into a fit part "
+        "and a held-out part (per model family, runs ranked by the SHA-256 of their name, "
+        "every second one held out; a family with one run is fit only): the figures set "
+        "from provider calls (the calibration seeds, OpenAI's framing headers, the "
+        "tool-search allowance) are derived from the fit part only (`python -m "
+        "fidelity.provider` → `fidelity/provider.md`); the held-out part is measured "
+        "here and was not used to set them."
     )
     lines.append("")
-    head = ["source", "calls"] + [f"{e.name} ÷ reported" for e in ests]
+    head = ["source", "part", "calls"] + [f"{e.name} ÷ reported" for e in ests]
     srows = []
-    every = [r for v in groups.values() for r in v]
-    for key, items in [*sorted(groups.items()), ("all", every)]:
-        row = [key, str(len(items))]
-        for i in range(len(ests)):
-            xs = [r[i] for r in items]
-            row.append(f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})")
-        srows.append(row)
+    for (key, part), items in sorted(groups.items()):
+        srows.append(
+            [key, part, str(len(items))]
+            + [_median_range([r[i] for r in items]) for i in range(len(ests))]
+        )
+    every = {p: [r for (_, q), v in groups.items() if q == p for r in v] for p in PARTS}
+    for part in PARTS:
+        srows.append(
+            ["all", part, str(len(every[part]))]
+            + [_median_range([r[i] for r in every[part]]) for i in range(len(ests))]
+        )
     lines += _table(head, srows)
     lines.append("")
     for i, e in enumerate(ests):
-        under = sum(1 for r in every if r[i] < 1)
-        lines.append(f"- `{e.name}`: {under} under-counts in {len(every)} provider-reported calls.")
+        lines.append(
+            f"- `{e.name}`: "
+            + "; ".join(
+                f"{_part(part)} {sum(1 for r in every[part] if r[i] < 1)} under-counts in "
+                f"{len(every[part])} calls, median "
+                f"{statistics.median(r[i] for r in every[part]):.2f}"
+                for part in PARTS
+                if every[part]
+            )
+            + "."
+        )
+    families = sorted({f for f, _ in growth})
     lines.append(
         "- reported ÷ the largest of the four exact counts of the body (with the estimators' "
-        "framing), worst call per model: "
-        + ", ".join(f"{k} {v:.3f}" for k, v in sorted(growth.items()))
+        "framing), worst call per model, fit part / held-out part: "
+        + ", ".join(
+            f"{f} " + " / ".join(f"{growth[f, p]:.3f}" if (f, p) in growth else "—" for p in PARTS)
+            for f in families
+        )
         + " (a seed at least this large keeps an estimate that bounds the four above "
-        "that model's calls: `ctxwin.tokens.BOUND_MODEL_CALIBRATION`)."
+        "that model's calls: `ctxwin.tokens.BOUND_MODEL_CALIBRATION`, from the fit part)."
     )
     lines.append(
         f"- `--tokenizer auto` (exact for the {auto_exact} calls whose model's tokenizer is "
-        f"shipped, `{ests[0].name}` for the others): {auto_under} under-counts in "
-        f"{auto_calls} provider-reported calls."
+        f"shipped, `{ests[0].name}` for the others): "
+        + "; ".join(
+            f"{_part(part)} {auto_under[part]} under-counts in {auto_calls[part]} calls"
+            for part in PARTS
+        )
+        + "."
     )
     lines.append("")
     return lines, detail
-
-
-def _family(model: str) -> str:
-    """``litellm_proxy/claude-sonnet-4-20250514`` → ``claude-sonnet-4``."""
-    name = model.rsplit("/", 1)[-1]
-    parts = name.split("-")
-    while parts and parts[-1].isdigit() and len(parts[-1]) >= 4:
-        parts.pop()
-    if len(parts) > 3 and parts[-3:] and all(p.isdigit() for p in parts[-3:]):
-        parts = parts[:-3]
-    return "-".join(parts) or "?"
 
 
 def main(argv: list[str] | None = None) -> int:

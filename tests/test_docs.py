@@ -315,9 +315,13 @@ def test_the_no_budget_example_does_what_it_shows(tmp_path: Path) -> None:
     assert result.stderr.strip() == found.group(2)
 
 
-HARNESS_SECTIONS = ("Stress classes", "Real transcripts", "Provider-reported prompt tokens")
-"""Sections of docs/fidelity.md that are fidelity/results.md's own (written by
-``make fidelity``): copied whole, never typed in."""
+HARNESS_SECTIONS = {
+    "results.md": ("Stress classes", "Real transcripts", "Provider-reported prompt tokens"),
+    "provider.md": ("The split", "Figures set from provider calls"),
+}
+"""Sections of docs/fidelity.md that are a harness report's own (fidelity/results.md by
+``python -m fidelity.run``, fidelity/provider.md by ``python -m fidelity.provider``;
+both written by ``make fidelity``): copied whole, never typed in."""
 
 
 def _section(text: str, heading: str) -> str:
@@ -329,6 +333,7 @@ def _section(text: str, heading: str) -> str:
 def test_the_fidelity_page_shows_the_harness_tables_as_written() -> None:
     root = Path(__file__).resolve().parent.parent
     page = (root / "docs" / "fidelity.md").read_text("utf-8")
-    written = (root / "fidelity" / "results.md").read_text("utf-8")
-    for heading in HARNESS_SECTIONS:
-        assert _section(page, heading) == _section(written, heading), heading
+    for report, headings in HARNESS_SECTIONS.items():
+        written = (root / "fidelity" / report).read_text("utf-8")
+        for heading in headings:
+            assert _section(page, heading) == _section(written, heading), (report, heading)

@@ -116,8 +116,9 @@ class ContentEstimator:
     plus :func:`provider_framing`. The weights are the smallest on a grid of
     steps that bound o200k_base, cl100k_base, Llama 3 and Qwen 3 from above on
     every stress class (by 5 %) and every transcript of the recorded corpus, and
-    every provider-reported prompt count there at the model family's seed
-    (``python -m fidelity.fit --transcript-margin 1.0``); ``make fidelity``
+    every provider-reported prompt count of the fit part of its provider calls at the
+    model family's seed (``python -m fidelity.fit --transcript-margin 1.0``; the
+    held-out part is not fitted on, and none of it is under); ``make fidelity``
     re-measures them (README, "Estimator fidelity").
 
     Speed: one ``bytes.translate`` maps each byte to its extra steps and drops

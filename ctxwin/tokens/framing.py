@@ -31,19 +31,23 @@ it (OpenAI cookbook, "How to count tokens with tiktoken")."""
 OPENAI_TOOLS_PREAMBLE = 16
 """OpenAI renders ``tools`` inside the system message under a
 ``# Tools`` / ``namespace functions`` header the body does not show. Its size
-is not published; 16 keeps every recorded gpt-4o, gpt-4o-mini and
-gpt-5.4-mini request with tools in the corpus from being under-counted (the
-tightest was 1 token short with 12 and 14)."""
+is not published. 16 was set when it kept the ``content`` estimate of every recorded
+gpt-4o, gpt-4o-mini and gpt-5.4-mini request with tools covered (1 token short with
+12 and 14). No recorded call binds it any longer (``python -m fidelity.provider``):
+the gpt-4o and gpt-4o-mini requests with tools, counted exactly, are 32 tokens or more
+over their reported prompt without it, and the gpt-5.4-mini requests bind only its sum
+with :data:`OPENAI_REASONING_PREAMBLE`; it is kept."""
 
 
 OPENAI_REASONING_PREAMBLE = 13
 """OpenAI's reasoning models (GPT-5 and 5.x, o1, o3, o4-mini) put a header of their own
 before the conversation (the reasoning effort, the channels a reply may use) that the
-body does not show. Its size is not published. Counted exactly with o200k_base, every
-recorded gpt-5.4-mini request of one user message and two tools was reported 13 tokens
-over the body and the rest of this framing (265 against 252); 13 keeps all eight
-recorded gpt-5.4-mini requests covered. The o-series share the header format and get
-it too; no call of theirs is recorded."""
+body does not show. Its size is not published. It is the most tokens a recorded call of
+the fit part (``python -m fidelity.provider``) reported over the exact o200k_base count of
+its body with the rest of this framing: every gpt-5.4-mini request of one user message
+and two tools, 265 against 252. All eight recorded gpt-5.4-mini calls are one run, so
+all are in the fit part and none is held out. The o-series share the header format and
+get it too; no call of theirs is recorded."""
 
 REASONING_FAMILIES = ("gpt-5", "o1", "o3", "o4")
 """Name prefixes of OpenAI's reasoning models (:func:`reasoning_model`)."""

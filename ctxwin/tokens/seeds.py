@@ -21,11 +21,12 @@ MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
 """Seeds for :class:`ContentEstimator` on model families whose own tokenizers
 count more than the four it bounds, by family (:func:`ctxwin.tokens.models.match`:
 ``anthropic/claude-…`` and Bedrock's ``us.anthropic.claude-…`` are ``claude``).
-Measured on the provider-reported prompt tokens in the recorded corpus (``make
-fidelity``, provider rows): Claude Sonnet 4/4.5 and Haiku 4.5
-reported up to 1/0.76 ≈ 1.31× the uncalibrated estimate (tool-search requests
-excepted, see README), DeepSeek-V3 1.15×, Llama 4 Maverick 1.26×. A Claude model
-on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED` instead (:func:`claude_seed`)."""
+Each is the largest reported prompt count ÷ the uncalibrated estimate of the same body
+over the *fit part* of the recorded provider calls, rounded up to 0.05 (``python -m
+fidelity.provider`` → fidelity/provider.md; the held-out part is only measured against
+them): Claude Sonnet 4/4.5 and Haiku 4.5 1.322, DeepSeek-V3 1.160, Llama 4 Maverick
+1.279; held out, 1.109, 1.141 and 1.279. A Claude model on the newer tokenizer takes
+:data:`CLAUDE_NEXT_SEED` instead (:func:`claude_seed`)."""
 
 BOUND_MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
     ("claude", 1.4),
@@ -37,11 +38,11 @@ BOUND_MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
 It sits closer to the four tokenizers than ``content``, so it cannot borrow their seeds,
 which rest on ``content``'s slack. Each is the provider-reported prompt count ÷ the
 largest of the four exact counts of the same body (with the estimators' framing), worst
-call of the recorded corpus, rounded up to 0.05: Claude Sonnet 4.5 1.353, DeepSeek-V3
-1.366, Llama 4 Maverick 1.418 (``make fidelity``, provider rows). The bound is never
-below the largest of the four, so the bound times its seed is not below those calls'
-reported counts either. Claude on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED`
-too (1.353 × 1.47 = 1.99)."""
+call of the fit part of the recorded provider calls, rounded up to 0.05: Claude Sonnet
+4.5 1.353, DeepSeek-V3 1.366, Llama 4 Maverick 1.418 (``python -m fidelity.provider``;
+held out, 1.184, 1.281 and 1.397). The bound is never below the largest of the four, so
+the bound times its seed is not below those calls' reported counts either. Claude on the
+newer tokenizer takes :data:`CLAUDE_NEXT_SEED` too."""
 
 CLAUDE_TOKENIZER_GROWTH = 1.35
 """Anthropic documents that the tokenizer of Claude Opus 4.7 and later models
@@ -49,18 +50,24 @@ CLAUDE_TOKENIZER_GROWTH = 1.35
 previous models" (platform.claude.com, "What's new in Claude Opus 4.7" and the
 migration guide). The model table marks those models ``tokenizer_generation`` 2."""
 
+CLAUDE_GROWTH_MEASURED = 1.47
+"""The largest growth of the generation-2 Claude tokenizer over generation 1 measured
+outside Anthropic: ``count_tokens`` comparisons of Opus 4.6 and 4.7 published after the
+release found 1.45× on English prose and 1.47× on technical documents (see
+:data:`CLAUDE_NEXT_SEED`)."""
+
 CLAUDE_NEXT_SEED = 2.0
 """The seed of a Claude model on the generation-2 tokenizer (Opus 4.7 and later).
 
-It rests on two figures: the generation-1 worst case measured in the recorded
-corpus (1.31× the uncalibrated estimate, :data:`MODEL_CALIBRATION`) times
-Anthropic's documented growth of up to 1.35× (:data:`CLAUDE_TOKENIZER_GROWTH`)
-is 1.77; independent ``count_tokens`` comparisons of Opus 4.6 and 4.7 published
-after the release measured up to 1.45-1.47× on English prose and technical
-documents, and 1.31 × 1.47 = 1.93. 2.0 covers both. The corpus holds no call to
+It rests on two figures: the generation-1 worst case on the fit part of the recorded
+provider calls (1.322× ``content``'s uncalibrated estimate, 1.353× the largest of the
+four exact counts: :data:`MODEL_CALIBRATION`, :data:`BOUND_MODEL_CALIBRATION`) times
+Anthropic's documented growth of up to 1.35× (:data:`CLAUDE_TOKENIZER_GROWTH`) is 1.83;
+times the largest growth measured since (:data:`CLAUDE_GROWTH_MEASURED`, 1.47) it is
+1.99, rounded up to 0.05 (``python -m fidelity.provider``). The corpus holds no call to
 such a model, so this seed is not measured here; pathological text (one letter
-repeated) grows ~3× and is not covered. Usage teaches the real factor after
-the first call (``ctxwin proxy``, :class:`~ctxwin.ContextWindowManager`)."""
+repeated) grows ~3× and is not covered. Usage teaches the real factor after the first
+call (``ctxwin proxy``, :class:`~ctxwin.ContextWindowManager`)."""
 
 
 @lru_cache(maxsize=256)
