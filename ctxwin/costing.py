@@ -214,6 +214,24 @@ def body_marks(body: Any) -> list[int] | None:
     return marks or None
 
 
+HOUR = 3600
+"""Anthropic's longer cache lifetime (``cache_control: {"type": "ephemeral", "ttl": "1h"}``)."""
+
+
+def written_ttl(usage: Mapping[str, Any], before: int | None = None) -> int | None:
+    """The lifetime a call's marks asked for, as its logged ``usage`` shows: an hour when
+    it wrote only one-hour entries (``cache_creation.ephemeral_1h_input_tokens``), the
+    rules' own (``None``) when it wrote five-minute ones; ``before`` (what the calls
+    before showed) when it wrote nothing or does not break its writes down."""
+    from ctxwin.calibration import cache_tokens_from_usage, hour_writes_from_usage
+
+    hour = hour_writes_from_usage(usage)
+    written = cache_tokens_from_usage(usage)[1]
+    if hour is None or not written:
+        return before
+    return HOUR if hour >= written else None
+
+
 def session_marks(blocks: int) -> list[int]:
     """The marks :data:`SESSION_MARKS` assumes for a request of ``blocks`` blocks."""
     return [0, blocks - 1] if blocks > 1 else [0]
@@ -269,6 +287,9 @@ class Ledger:
         self.priced_reports = True
         self.now = ScaleNow()
         """The scale the requests are laid out at (:meth:`rescale`)."""
+        self.ttl: int | None = None
+        """The lifetime the run's marks ask for, as its log shows (:func:`written_ttl`):
+        ``None`` for the rules' own."""
 
     def rescale(self, result: FitResult, learned: bool) -> None:
         """Size the requests at the scale ``result`` (the fit of the call about to be
@@ -282,9 +303,11 @@ class Ledger:
         marks: Sequence[int] | None,
         reported: int | None,
         usage: Mapping[str, Any] | None,
+        at: float | None = None,
     ) -> dict[str, Any]:
         """Send ``plan``'s request laid out as ``laid`` (``marks``: its ``cache_control``
-        marks, ``None`` when it has none) after the calls before it; the row's keys."""
+        marks, ``None`` when it has none) at ``at`` (seconds; ``None``: right after the
+        call before) after the calls before it; the row's keys."""
         from ctxwin.calibration import cache_tokens_from_usage
 
         spec = plan.budget.spec
@@ -304,7 +327,9 @@ class Ledger:
             row["cached_tokens"] = row["cache_write_tokens"] = None
             use = Use()
         else:
-            use = self.cache.send(Sent(laid, marks or ()))
+            if isinstance(usage, Mapping):
+                self.ttl = written_ttl(usage, self.ttl)
+            use = self.cache.send(Sent(laid, marks or (), at, self.ttl))
             row["cached_tokens"], row["cache_write_tokens"] = use.read, use.written
             self.read += use.read
             self.written += use.written

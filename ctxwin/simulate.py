@@ -111,8 +111,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     estimator = settings.make_estimator(run_model(run))
     if run.error is not None:
         raise InputError(run.error)
-    # (request, usage, where, transcript read already) of each call
-    prepared: list[tuple[Any, Mapping[str, Any] | None, str, Transcript | None]]
+    # (request, usage, where, transcript read already, when sent) of each call
+    prepared: list[tuple[Any, Mapping[str, Any] | None, str, Transcript | None, float | None]]
     hint: str | None = None
     prefixes: Prefixes | None = None
     ends: list[int] = []
@@ -130,20 +130,25 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         t = whole
         prefixes = Prefixes(t.view, estimator, t.adapter.problems, complete=True)
         ends = model_messages(t.view, run.calls_at)
-        usage_at = run.usage_at
+        usage_at, sent_at = run.usage_at, run.sent_at
         where = t.view.where
-        prepared = [(None, usage_at.get(i), where(i), None) for i in ends]
+        prepared = [(None, usage_at.get(i), where(i), None, sent_at.get(i)) for i in ends]
     else:
         read: list[tuple[Call, Transcript | None]]
         if run.recorded is None:
             read = list(
                 prepared_calls(
-                    run.body, run.usage_at, estimator, run.format_for(settings.fmt), run.calls_at
+                    run.body,
+                    run.usage_at,
+                    estimator,
+                    run.format_for(settings.fmt),
+                    run.calls_at,
+                    run.sent_at,
                 )
             )
         else:
             read = [(call, None) for call in run.recorded]
-        prepared = [(c.request, c.usage, c.where, t) for c, t in read]
+        prepared = [(c.request, c.usage, c.where, t, c.at) for c, t in read]
         hint = next((h for h in (_hint(c) for c, _ in read) if h), None)
     learn = learns_overhead(run, learn_overhead)
     manager = run_manager(settings, run, hint, estimator, learn)
@@ -153,7 +158,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     first_pruned: int | None = None
     first_truncated: int | None = None
     prev: tuple[Mapping[str, Any] | None, int] | None = None
-    for k, (request, usage, where_k, transcript) in enumerate(prepared, 1):
+    for k, (request, usage, where_k, transcript, at) in enumerate(prepared, 1):
         if prev is None:
             manager.reset()
         elif prev[0] is not None:
@@ -202,7 +207,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             else:
                 laid = laid_plan(fitted, ledger.now)
                 marks = body_marks(fitted.output())
-            rows[-1].update(ledger.add(fitted, laid, marks, reported, usage))  # type: ignore[typeddict-item]
+            rows[-1].update(ledger.add(fitted, laid, marks, reported, usage, at))  # type: ignore[typeddict-item]
         prev = (usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:

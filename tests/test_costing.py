@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from ctxwin.strategy import Strategy
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
 
 AGENT_TOOLS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "agent_tools"
+START = datetime(2026, 1, 14, 19, 20, tzinfo=UTC).timestamp()
 SONNET = Pricing(3.0, 15.0, 0.3, 3.75, 6.0, above=Pricing(6.0, 22.5, 0.6, 7.5, 12.0, 200_000))
 
 
@@ -192,21 +195,42 @@ def test_a_pruned_request_reads_only_the_prefix_it_keeps() -> None:
 # --- a Claude Code session: no marks logged ------------------------------------------------
 
 
-def _session(calls: int) -> bytes:
+def _session(
+    calls: int,
+    at: Sequence[float] | None = None,
+    ttl: str | None = None,
+    mid: str = "msg_",
+    reads: Sequence[int] | None = None,
+) -> bytes:
     """A session whose logged usage follows Claude Code's marks: call k reads call k-1's
-    whole prompt (system prompt and tools of 15,000 tokens written by the first call)."""
+    whole prompt (system prompt and tools of 15,000 tokens written by the first call).
+
+    ``at``: when each call was sent (seconds after the first), logged as its line's
+    ``timestamp``; ``ttl`` (``"5m"``, ``"1h"``): the writes' lifetime, logged as
+    ``cache_creation``; ``mid``: how the response ids start; ``reads``: what each call
+    logs it read, where it is not the whole prompt before."""
     lines: list[dict[str, Any]] = [cc_line("user", "u0", None, "fix the bug")]
     parent = "u0"
     before = 0
     for k in range(calls):
         prompt = 15_000 + 400 * k
-        line = cc_line("assistant", f"a{k}", parent, tool_use(f"t{k}"), mid=f"m{k}")
+        if reads is not None:
+            before = reads[k]
+        line = cc_line("assistant", f"a{k}", parent, tool_use(f"t{k}"), mid=f"{mid}m{k}")
         line["message"]["usage"] = {
             "input_tokens": 1,
             "cache_read_input_tokens": before,
             "cache_creation_input_tokens": prompt - before - 1,
             "output_tokens": 20,
         }
+        if ttl is not None:
+            hour = prompt - before - 1 if ttl == "1h" else 0
+            line["message"]["usage"]["cache_creation"] = {
+                "ephemeral_5m_input_tokens": prompt - before - 1 - hour,
+                "ephemeral_1h_input_tokens": hour,
+            }
+        if at is not None:
+            line["timestamp"] = datetime.fromtimestamp(START + at[k], UTC).isoformat()
         lines.append(line)
         lines.append(cc_line("user", f"r{k}", f"a{k}", tool_result(f"t{k}") * 1))
         lines[-1]["message"]["content"][0]["content"] = "x = 1\n" * 200
@@ -225,6 +249,39 @@ def test_a_claude_code_session_is_cached_at_its_assumed_marks() -> None:
     for row in rows[2:]:
         assert row["cached_tokens"] == pytest.approx(row["reported_cached_tokens"], rel=0.1)
     assert rep["cached_tokens"] == pytest.approx(rep["reported_cached_tokens"], rel=0.1)
+
+
+MINUTES = [60.0 * m for m in (0, 1, 2, 8, 9, 10)]
+"""Six calls a minute apart, but for six minutes between the third and the fourth."""
+
+
+@pytest.mark.parametrize("ttl", [None, "5m"])
+def test_a_call_after_the_cache_lifetime_reads_nothing(ttl: str | None) -> None:
+    """Five-minute entries (Anthropic's default, and what a log of ``ephemeral_5m``
+    writes shows): the call six minutes after the one before finds nothing cached and
+    writes its whole prompt; the calls after it read again."""
+    logged = [0, *(15_000 + 400 * k - 1 for k in range(5))]
+    logged[3] = 0  # as the provider logged it
+    [run] = read_runs(_session(6, MINUTES, ttl, reads=logged))
+    rows = replay_run(run, Settings())["rows"]
+    assert [r["reported_cached_tokens"] for r in rows] == logged
+    late = rows[3]
+    assert late["cached_tokens"] == 0
+    assert late["cache_write_tokens"] == late["estimated_tokens_after"]
+    assert all((r["cached_tokens"] or 0) > 0 for r in rows[1:3] + rows[4:])
+    # without times the calls are taken to follow each other within the lifetime
+    [untimed] = read_runs(_session(6, None, ttl))
+    assert (replay_run(untimed, Settings())["rows"][3]["cached_tokens"] or 0) > 0
+
+
+def test_one_hour_writes_outlive_a_gap_of_minutes() -> None:
+    """A log whose writes are ``ephemeral_1h`` shows marks with ``ttl: "1h"``: what the
+    third call wrote is still cached six minutes later."""
+    [run] = read_runs(_session(6, MINUTES, "1h"))
+    rows = replay_run(run, Settings())["rows"]
+    assert rows[3]["cached_tokens"] == rows[2]["estimated_tokens_after"]
+    [far] = read_runs(_session(6, [0, 60, 120, 3900, 3960, 4020], "1h"))
+    assert replay_run(far, Settings())["rows"][3]["cached_tokens"] == 0  # 63 minutes
 
 
 def test_session_blocks_end_at_the_calls_estimate_pruned_or_not() -> None:

@@ -31,7 +31,9 @@ the line before it in the conversation. Read by field, tolerating unknown ones:
 * responses of another model than the chain's main one (a small model for
   side tasks) are their own run over the same messages;
 * each response's ``usage`` reports its prompt: ``input_tokens +
-  cache_creation_input_tokens + cache_read_input_tokens``.
+  cache_creation_input_tokens + cache_read_input_tokens``; its call was sent at the
+  ``timestamp`` of its first line, as near as the log says (the request went out a few
+  seconds before its first block was written).
 
 The requests are Anthropic Messages bodies without the system prompt and tool
 definitions Claude Code sends but never records (see the calibration overhead).
@@ -47,7 +49,7 @@ from typing import Any
 
 from ctxwin.errors import InputError
 from ctxwin.recorded import Run
-from ctxwin.sessions._common import as_dict, as_str, need, need_dict
+from ctxwin.sessions._common import as_dict, as_str, line_time, need, need_dict
 
 NAME = "claude-code"
 
@@ -259,6 +261,8 @@ class _Response:
     request: str | None
     prompt: int | None
     model: str | None
+    at: float | None = None
+    """When it was sent, as near as the log says: the ``timestamp`` of its first line."""
     usage: Mapping[str, Any] | None = None
     calls: list[str] = field(default_factory=list)
     """Its ``tool_use`` ids, in the order it made them."""
@@ -348,8 +352,14 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
             response = by_id.get(mid) if mid is not None else None
             if response is None or not response.joins(request, prompt):
                 model = as_str(msg.get("model"))
+                stamp = line_time(value)
                 response = _Response(
-                    {"role": "assistant", "content": []}, mid, request, prompt, model
+                    {"role": "assistant", "content": []},
+                    mid,
+                    request,
+                    prompt,
+                    model,
+                    None if stamp is None else stamp.timestamp(),
                 )
                 parts.append(response)
                 if mid is not None:
@@ -392,6 +402,7 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
     messages: list[dict[str, Any]] = []
     usage_at: dict[int, Mapping[str, Any]] = {}
     model_at: dict[int, str] = {}
+    sent_at: dict[int, float] = {}
     for part in parts:
         if isinstance(part, _Response):
             messages.append(part.message)
@@ -399,6 +410,8 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
                 model_at[len(messages) - 1] = part.model
             if part.usage is not None:
                 usage_at[len(messages) - 1] = part.usage
+            if part.at is not None:
+                sent_at[len(messages) - 1] = part.at
             user = part.answer()
         else:
             user = part
@@ -421,7 +434,7 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
     calls = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     models = sorted(counts, key=lambda m: -counts[m])
     if len(models) <= 1:
-        return [Run(name, NAME, body=body, usage_at=usage_at, fmt="anthropic")]
+        return [Run(name, NAME, body=body, usage_at=usage_at, sent_at=sent_at, fmt="anthropic")]
     runs = []
     for model in models:
         mine = frozenset(i for i in calls if model_at.get(i, main_model) == model)
@@ -436,6 +449,7 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
                 NAME,
                 body=sub,
                 usage_at={i: u for i, u in usage_at.items() if i in mine},
+                sent_at={i: t for i, t in sent_at.items() if i in mine},
                 fmt="anthropic",
                 calls_at=mine,
             )
