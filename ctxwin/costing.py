@@ -217,6 +217,34 @@ def body_marks(body: Any) -> list[int] | None:
 HOUR = 3600
 """Anthropic's longer cache lifetime (``cache_control: {"type": "ephemeral", "ttl": "1h"}``)."""
 
+FIVE_MINUTES = 300
+"""Anthropic's default cache lifetime (a mark without ``ttl``, or ``ttl: "5m"``)."""
+
+
+def body_ttl(body: Any) -> int | None:
+    """The lifetime ``body``'s last ``cache_control`` mark asks for (tools, then the
+    system prompt, then the messages, in the order the prompt is cached): :data:`HOUR`
+    for ``ttl: "1h"``, else :data:`FIVE_MINUTES`; ``None`` when it marks nothing. (The
+    prefix up to the last mark is what the next request reads; marks of one request
+    that ask for both lifetimes are priced at the last one's.)"""
+    if not isinstance(body, Mapping):
+        return None
+    last: Any = None
+    for key in ("tools", "system", "messages"):
+        values = body.get(key)
+        if not isinstance(values, list):
+            continue
+        for value in values:
+            if not isinstance(value, Mapping):
+                continue
+            blocks = value.get("content")
+            for block in [value, *(blocks if isinstance(blocks, list) else ())]:
+                if isinstance(block, Mapping) and block.get("cache_control") is not None:
+                    last = block["cache_control"]
+    if last is None:
+        return None
+    return HOUR if isinstance(last, Mapping) and last.get("ttl") == "1h" else FIVE_MINUTES
+
 
 def written_ttl(usage: Mapping[str, Any], before: int | None = None) -> int | None:
     """The lifetime a call's marks asked for, as its logged ``usage`` shows: an hour when
@@ -237,11 +265,15 @@ def session_marks(blocks: int) -> list[int]:
     return [0, blocks - 1] if blocks > 1 else [0]
 
 
-def input_cost(prompt: int, read: int, written: int, price: Pricing | None) -> float | None:
+def input_cost(
+    prompt: int, read: int, written: int, price: Pricing | None, hour: int = 0
+) -> float | None:
     """USD for a prompt of ``prompt`` tokens of which ``read`` came from the cache and
-    ``written`` were written to it (:class:`~ctxwin.pricing.Pricing`, per million tokens;
-    the tier ``price.above`` when the prompt is longer than its ``tokens``). ``None``
-    when a price it needs is unknown."""
+    ``written`` were written to it, ``hour`` of those for an hour (billed at
+    ``cache_write_1h``, the rest at ``cache_write``: Anthropic's 2 × and 1.25 × input)
+    (:class:`~ctxwin.pricing.Pricing`, per million tokens; the tier ``price.above`` when
+    the prompt is longer than its ``tokens``). ``None`` when a price it needs is
+    unknown."""
     if price is None:
         return None
     tier = price.above
@@ -252,7 +284,8 @@ def input_cost(prompt: int, read: int, written: int, price: Pricing | None) -> f
     for tokens, per_million in (
         (fresh, price.input),
         (read, price.cache_read),
-        (written, price.cache_write),
+        (written - hour, price.cache_write),
+        (hour, price.cache_write_1h),
     ):
         if tokens:
             if per_million is None:
@@ -279,10 +312,12 @@ class Ledger:
         self.marked = False
         self.read = 0
         self.written = 0
+        self.written_1h = 0
         self.sent = 0
         self.cost: float | None = 0.0
         self.reported_read: int | None = None
         self.reported_written: int | None = None
+        self.reported_written_1h: int | None = None
         self.reported_cost: float | None = None
         self.priced_reports = True
         self.now = ScaleNow()
@@ -304,11 +339,13 @@ class Ledger:
         reported: int | None,
         usage: Mapping[str, Any] | None,
         at: float | None = None,
+        ttl: int | None = None,
     ) -> dict[str, Any]:
         """Send ``plan``'s request laid out as ``laid`` (``marks``: its ``cache_control``
-        marks, ``None`` when it has none) at ``at`` (seconds; ``None``: right after the
-        call before) after the calls before it; the row's keys."""
-        from ctxwin.calibration import cache_tokens_from_usage
+        marks, ``None`` when it has none; ``ttl``: the lifetime they ask for,
+        :func:`body_ttl`, else what the log shows) at ``at`` (seconds; ``None``: right
+        after the call before) after the calls before it; the row's keys."""
+        from ctxwin.calibration import cache_tokens_from_usage, hour_writes_from_usage
 
         spec = plan.budget.spec
         if self.cache is None:
@@ -325,15 +362,19 @@ class Ledger:
         row: dict[str, Any] = {}
         if self.rules is None or self.rules.kind is None:
             row["cached_tokens"] = row["cache_write_tokens"] = None
-            use = Use()
+            row["cache_write_1h_tokens"] = None
+            use, hour = Use(), 0
         else:
             if isinstance(usage, Mapping):
                 self.ttl = written_ttl(usage, self.ttl)
-            use = self.cache.send(Sent(laid, marks or (), at, self.ttl))
+            life = ttl if ttl is not None else self.ttl
+            use = self.cache.send(Sent(laid, marks or (), at, life))
             row["cached_tokens"], row["cache_write_tokens"] = use.read, use.written
+            row["cache_write_1h_tokens"] = hour = use.written if life == HOUR else 0
+            self.written_1h += hour
             self.read += use.read
             self.written += use.written
-        cost = input_cost(prompt, use.read, use.written, self.price)
+        cost = input_cost(prompt, use.read, use.written, self.price, hour)
         if self.rules is None or self.rules.kind is None:
             cost = None
         row["input_cost"] = _usd(cost)
@@ -346,8 +387,12 @@ class Ledger:
             if got_written is not None:
                 row["reported_cache_write_tokens"] = got_written
                 self.reported_written = (self.reported_written or 0) + got_written
+            got_hour = hour_writes_from_usage(usage)
+            if got_hour is not None:
+                row["reported_cache_write_1h_tokens"] = got_hour
+                self.reported_written_1h = (self.reported_written_1h or 0) + got_hour
             if reported is not None and got_read is not None:
-                paid = input_cost(reported, got_read, got_written or 0, self.price)
+                paid = input_cost(reported, got_read, got_written or 0, self.price, got_hour or 0)
                 row["reported_input_cost"] = _usd(paid)
                 if paid is None:
                     self.priced_reports = False
@@ -362,9 +407,11 @@ class Ledger:
             "tokens_sent": self.sent,
             "cached_tokens": self.read if known else None,
             "cache_write_tokens": self.written if known else None,
+            "cache_write_1h_tokens": self.written_1h if known else None,
             "input_cost": _usd(self.cost) if known else None,
             "reported_cached_tokens": self.reported_read,
             "reported_cache_write_tokens": self.reported_written,
+            "reported_cache_write_1h_tokens": self.reported_written_1h,
             "reported_input_cost": _usd(self.reported_cost) if self.priced_reports else None,
             "price": self.price.as_dict() if self.price is not None else None,
             "price_source": self.price_source,

@@ -59,10 +59,16 @@ class ReplayRow(Fitted, total=False):
     that is not sent (truncated) has none of the keys below."""
     cache_write_tokens: int | None
     """Prompt tokens it would write to the cache (Anthropic's billed writes)."""
+    cache_write_1h_tokens: int | None
+    """Of those, the ones written for an hour (marks with ``ttl: "1h"``: billed at
+    ``cache_write_1h``, 2 × input at Anthropic, not 1.25 ×)."""
     reported_cached_tokens: int
     """The cache reads the call's usage logs, where it logs them."""
     reported_cache_write_tokens: int
     """The cache writes the call's usage logs (Anthropic), where it logs them."""
+    reported_cache_write_1h_tokens: int
+    """Of those, the ones written for an hour, where the log breaks writes down
+    (Anthropic's ``cache_creation.ephemeral_1h_input_tokens``)."""
     input_cost: float | None
     """USD for the prompt as fitted and sent, at the model's prices with the predicted
     cache use; ``None`` when a price it needs is unknown."""
@@ -99,8 +105,10 @@ class ReplayReport(TypedDict):
     """Prompt tokens of the calls sent, as fitted (their estimates)."""
     cached_tokens: int | None
     cache_write_tokens: int | None
+    cache_write_1h_tokens: int | None
     reported_cached_tokens: int | None
     reported_cache_write_tokens: int | None
+    reported_cache_write_1h_tokens: int | None
     input_cost: float | None
     """USD over the calls sent (``None``: a price or the caching rules unknown)."""
     reported_input_cost: float | None

@@ -13,7 +13,7 @@ from typing import Any
 
 from ctxwin.calibration import fit_overhead, prompt_tokens_from_usage
 from ctxwin.core import INVALID, STATUSES, Transcript, load
-from ctxwin.costing import Ledger, body_marks, laid_plan, laid_prefix
+from ctxwin.costing import Ledger, body_marks, body_ttl, laid_plan, laid_prefix
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.formats import get_adapter
 from ctxwin.incremental import Prefixes
@@ -154,6 +154,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     manager = run_manager(settings, run, hint, estimator, learn)
     ledger = Ledger(run.shape)
     marked = body_marks(whole.body) if whole is not None else None
+    marked_ttl = body_ttl(whole.body) if whole is not None else None
     rows: list[ReplayRow] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
@@ -203,11 +204,13 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             ledger.rescale(r, manager.learn_overhead and manager.learned)
             if prefixes is not None and r.gap is None:
                 laid = laid_prefix(prefixes, r, ledger.now)
-                marks = _kept_marks(marked, r)
+                marks, ttl = _kept_marks(marked, r), marked_ttl
             else:
                 laid = laid_plan(fitted, ledger.now)
-                marks = body_marks(fitted.output())
-            rows[-1].update(ledger.add(fitted, laid, marks, reported, usage, at))  # type: ignore[typeddict-item]
+                sent = fitted.output()
+                marks, ttl = body_marks(sent), body_ttl(sent)
+            costs = ledger.add(fitted, laid, marks, reported, usage, at, ttl)
+            rows[-1].update(costs)  # type: ignore[typeddict-item]
         prev = (usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:

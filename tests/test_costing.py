@@ -15,7 +15,15 @@ import orjson
 import pytest
 
 from ctxwin.calibration import cache_tokens_from_usage
-from ctxwin.costing import SESSION_MARKS, body_marks, input_cost, policies
+from ctxwin.costing import (
+    FIVE_MINUTES,
+    HOUR,
+    SESSION_MARKS,
+    body_marks,
+    body_ttl,
+    input_cost,
+    policies,
+)
 from ctxwin.errors import UsageError
 from ctxwin.pricing import Pricing
 from ctxwin.runs import read_runs
@@ -62,11 +70,38 @@ def test_input_cost_bills_uncached_cached_and_written_tokens_at_their_prices() -
     assert input_cost(250_000, 0, 0, SONNET) == pytest.approx(250_000 * 6.0 / 1e6)
 
 
+def test_one_hour_writes_are_billed_at_their_own_price() -> None:
+    # 10,000 tokens: 1,000 written for five minutes at 3.75, 2,000 for an hour at 6.0
+    assert input_cost(10_000, 0, 3_000, SONNET, hour=2_000) == pytest.approx(
+        (7_000 * 3.0 + 1_000 * 3.75 + 2_000 * 6.0) / 1e6
+    )
+    # the long-context tier has its own one-hour price
+    assert input_cost(250_000, 0, 1_000, SONNET, hour=1_000) == pytest.approx(
+        (249_000 * 6.0 + 1_000 * 12.0) / 1e6
+    )
+
+
 def test_an_unknown_price_gives_no_cost_never_a_guess() -> None:
     assert input_cost(1000, 0, 0, None) is None
     no_cache_price = Pricing(input=2.5)
     assert input_cost(1000, 0, 0, no_cache_price) == pytest.approx(2.5 / 1000)
     assert input_cost(1000, 500, 0, no_cache_price) is None
+    five_minutes_only = Pricing(3.0, 15.0, 0.3, 3.75)
+    assert input_cost(1000, 0, 500, five_minutes_only) is not None
+    assert input_cost(1000, 0, 500, five_minutes_only, hour=500) is None
+
+
+def test_body_ttl_is_the_lifetime_the_last_mark_asks_for() -> None:
+    five = {"type": "ephemeral"}
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    tools = [{"name": "t", "input_schema": {}, "cache_control": hour}]
+    system = [{"type": "text", "text": "s", "cache_control": hour}]
+    user = {"role": "user", "content": [{"type": "text", "text": "a", "cache_control": five}]}
+    assert body_ttl({"tools": tools, "system": system}) == HOUR
+    assert body_ttl({"tools": tools, "system": system, "messages": [user]}) == FIVE_MINUTES
+    assert body_ttl({"system": [{"type": "text", "text": "s", "cache_control": five}]}) == 300
+    assert body_ttl({"messages": [{"role": "user", "content": "a"}]}) is None
+    assert body_ttl(["not a body"]) is None
 
 
 def test_body_marks_are_the_blocks_cache_control_ends() -> None:
@@ -97,11 +132,15 @@ def test_policies_read_just_fit_and_block_shares() -> None:
 # --- a recorded Anthropic run with cache marks --------------------------------------------
 
 
-def _anthropic_run(n: int = 4) -> bytes:
+def _anthropic_run(n: int = 4, ttl: str | None = None) -> bytes:
     """``n`` calls of one growing conversation, each marking its last message and the
-    system prompt, each with the usage Anthropic would log: the call before's prompt
-    read, the rest written."""
-    mark = {"cache_control": {"type": "ephemeral"}}
+    system prompt (``ttl``: the lifetime the marks ask for), each with the usage
+    Anthropic would log: the call before's prompt read, the rest written (broken down
+    by lifetime when the marks name one)."""
+    control: dict[str, Any] = {"type": "ephemeral"}
+    if ttl is not None:
+        control["ttl"] = ttl
+    mark = {"cache_control": control}
     system = [{"type": "text", "text": "You are careful. " * 400, **mark}]
     history: list[dict[str, Any]] = []
     lines = []
@@ -116,12 +155,18 @@ def _anthropic_run(n: int = 4) -> bytes:
         history.append({"role": "user", "content": [{"type": "text", "text": f"step {k} " * 300}]})
         history[-1]["content"][0] |= mark
         prompt = 2000 + 700 * k
-        usage = {
+        usage: dict[str, Any] = {
             "input_tokens": 0,
             "cache_read_input_tokens": before,
             "cache_creation_input_tokens": prompt - before,
             "output_tokens": 5,
         }
+        if ttl is not None:
+            hour = prompt - before if ttl == "1h" else 0
+            usage["cache_creation"] = {
+                "ephemeral_5m_input_tokens": prompt - before - hour,
+                "ephemeral_1h_input_tokens": hour,
+            }
         body = {"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": system}
         lines.append({"request": {**body, "messages": list(history)}, "response": {"usage": usage}})
         history.append({"role": "assistant", "content": [{"type": "text", "text": f"did {k}"}]})
@@ -162,6 +207,53 @@ def test_replay_predicts_cache_use_from_the_bodys_marks_and_prices_it() -> None:
     assert rep["reported_cached_tokens"] == sum(r["reported_cached_tokens"] for r in rows)
     assert rep["tokens_sent"] == sum(r["estimated_tokens_after"] for r in rows)
     assert rep["input_cost"] == pytest.approx(sum(r["input_cost"] for r in rows), abs=1e-5)
+
+
+@pytest.mark.parametrize("ttl", ["1h", "5m"])
+def test_writes_are_priced_by_the_lifetime_the_marks_ask_for(ttl: str) -> None:
+    """Marks with ``ttl: "1h"`` write for an hour, billed at ``cache_write_1h`` (2 ×
+    input); the log's ``ephemeral_1h_input_tokens`` prices its own writes the same way."""
+    rep = _replay(_anthropic_run(4, ttl))
+    for row in rep["rows"]:
+        hour = row["cache_write_tokens"] if ttl == "1h" else 0
+        assert row["cache_write_1h_tokens"] == hour
+        expected = input_cost(
+            row["estimated_tokens_after"],
+            row["cached_tokens"],
+            row["cache_write_tokens"],
+            SONNET,
+            hour=hour,
+        )
+        assert row["input_cost"] == pytest.approx(expected, abs=1e-6)
+        logged = row["reported_cache_write_tokens"] if ttl == "1h" else 0
+        assert row["reported_cache_write_1h_tokens"] == logged
+        paid = input_cost(
+            row["reported_tokens"],
+            row["reported_cached_tokens"],
+            row["reported_cache_write_tokens"],
+            SONNET,
+            hour=logged,
+        )
+        assert row["reported_input_cost"] == pytest.approx(paid, abs=1e-6)
+    assert rep["cache_write_1h_tokens"] == (rep["cache_write_tokens"] if ttl == "1h" else 0)
+    five = _replay(_anthropic_run(4))
+    assert five["reported_cache_write_1h_tokens"] is None  # the log does not say
+    if ttl == "1h":
+        assert rep["input_cost"] > five["input_cost"]
+        assert rep["reported_input_cost"] > five["reported_input_cost"]
+    else:
+        assert rep["input_cost"] == five["input_cost"]
+
+
+def test_a_claude_code_log_of_one_hour_writes_prices_them_so() -> None:
+    """Claude Code's log records no marks; its ``ephemeral_1h`` writes show them."""
+    [run] = read_runs(_session(4, None, "1h"))
+    rep = replay_run(run, Settings())
+    assert rep["cache_write_1h_tokens"] == rep["cache_write_tokens"]
+    assert (rep["cache_write_tokens"] or 0) > 0
+    assert rep["reported_cache_write_1h_tokens"] == rep["reported_cache_write_tokens"]
+    [five] = read_runs(_session(4, None, "5m"))
+    assert replay_run(five, Settings())["cache_write_1h_tokens"] == 0
 
 
 def test_a_body_without_marks_reads_nothing_from_an_anthropic_cache() -> None:
@@ -360,6 +452,13 @@ def test_replay_json_and_summary_carry_the_costs(tmp_path: Path) -> None:
     text = _cli("replay", str(path))
     assert b"cache read" in text.stdout and b"input cost $" in text.stdout
     assert b"from the model table" in text.stdout
+    assert b"for an hour" not in text.stdout
+    hour = tmp_path / "hour.jsonl"
+    hour.write_bytes(_anthropic_run(ttl="1h"))
+    [rep] = orjson.loads(_cli("replay", str(hour), "--json").stdout)["runs"]
+    words = b" ".join(_cli("replay", str(hour)).stdout.split())
+    assert f"{rep['cache_write_1h_tokens']:,} of them for an hour) (predicted)".encode() in words
+    assert f"{rep['reported_cache_write_1h_tokens']:,} of them for an hour)".encode() in words
 
 
 def test_compare_replays_once_per_policy(tmp_path: Path) -> None:
