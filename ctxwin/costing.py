@@ -12,13 +12,14 @@ Pure functions and plain data, used by :func:`ctxwin.simulate.replay_run`:
   (:func:`laid_prefix`), else by its content (:func:`laid_plan`): a message a strategy
   edited (a cleared result) then differs from the one before it and from its original;
 * cache marks (Anthropic's ``cache_control``) are read from the body where it has them
-  (:func:`body_marks`), kept where they are; a Claude Code session's log never records
-  them, and Claude Code marks the end of its system prompt and the end of the last
-  message (:data:`SESSION_MARKS`: what its logged ``cache_read_input_tokens`` show);
+  (:func:`body_marks`), kept where they are, with the lifetime they ask for
+  (:func:`body_ttl`); a Claude Code session's log never records them: Claude Code marks
+  its system prompt and the last two messages (:data:`SESSION_MARKS`), for the lifetime
+  its logged writes show (:func:`written_ttl`), and each call is sent at its logged time;
 * the prompt is priced at the model's prices (:func:`input_cost`): uncached tokens at
   the input price, cached ones at the cache-read price, written ones at the cache-write
-  price, all at the long-context tier when the prompt is above it; an unknown price
-  gives ``None``, never a guess.
+  price of their lifetime, all at the long-context tier when the prompt is above it; an
+  unknown price gives ``None``, never a guess.
 """
 
 from __future__ import annotations
@@ -41,14 +42,19 @@ BEFORE = "before the messages"
 """The key of the block before the messages in a growing transcript's requests."""
 
 SESSION_MARKS: dict[str, str] = {
-    "claude-code": "the end of the system prompt and the end of the last message",
+    "claude-code": "the system prompt and the last two messages",
 }
 """Where an agent tool whose session log records no cache marks puts them (by run shape).
 
-Claude Code's logged usage shows it: each call reads the whole prompt of the call before
+Claude Code marks every block of its system prompt and the last content block of each of
+the request's last two messages (an assistant message's last block unless it is a
+thinking block), all with one lifetime: five minutes, or an hour when it asks ``ttl:
+"1h"``. Its logged usage shows it: each call reads the whole prompt of the call before
 (``cache_read_input_tokens`` equals the previous call's read plus its write) and writes
 up to the end of its last message, and a session's first call reads a prefix that an
-earlier session wrote: the system prompt and tools, marked at their end."""
+earlier session wrote: the system prompt and tools. The mark on the message before the
+last keeps the prefix the call before wrote within :data:`~ctxwin.caching.LOOKBACK`
+blocks of a mark when one response adds many blocks."""
 
 _SAMPLING_KEYS = frozenset(
     (
@@ -261,8 +267,9 @@ def written_ttl(usage: Mapping[str, Any], before: int | None = None) -> int | No
 
 
 def session_marks(blocks: int) -> list[int]:
-    """The marks :data:`SESSION_MARKS` assumes for a request of ``blocks`` blocks."""
-    return [0, blocks - 1] if blocks > 1 else [0]
+    """The marks :data:`SESSION_MARKS` assumes for a request of ``blocks`` blocks (block
+    0: what comes before the messages; block ``1 + j``: message ``j``)."""
+    return [0, *range(max(1, blocks - 2), blocks)]
 
 
 def input_cost(

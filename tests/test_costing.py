@@ -23,6 +23,7 @@ from ctxwin.costing import (
     body_ttl,
     input_cost,
     policies,
+    session_marks,
 )
 from ctxwin.errors import UsageError
 from ctxwin.pricing import Pricing
@@ -374,6 +375,25 @@ def test_one_hour_writes_outlive_a_gap_of_minutes() -> None:
     assert rows[3]["cached_tokens"] == rows[2]["estimated_tokens_after"]
     [far] = read_runs(_session(6, [0, 60, 120, 3900, 3960, 4020], "1h"))
     assert replay_run(far, Settings())["rows"][3]["cached_tokens"] == 0  # 63 minutes
+
+
+def test_claude_code_marks_its_system_prompt_and_last_two_messages() -> None:
+    """Block 0 is what comes before the messages, block ``1 + j`` message ``j``. The mark
+    on the message before the last lets a request that adds more than the lookback's
+    blocks still read what the call before wrote: it lies within reach of that mark."""
+    from ctxwin.caching import LOOKBACK, Block, Cache, Sent
+
+    assert [session_marks(n) for n in (1, 2, 3, 6)] == [[0], [0, 1], [0, 1, 2], [0, 4, 5]]
+    before = [Block(0, 15_000), *(Block(k, 100) for k in range(1, 5))]
+    after = [*before, *(Block(k, 50) for k in range(5, 5 + LOOKBACK))]
+    cache = Cache(run_rules())
+    cache.send(Sent(before, session_marks(len(before))))
+    # what the call before wrote ends LOOKBACK blocks before the last mark: out of reach ...
+    assert cache.send(Sent(after, [0, len(after) - 1])).read == 15_000
+    cache = Cache(run_rules())
+    cache.send(Sent(before, session_marks(len(before))))
+    # ... but within it from the mark on the message before the last
+    assert cache.send(Sent(after, session_marks(len(after)))).read == 15_400
 
 
 def test_session_blocks_end_at_the_calls_estimate_pruned_or_not() -> None:
