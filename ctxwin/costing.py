@@ -305,12 +305,66 @@ def _rules_dict(rules: Any) -> dict[str, Any] | None:
     return None if rules is None else dict(rules.as_dict())
 
 
-class Ledger:
-    """A replayed run's cache and bill, one sent call at a time (:meth:`add`), and its
-    totals (:meth:`totals`)."""
+class Breaks:
+    """Where a run's log shows its provider's cache forgetting: a call that read less than
+    the call before it left cached (its logged read plus write), though the call extends
+    that request and comes within the lifetime of what it wrote.
 
-    def __init__(self, shape: str) -> None:
+    One prefix cache does not do that; a provider that answers a session's calls from
+    caches that do not share entries does (Amazon Bedrock's cross-Region inference
+    routes a call to another Region's cache "at times of high demand": its prompt-caching
+    guide). Which call lands where is no rule of the prompt: such a log is reported, not
+    predicted."""
+
+    __slots__ = ("before", "calls", "checked", "tokens")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        """Calls that read less than the call before left cached."""
+        self.tokens = 0
+        """What they read less, in all."""
+        self.checked = 0
+        """Calls whose log says what they read and wrote."""
+        self.before: tuple[int, float | None, int | None] | None = None
+        """What the last such call left cached, when it was sent, and its lifetime."""
+
+    def see(
+        self,
+        read: int,
+        written: int,
+        at: float | None,
+        life: int | None,
+        grows: bool,
+        default: int | None = None,
+    ) -> int:
+        """Take the next call's logged ``read`` and ``written`` tokens (sent at ``at``,
+        writing for ``life`` seconds, ``None``: ``default``, the rules'; ``grows``: its
+        request extends the one before); how many tokens less than the call before left
+        cached it read (0: none)."""
+        self.checked += 1
+        short = 0
+        if self.before is not None and grows:
+            prefix, when, lived = self.before
+            lived = lived if lived is not None else default
+            if at is None or when is None or lived is None or at - when <= lived:
+                short = max(0, prefix - read)
+        if short:
+            self.calls += 1
+            self.tokens += short
+        cached = read + written
+        self.before = (cached, at, life) if cached else None
+        return short
+
+
+class Ledger:
+    """A replayed run's cache and bill, one sent call at a time (:meth:`add`), its log's
+    calls (:meth:`log`), and its totals (:meth:`totals`)."""
+
+    def __init__(self, shape: str, grows: bool = False) -> None:
         self.shape = shape
+        self.grows = grows
+        """Whether each call's request (as logged) extends the one before: a transcript."""
+        self.breaks = Breaks()
         self.assumed = SESSION_MARKS.get(shape)
         self.cache: Cache | None = None
         self.rules: Any = None
@@ -337,6 +391,27 @@ class Ledger:
         """Size the requests at the scale ``result`` (the fit of the call about to be
         sent) was predicted at."""
         self.now.scale = Scale(result.calibration, result.overhead, learned)
+
+    def log(
+        self, usage: Mapping[str, Any] | None, at: float | None, ttl: int | None = None
+    ) -> dict[str, Any]:
+        """Take what the next call's log says (``usage``, sent at ``at``; ``ttl``: the
+        lifetime its body's marks ask for, else what the log shows): the lifetime its
+        marks asked for, and whether its provider forgot what the call before wrote
+        (:class:`Breaks`). Called for every call, sent or not, before :meth:`add`; the
+        row's keys."""
+        from ctxwin.calibration import cache_tokens_from_usage
+
+        if not isinstance(usage, Mapping):
+            return {}
+        self.ttl = written_ttl(usage, self.ttl)
+        read, written = cache_tokens_from_usage(usage)
+        if read is None or written is None:
+            return {}
+        life = ttl if ttl is not None else self.ttl
+        default = None if self.rules is None else self.rules.ttl_seconds
+        short = self.breaks.see(read, written, at, life, self.grows, default)
+        return {"reported_cache_break_tokens": short} if short else {}
 
     def add(
         self,
@@ -372,8 +447,6 @@ class Ledger:
             row["cache_write_1h_tokens"] = None
             use, hour = Use(), 0
         else:
-            if isinstance(usage, Mapping):
-                self.ttl = written_ttl(usage, self.ttl)
             life = ttl if ttl is not None else self.ttl
             use = self.cache.send(Sent(laid, marks or (), at, life))
             row["cached_tokens"], row["cache_write_tokens"] = use.read, use.written
@@ -410,6 +483,7 @@ class Ledger:
     def totals(self) -> dict[str, Any]:
         """The run's totals (``None``: unknown) and where its prices and rules came from."""
         known = self.rules is not None and self.rules.kind is not None
+        checked = self.grows and self.breaks.checked > 0
         return {
             "tokens_sent": self.sent,
             "cached_tokens": self.read if known else None,
@@ -420,6 +494,8 @@ class Ledger:
             "reported_cache_write_tokens": self.reported_written,
             "reported_cache_write_1h_tokens": self.reported_written_1h,
             "reported_input_cost": _usd(self.reported_cost) if self.priced_reports else None,
+            "reported_cache_breaks": self.breaks.calls if checked else None,
+            "reported_cache_break_tokens": self.breaks.tokens if checked else None,
             "price": self.price.as_dict() if self.price is not None else None,
             "price_source": self.price_source,
             "cache_rules": _rules_dict(self.rules),

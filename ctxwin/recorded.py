@@ -48,6 +48,10 @@ class Run:
     sent_at: dict[int, float] = field(default_factory=dict)
     """When the call that produced the model message at each index was sent (seconds
     since the epoch), where the recording says."""
+    served_by: str | None = None
+    """The service that answered the run's calls, where the recording shows it (an
+    Anthropic response id names it: ``msg_bdrk_…`` Amazon Bedrock, ``msg_vrtx_…`` Google
+    Vertex AI)."""
     recorded: list[Call] | None = None
     """The recorded calls, for runs that are lists of calls."""
     error: str | None = None

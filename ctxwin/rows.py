@@ -69,6 +69,10 @@ class ReplayRow(Fitted, total=False):
     reported_cache_write_1h_tokens: int
     """Of those, the ones written for an hour, where the log breaks writes down
     (Anthropic's ``cache_creation.ephemeral_1h_input_tokens``)."""
+    reported_cache_break_tokens: int
+    """Where the log shows the call read less than the call before left cached (its read
+    plus write, within its lifetime): how much less (``ctxwin.costing.Breaks``). Sent
+    or not."""
     input_cost: float | None
     """USD for the prompt as fitted and sent, at the model's prices with the predicted
     cache use; ``None`` when a price it needs is unknown."""
@@ -112,6 +116,16 @@ class ReplayReport(TypedDict):
     input_cost: float | None
     """USD over the calls sent (``None``: a price or the caching rules unknown)."""
     reported_input_cost: float | None
+    reported_cache_breaks: int | None
+    """Calls whose log shows they read less than the call before left cached
+    (``ctxwin.costing.Breaks``): a provider whose calls reach caches that do not share
+    entries. ``None`` when the log does not say what calls read and wrote."""
+    reported_cache_break_tokens: int | None
+    """What those calls read less, in all."""
+    served_by: str | None
+    """The service that answered, where the log shows it (Claude Code's response ids:
+    ``msg_bdrk_…`` Amazon Bedrock, ``msg_vrtx_…`` Google Vertex AI, ``msg_…``
+    Anthropic)."""
     price: dict[str, Any] | None
     """The model's prices, USD per million tokens (``models.json``'s shape)."""
     price_source: str | None

@@ -152,7 +152,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         hint = next((h for h in (_hint(c) for c, _ in read) if h), None)
     learn = learns_overhead(run, learn_overhead)
     manager = run_manager(settings, run, hint, estimator, learn)
-    ledger = Ledger(run.shape)
+    ledger = Ledger(run.shape, grows=run.recorded is None)
     marked = body_marks(whole.body) if whole is not None else None
     marked_ttl = body_ttl(whole.body) if whole is not None else None
     rows: list[ReplayRow] = []
@@ -165,6 +165,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         elif prev[0] is not None:
             manager.observe(prev[0], raw_tokens=prev[1])
         reported = _reported(usage)
+        logged = ledger.log(usage, at, marked_ttl if whole is not None else body_ttl(request))
         try:
             if prefixes is not None and whole is not None:
                 fitted = manager.evaluate_prefix(prefixes, ends[k - 1], whole)
@@ -181,6 +182,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                     "status": INVALID,
                     "reported_tokens": reported,
                     "error": str(exc),
+                    **logged,  # type: ignore[typeddict-item]
                 }
             )
             prev = (None, 0)  # nothing to learn from it; keep what was learned
@@ -195,9 +197,10 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 "run": run.name,
                 "call": k,
                 "where": where_k,
-                **fitted.row(),  # type: ignore[typeddict-item]
+                **fitted.row(),
                 "reported_tokens": reported,
                 "under_estimate": reported is not None and r.estimated_tokens < reported,
+                **logged,  # type: ignore[typeddict-item]
             }
         )
         if not r.overflow_at_floor:  # a call that is sent
@@ -244,6 +247,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "peak_call": peak_call,
         "next_request": nxt,
         "rows": rows,
+        "served_by": run.served_by,
         **ledger.totals(),  # type: ignore[typeddict-item]
     }
 

@@ -367,6 +367,15 @@ def cost_words(rep: ReplayReport) -> str:
             logged += f", written {rep['reported_cache_write_tokens']:,}"
             logged += _for_an_hour(rep.get("reported_cache_write_1h_tokens"))
         parts.append(logged)
+    breaks = rep.get("reported_cache_breaks")
+    if breaks:
+        served = rep.get("served_by")
+        parts.append(
+            f"the log shows {plural(breaks, 'call')} reading "
+            f"{rep.get('reported_cache_break_tokens') or 0:,} tokens less than the call "
+            "before had cached: the provider answered them from caches without that "
+            "prefix, which no rule predicts" + (f" (served by {served})" if served else "")
+        )
     cost = rep["input_cost"]
     if cost is not None:
         money = f"input cost ${cost:.4f}"

@@ -43,7 +43,7 @@ in the file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,13 @@ _KNOWN_TYPES = frozenset(
         "queue-operation",
     )
 )
+_SERVICES = (
+    ("msg_bdrk_", "Amazon Bedrock"),
+    ("msg_vrtx_", "Google Vertex AI"),
+    ("msg_", "Anthropic"),
+)
+"""How an Anthropic response id names the service that answered (first match)."""
+
 _SYNTHETIC = "<synthetic>"
 """The model Claude Code names on messages it wrote itself (API errors): no call was made."""
 
@@ -433,8 +440,19 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
     body["messages"] = messages
     calls = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     models = sorted(counts, key=lambda m: -counts[m])
+    served = _served_by(p.mid for p in parts if isinstance(p, _Response))
     if len(models) <= 1:
-        return [Run(name, NAME, body=body, usage_at=usage_at, sent_at=sent_at, fmt="anthropic")]
+        return [
+            Run(
+                name,
+                NAME,
+                body=body,
+                usage_at=usage_at,
+                sent_at=sent_at,
+                served_by=served,
+                fmt="anthropic",
+            )
+        ]
     runs = []
     for model in models:
         mine = frozenset(i for i in calls if model_at.get(i, main_model) == model)
@@ -450,8 +468,21 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
                 body=sub,
                 usage_at={i: u for i, u in usage_at.items() if i in mine},
                 sent_at={i: t for i, t in sent_at.items() if i in mine},
+                served_by=served,
                 fmt="anthropic",
                 calls_at=mine,
             )
         )
     return runs
+
+
+def _served_by(ids: Iterable[str | None]) -> str | None:
+    """The services the response ids name (:data:`_SERVICES`), in the order first named;
+    ``None`` when none does."""
+    names: dict[str, None] = {}
+    for mid in ids:
+        if mid is not None:
+            name = next((n for prefix, n in _SERVICES if mid.startswith(prefix)), None)
+            if name is not None:
+                names[name] = None
+    return ", ".join(names) or None
