@@ -305,24 +305,30 @@ def _rules_dict(rules: Any) -> dict[str, Any] | None:
     return None if rules is None else dict(rules.as_dict())
 
 
-class Breaks:
-    """Where a run's log shows its provider's cache forgetting: a call that read less than
-    the call before it left cached (its logged read plus write), though the call extends
-    that request and comes within the lifetime of what it wrote.
+class CacheLog:
+    """What a run's log shows its provider's cache doing that no rule of one cache does.
 
-    One prefix cache does not do that; a provider that answers a session's calls from
-    caches that do not share entries does (Amazon Bedrock's cross-Region inference
-    routes a call to another Region's cache "at times of high demand": its prompt-caching
-    guide). Which call lands where is no rule of the prompt: such a log is reported, not
-    predicted."""
+    * *Breaks*: a call that read less than the call before it left cached (its logged
+      read plus write), though the call extends that request and comes within the
+      lifetime of what it wrote. A provider that answers a session's calls from caches
+      that do not share entries does that (Amazon Bedrock's cross-Region inference
+      routes a call to another Region's cache "at times of high demand": its
+      prompt-caching guide); which call lands where is no rule of the prompt.
+    * *Uncached calls*: a marked request at least the model's shortest cacheable prefix
+      that neither read nor wrote: it reached the provider without its marks (caching
+      turned off, or a gateway that drops ``cache_control``).
 
-    __slots__ = ("before", "calls", "checked", "tokens")
+    Such a log is reported, not predicted: the prediction stays the rules'."""
+
+    __slots__ = ("before", "breaks", "checked", "tokens", "uncached")
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.breaks = 0
         """Calls that read less than the call before left cached."""
         self.tokens = 0
         """What they read less, in all."""
+        self.uncached = 0
+        """Marked calls long enough to cache that neither read nor wrote."""
         self.checked = 0
         """Calls whose log says what they read and wrote."""
         self.before: tuple[int, float | None, int | None] | None = None
@@ -336,12 +342,16 @@ class Breaks:
         life: int | None,
         grows: bool,
         default: int | None = None,
+        cacheable: bool = False,
     ) -> int:
         """Take the next call's logged ``read`` and ``written`` tokens (sent at ``at``,
         writing for ``life`` seconds, ``None``: ``default``, the rules'; ``grows``: its
-        request extends the one before); how many tokens less than the call before left
+        request extends the one before; ``cacheable``: it was marked and at least the
+        shortest cacheable prefix); how many tokens less than the call before left
         cached it read (0: none)."""
         self.checked += 1
+        if cacheable and not read and not written:
+            self.uncached += 1
         short = 0
         if self.before is not None and grows:
             prefix, when, lived = self.before
@@ -349,7 +359,7 @@ class Breaks:
             if at is None or when is None or lived is None or at - when <= lived:
                 short = max(0, prefix - read)
         if short:
-            self.calls += 1
+            self.breaks += 1
             self.tokens += short
         cached = read + written
         self.before = (cached, at, life) if cached else None
@@ -364,7 +374,7 @@ class Ledger:
         self.shape = shape
         self.grows = grows
         """Whether each call's request (as logged) extends the one before: a transcript."""
-        self.breaks = Breaks()
+        self.logged = CacheLog()
         self.assumed = SESSION_MARKS.get(shape)
         self.cache: Cache | None = None
         self.rules: Any = None
@@ -393,14 +403,18 @@ class Ledger:
         self.now.scale = Scale(result.calibration, result.overhead, learned)
 
     def log(
-        self, usage: Mapping[str, Any] | None, at: float | None, ttl: int | None = None
+        self,
+        usage: Mapping[str, Any] | None,
+        at: float | None,
+        ttl: int | None = None,
+        rules: Any = None,
     ) -> dict[str, Any]:
         """Take what the next call's log says (``usage``, sent at ``at``; ``ttl``: the
-        lifetime its body's marks ask for, else what the log shows): the lifetime its
-        marks asked for, and whether its provider forgot what the call before wrote
-        (:class:`Breaks`). Called for every call, sent or not, before :meth:`add`; the
-        row's keys."""
-        from ctxwin.calibration import cache_tokens_from_usage
+        lifetime its body's marks ask for, ``None`` when it has none; ``rules``: the
+        model's caching rules): the lifetime its marks asked for, and what its provider's
+        cache did that one cache would not (:class:`CacheLog`). Called for every call,
+        sent or not, before :meth:`add`; the row's keys."""
+        from ctxwin.calibration import cache_tokens_from_usage, prompt_tokens_from_usage
 
         if not isinstance(usage, Mapping):
             return {}
@@ -409,8 +423,16 @@ class Ledger:
         if read is None or written is None:
             return {}
         life = ttl if ttl is not None else self.ttl
-        default = None if self.rules is None else self.rules.ttl_seconds
-        short = self.breaks.see(read, written, at, life, self.grows, default)
+        default = None if rules is None else rules.ttl_seconds
+        least = None if rules is None else rules.min_prefix
+        prompt = prompt_tokens_from_usage(usage)
+        cacheable = (
+            (self.assumed is not None or ttl is not None)
+            and least is not None
+            and prompt is not None
+            and prompt >= least
+        )
+        short = self.logged.see(read, written, at, life, self.grows, default, cacheable)
         return {"reported_cache_break_tokens": short} if short else {}
 
     def add(
@@ -483,7 +505,7 @@ class Ledger:
     def totals(self) -> dict[str, Any]:
         """The run's totals (``None``: unknown) and where its prices and rules came from."""
         known = self.rules is not None and self.rules.kind is not None
-        checked = self.grows and self.breaks.checked > 0
+        checked = self.grows and self.logged.checked > 0
         return {
             "tokens_sent": self.sent,
             "cached_tokens": self.read if known else None,
@@ -494,8 +516,9 @@ class Ledger:
             "reported_cache_write_tokens": self.reported_written,
             "reported_cache_write_1h_tokens": self.reported_written_1h,
             "reported_input_cost": _usd(self.reported_cost) if self.priced_reports else None,
-            "reported_cache_breaks": self.breaks.calls if checked else None,
-            "reported_cache_break_tokens": self.breaks.tokens if checked else None,
+            "reported_cache_breaks": self.logged.breaks if checked else None,
+            "reported_cache_break_tokens": self.logged.tokens if checked else None,
+            "reported_uncached_calls": self.logged.uncached if self.logged.checked else None,
             "price": self.price.as_dict() if self.price is not None else None,
             "price_source": self.price_source,
             "cache_rules": _rules_dict(self.rules),

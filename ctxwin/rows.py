@@ -71,7 +71,7 @@ class ReplayRow(Fitted, total=False):
     (Anthropic's ``cache_creation.ephemeral_1h_input_tokens``)."""
     reported_cache_break_tokens: int
     """Where the log shows the call read less than the call before left cached (its read
-    plus write, within its lifetime): how much less (``ctxwin.costing.Breaks``). Sent
+    plus write, within its lifetime): how much less (``ctxwin.costing.CacheLog``). Sent
     or not."""
     input_cost: float | None
     """USD for the prompt as fitted and sent, at the model's prices with the predicted
@@ -118,10 +118,15 @@ class ReplayReport(TypedDict):
     reported_input_cost: float | None
     reported_cache_breaks: int | None
     """Calls whose log shows they read less than the call before left cached
-    (``ctxwin.costing.Breaks``): a provider whose calls reach caches that do not share
+    (``ctxwin.costing.CacheLog``): a provider whose calls reach caches that do not share
     entries. ``None`` when the log does not say what calls read and wrote."""
     reported_cache_break_tokens: int | None
     """What those calls read less, in all."""
+    reported_uncached_calls: int | None
+    """Calls whose log shows they neither read from nor wrote to the cache, though marked
+    (the body's marks, or the agent tool's) and at least the model's shortest cacheable
+    prefix: they reached the provider without their marks. ``None`` when the log does
+    not say what calls read and wrote."""
     served_by: str | None
     """The service that answered, where the log shows it (Claude Code's response ids:
     ``msg_bdrk_…`` Amazon Bedrock, ``msg_vrtx_…`` Google Vertex AI, ``msg_…``

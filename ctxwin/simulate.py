@@ -165,7 +165,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         elif prev[0] is not None:
             manager.observe(prev[0], raw_tokens=prev[1])
         reported = _reported(usage)
-        logged = ledger.log(usage, at, marked_ttl if whole is not None else body_ttl(request))
+        ttl = marked_ttl if whole is not None else body_ttl(request)
         try:
             if prefixes is not None and whole is not None:
                 fitted = manager.evaluate_prefix(prefixes, ends[k - 1], whole)
@@ -174,6 +174,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             else:
                 fitted = manager.evaluate_transcript(transcript)
         except CtxwinError as exc:
+            logged = ledger.log(usage, at, ttl, ledger.rules)
             rows.append(
                 {
                     "run": run.name,
@@ -188,6 +189,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             prev = (None, 0)  # nothing to learn from it; keep what was learned
             continue
         r = fitted.result
+        logged = ledger.log(usage, at, ttl, fitted.budget.spec.cache)
         if fitted.changed and first_pruned is None:
             first_pruned = k
         if r.overflow_at_floor and first_truncated is None:
@@ -207,7 +209,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             ledger.rescale(r, manager.learn_overhead and manager.learned)
             if prefixes is not None and r.gap is None:
                 laid = laid_prefix(prefixes, r, ledger.now)
-                marks, ttl = _kept_marks(marked, r), marked_ttl
+                marks = _kept_marks(marked, r)
             else:
                 laid = laid_plan(fitted, ledger.now)
                 sent = fitted.output()

@@ -433,6 +433,41 @@ def test_a_log_without_cache_counts_or_of_separate_requests_is_not_checked() -> 
     assert replay_run(bare, Settings())["reported_cache_breaks"] is None
 
 
+def _uncached(data: bytes) -> bytes:
+    """``data``'s lines with every usage logging its whole prompt as uncached input."""
+    lines = [orjson.loads(line) for line in data.splitlines()]
+    for line in lines:
+        usage = (line.get("message") or line.get("response") or {}).get("usage")
+        if usage:
+            usage["input_tokens"] += usage["cache_read_input_tokens"]
+            usage["input_tokens"] += usage["cache_creation_input_tokens"]
+            usage["cache_read_input_tokens"] = usage["cache_creation_input_tokens"] = 0
+    return b"\n".join(orjson.dumps(line) for line in lines) + b"\n"
+
+
+def test_a_log_of_marked_calls_that_never_touch_the_cache_is_reported(tmp_path: Path) -> None:
+    """Claude Code marks its requests; a log whose calls, long past the model's shortest
+    cacheable prefix, read and write nothing shows requests that reached the provider
+    without their marks (caching turned off, or a gateway dropping ``cache_control``)."""
+    plain = _uncached(_session(5))
+    [run] = read_runs(plain)
+    rep = replay_run(run, Settings())
+    assert [r["reported_cached_tokens"] for r in rep["rows"]] == [0] * 5
+    assert [r["reported_cache_write_tokens"] for r in rep["rows"]] == [0] * 5
+    assert rep["reported_uncached_calls"] == 5
+    assert rep["reported_cache_breaks"] == 0  # nothing was cached to forget
+    [cached] = read_runs(_session(5))
+    assert replay_run(cached, Settings())["reported_uncached_calls"] == 0
+    path = tmp_path / "off.jsonl"
+    path.write_bytes(plain)
+    words = b" ".join(_cli("replay", str(path)).stdout.split())
+    assert b"the log shows 5 marked calls long enough to cache reading and writing" in words
+    # a recorded body without marks reads and writes nothing at Anthropic: as expected
+    unmarked = _anthropic_run().replace(b',"cache_control":{"type":"ephemeral"}', b"")
+    assert _replay(_uncached(unmarked))["reported_uncached_calls"] == 0
+    assert _replay(_uncached(_anthropic_run()))["reported_uncached_calls"] == 4
+
+
 @pytest.mark.parametrize(
     ("prefix", "service"),
     [
@@ -687,7 +722,8 @@ def test_claude_code_corpus_cache_reads_in_total() -> None:
     are within 10 % of what one cache would have read by the logs' own counts (the
     logged reads plus the shortfalls the logs show). The shortfalls come only where a
     service other than Anthropic's API answered (Amazon Bedrock: calls routed to caches
-    that do not share entries), never in a session sent straight to Anthropic."""
+    that do not share entries), never in a session sent straight to Anthropic; and every
+    session's calls did cache (the marks reached the provider)."""
     reps = [
         replay_run(run, Settings(context_length=1_000_000))
         for path in sorted((AGENT_TOOLS / "claude-code").glob("*.jsonl"))
@@ -709,4 +745,6 @@ def test_claude_code_corpus_cache_reads_in_total() -> None:
         rel=0.10,
     )
     assert all(r["served_by"] not in (None, "Anthropic") for r in split)
+    # the gateway passed the marks on: no marked call long enough to cache went uncached
+    assert all(r["reported_uncached_calls"] == 0 for r in reps)
     assert all(r["reported_cache_breaks"] == 0 for r in reps if r["served_by"] == "Anthropic")

@@ -376,6 +376,13 @@ def cost_words(rep: ReplayReport) -> str:
             "before had cached: the provider answered them from caches without that "
             "prefix, which no rule predicts" + (f" (served by {served})" if served else "")
         )
+    uncached = rep.get("reported_uncached_calls")
+    if uncached:
+        parts.append(
+            f"the log shows {plural(uncached, 'marked call')} long enough to cache reading "
+            "and writing nothing: the requests reached the provider without their marks "
+            "(caching turned off, or a gateway that drops cache_control)"
+        )
     cost = rep["input_cost"]
     if cost is not None:
         money = f"input cost ${cost:.4f}"
