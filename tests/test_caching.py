@@ -76,6 +76,22 @@ def test_entries_expire_after_their_lifetime_since_last_use() -> None:
     assert [u.read for u in use] == [0, 1920, 0]  # 700 s after the last use: gone
 
 
+def test_an_entry_lives_the_lifetime_its_request_asked_for() -> None:
+    """Anthropic's marks may ask for an hour (``ttl: "1h"``): what such a request writes
+    outlives the rules' five minutes; a five-minute entry does not."""
+    a = blocks(3000)
+    b = [*a, Block(1, 100)]
+    late = 600.0  # ten minutes after the first request
+    hour = cache_use([Sent(a, [0], at=0, ttl=3600), Sent(b, [1], at=late)], ANTHROPIC)
+    five = cache_use([Sent(a, [0], at=0, ttl=300), Sent(b, [1], at=late)], ANTHROPIC)
+    rules = cache_use([Sent(a, [0], at=0), Sent(b, [1], at=late)], ANTHROPIC)
+    assert hour[1] == Use(3000, 100)
+    assert five[1] == rules[1] == Use(0, 3100)
+    # an hour-long entry expires too, an hour after its last use
+    gone = cache_use([Sent(a, [0], at=0, ttl=3600), Sent(b, [1], at=3700)], ANTHROPIC)
+    assert gone[1] == Use(0, 3100)
+
+
 def test_breakpoints_write_at_marks_and_read_the_longest_written_prefix() -> None:
     one = blocks(3000, 200)
     two = [*one, *blocks(400, 100, start=2)]

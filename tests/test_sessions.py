@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +292,46 @@ def test_claude_code_compaction_sidechain_and_side_model() -> None:
     assert reported(runs["main segment 2"]) == [24000]
     assert runs["main segment 2"].body["messages"][0]["content"][0]["text"].startswith("Summary")
     assert reported(runs["agent-ab12"]) == [9000]
+
+
+def test_claude_code_calls_are_timed_by_the_first_line_of_their_response() -> None:
+    """A response is sent once: its time is that of its first line (the lines after it
+    are written as its blocks stream); a line without a time, or with a time that is
+    not ISO 8601 with a zone, gives the call none."""
+    data = jsonl(
+        cc_line("user", "u1", None, "read both", timestamp="2026-01-21T06:19:38.056Z"),
+        cc_line(
+            "assistant",
+            "a1",
+            "u1",
+            "ok",
+            mid="m1",
+            usage=20000,
+            timestamp="2026-01-21T06:19:40.612Z",
+        ),
+        cc_line(
+            "assistant",
+            "a2",
+            "a1",
+            tool_use("t1"),
+            mid="m1",
+            usage=20000,
+            timestamp="2026-01-21T06:20:05.000Z",
+        ),
+        cc_line("user", "r1", "a2", tool_result("t1"), timestamp="2026-01-21T06:20:06.000Z"),
+        cc_line(
+            "assistant", "a3", "r1", "done", usage=20300, timestamp="2026-01-21T07:26:07+01:00"
+        ),
+        cc_line("user", "u2", "a3", "and?"),
+        cc_line("assistant", "a4", "u2", "more", usage=20400, timestamp="yesterday"),
+        cc_line("user", "u3", "a4", "and?"),
+        cc_line("assistant", "a5", "u3", "more", usage=20500),
+    )
+    [run] = read_runs(data)
+    first = datetime(2026, 1, 21, 6, 19, 40, 612000, tzinfo=UTC).timestamp()
+    third = datetime(2026, 1, 21, 6, 26, 7, tzinfo=UTC).timestamp()
+    assert run.sent_at == {1: first, 3: third}
+    assert sorted(run.usage_at) == [1, 3, 5, 7]
 
 
 def test_claude_code_missing_field_is_named() -> None:

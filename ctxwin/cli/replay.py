@@ -251,7 +251,7 @@ def price_words(p: Mapping[str, Any]) -> str:
     words = ", ".join(
         f"{k.replace('_', ' ')} {v:g}"
         for k, v in price.items()
-        if k in ("input", "cache_read", "cache_write")
+        if k in ("input", "cache_read", "cache_write", "cache_write_1h")
     )
     rules = p["cache_rules"]
     cache = "no caching rules known" if not rules else f"cache {rules.get('kind')}"
@@ -358,14 +358,31 @@ def cost_words(rep: ReplayReport) -> str:
         parts.append("cache: no caching rules known for the model")
     else:
         parts.append(
-            f"cache read {rep['cached_tokens']:,}, written {rep['cache_write_tokens']:,} "
-            "(predicted)"
+            f"cache read {rep['cached_tokens']:,}, written {rep['cache_write_tokens']:,}"
+            f"{_for_an_hour(rep.get('cache_write_1h_tokens'))} (predicted)"
         )
     if rep["reported_cached_tokens"] is not None:
         logged = f"logged: read {rep['reported_cached_tokens']:,}"
         if rep["reported_cache_write_tokens"] is not None:
             logged += f", written {rep['reported_cache_write_tokens']:,}"
+            logged += _for_an_hour(rep.get("reported_cache_write_1h_tokens"))
         parts.append(logged)
+    breaks = rep.get("reported_cache_breaks")
+    if breaks:
+        served = rep.get("served_by")
+        parts.append(
+            f"the log shows {plural(breaks, 'call')} reading "
+            f"{rep.get('reported_cache_break_tokens') or 0:,} tokens less than the call "
+            "before had cached: the provider answered them from caches without that "
+            "prefix, which no rule predicts" + (f" (served by {served})" if served else "")
+        )
+    uncached = rep.get("reported_uncached_calls")
+    if uncached:
+        parts.append(
+            f"the log shows {plural(uncached, 'marked call')} long enough to cache reading "
+            "and writing nothing: the requests reached the provider without their marks "
+            "(caching turned off, or a gateway that drops cache_control)"
+        )
     cost = rep["input_cost"]
     if cost is not None:
         money = f"input cost ${cost:.4f}"
@@ -384,6 +401,11 @@ def cost_words(rep: ReplayReport) -> str:
         )
     )
     return "; ".join(parts)
+
+
+def _for_an_hour(tokens: int | None) -> str:
+    """How many of the writes were for an hour (``""`` for none)."""
+    return f" ({tokens:,} of them for an hour)" if tokens else ""
 
 
 def render_chart(rows: Sequence[Mapping[str, Any]], console: Console) -> None:

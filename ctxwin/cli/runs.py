@@ -93,8 +93,9 @@ def replay(
     the turns dropped, and names the first call that would be pruned or
     truncated, then what the run's prompts cost: the tokens a provider's
     prompt cache would read and write (the requests as fitted and sent, at
-    the model's caching rules), those the log reports, and the input cost
-    at the model's prices. Exit 0 when every run survives (fits or is
+    the model's caching rules and the log's times), those the log reports
+    (and where it shows calls reading less than one cache would), and the
+    input cost at the model's prices. Exit 0 when every run survives (fits or is
     pruned), 3 when some call would be truncated, 1 when the run cannot be
     read.
     """

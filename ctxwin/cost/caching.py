@@ -13,12 +13,13 @@ content is edited) and its tokens. Providers cache *prefixes* of requests:
   is written; a request reads the longest written prefix that ends at one of its block
   boundaries no more than :data:`LOOKBACK` blocks before one of its own marks, and
   writes what lies between that and its last mark. Writes are billed (1.25 × input for
-  the five-minute cache).
+  the five-minute cache, 2 × input for the one-hour cache).
 
 Blocks are compared whole: a request that shares part of a block with an earlier one is
 taken to share none of it (the provider matches tokens, so it may read a little more).
-An entry lives ``ttl_seconds`` from its last use; requests without times are taken to
-follow each other within it.
+An entry lives from its last use for the lifetime its request's marks ask (Anthropic's
+``cache_control`` ``ttl``: five minutes, or an hour) or, when the request names none, the
+rules' ``ttl_seconds``; requests without times are taken to follow each other within it.
 
 A request is compared with the :data:`HISTORY` requests before it (in an agent loop each
 extends the one before, or a fit cut it): a few list comparisons in C per request, so a
@@ -76,6 +77,9 @@ class Sent(NamedTuple):
     """Indices of the blocks a cache mark ends (``breakpoints`` only), ascending."""
     at: float | None = None
     """When it was sent (seconds); ``None``: right after the request before."""
+    ttl: int | None = None
+    """How long what it writes lives from its last use (seconds: Anthropic's ``ttl`` of
+    its marks, 300 or 3,600); ``None``: the rules' ``ttl_seconds``."""
 
 
 class Use(NamedTuple):
@@ -170,20 +174,30 @@ extends the one before or is cut from it, so the last few hold every prefix it c
 class _Entry:
     """An earlier request as the cache keeps it."""
 
-    __slots__ = ("at", "keys", "marks", "tokens")
+    __slots__ = ("at", "keys", "marks", "tokens", "ttl")
 
     def __init__(
-        self, keys: list[object], tokens: Sequence[int], marks: Sequence[int], at: float | None
+        self,
+        keys: list[object],
+        tokens: Sequence[int],
+        marks: Sequence[int],
+        at: float | None,
+        ttl: int | None = None,
     ):
         self.keys = keys
         self.tokens = tokens
         """``tokens[i]``: the tokens of blocks ``[0, i)``."""
         self.marks = marks
         self.at = at
+        self.ttl = ttl
+        """Its own lifetime (the request's marks asked for it), else ``None``."""
 
 
 def _alive(entry: _Entry, now: float | None, ttl: int | None) -> bool:
-    return now is None or entry.at is None or ttl is None or now - entry.at <= ttl
+    """Whether ``entry`` is still cached at ``now``: it lives its own lifetime, else
+    ``ttl`` (the rules'), from its last use."""
+    life = entry.ttl if entry.ttl is not None else ttl
+    return now is None or entry.at is None or life is None or now - entry.at <= life
 
 
 def _shared(a: list[object], b: list[object]) -> int:
@@ -205,6 +219,6 @@ def _shared(a: list[object], b: list[object]) -> int:
 def _entry(sent: Sent) -> _Entry:
     blocks = sent.blocks
     if isinstance(blocks, Laid):
-        return _Entry(blocks.keys, blocks.ends, sent.marks, sent.at)
+        return _Entry(blocks.keys, blocks.ends, sent.marks, sent.at, sent.ttl)
     tokens = [0, *accumulate(b.tokens for b in blocks)]
-    return _Entry([b.key for b in blocks], tokens, sent.marks, sent.at)
+    return _Entry([b.key for b in blocks], tokens, sent.marks, sent.at, sent.ttl)

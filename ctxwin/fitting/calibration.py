@@ -128,6 +128,17 @@ def cache_tokens_from_usage(usage: Mapping[str, Any]) -> tuple[int | None, int |
     return None, None
 
 
+def hour_writes_from_usage(usage: Mapping[str, Any]) -> int | None:
+    """Of the cache writes an Anthropic usage object reports, those written for an hour
+    (``cache_creation.ephemeral_1h_input_tokens``: marks with ``ttl: "1h"``, billed at
+    2 × input; the rest, ``ephemeral_5m_input_tokens``, live five minutes, billed at
+    1.25 ×). ``None`` when the usage does not break its writes down by lifetime."""
+    creation = usage.get("cache_creation")
+    if not isinstance(creation, Mapping) or "ephemeral_1h_input_tokens" not in creation:
+        return None
+    return _int(creation["ephemeral_1h_input_tokens"])
+
+
 FRESH_FACTOR = 3.0
 """The factor for content no report has counted yet, until two reports measure one
 (see :class:`OverheadLearner`)."""

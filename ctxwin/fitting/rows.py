@@ -59,10 +59,20 @@ class ReplayRow(Fitted, total=False):
     that is not sent (truncated) has none of the keys below."""
     cache_write_tokens: int | None
     """Prompt tokens it would write to the cache (Anthropic's billed writes)."""
+    cache_write_1h_tokens: int | None
+    """Of those, the ones written for an hour (marks with ``ttl: "1h"``: billed at
+    ``cache_write_1h``, 2 × input at Anthropic, not 1.25 ×)."""
     reported_cached_tokens: int
     """The cache reads the call's usage logs, where it logs them."""
     reported_cache_write_tokens: int
     """The cache writes the call's usage logs (Anthropic), where it logs them."""
+    reported_cache_write_1h_tokens: int
+    """Of those, the ones written for an hour, where the log breaks writes down
+    (Anthropic's ``cache_creation.ephemeral_1h_input_tokens``)."""
+    reported_cache_break_tokens: int
+    """Where the log shows the call read less than the call before left cached (its read
+    plus write, within its lifetime): how much less (``ctxwin.runs.billing.CacheLog``). Sent
+    or not."""
     input_cost: float | None
     """USD for the prompt as fitted and sent, at the model's prices with the predicted
     cache use; ``None`` when a price it needs is unknown."""
@@ -99,11 +109,28 @@ class ReplayReport(TypedDict):
     """Prompt tokens of the calls sent, as fitted (their estimates)."""
     cached_tokens: int | None
     cache_write_tokens: int | None
+    cache_write_1h_tokens: int | None
     reported_cached_tokens: int | None
     reported_cache_write_tokens: int | None
+    reported_cache_write_1h_tokens: int | None
     input_cost: float | None
     """USD over the calls sent (``None``: a price or the caching rules unknown)."""
     reported_input_cost: float | None
+    reported_cache_breaks: int | None
+    """Calls whose log shows they read less than the call before left cached
+    (``ctxwin.runs.billing.CacheLog``): a provider whose calls reach caches that do not share
+    entries. ``None`` when the log does not say what calls read and wrote."""
+    reported_cache_break_tokens: int | None
+    """What those calls read less, in all."""
+    reported_uncached_calls: int | None
+    """Calls whose log shows they neither read from nor wrote to the cache, though marked
+    (the body's marks, or the agent tool's) and at least the model's shortest cacheable
+    prefix: they reached the provider without their marks. ``None`` when the log does
+    not say what calls read and wrote."""
+    served_by: str | None
+    """The service that answered, where the log shows it (Claude Code's response ids:
+    ``msg_bdrk_…`` Amazon Bedrock, ``msg_vrtx_…`` Google Vertex AI, ``msg_…``
+    Anthropic)."""
     price: dict[str, Any] | None
     """The model's prices, USD per million tokens (``models.json``'s shape)."""
     price_source: str | None

@@ -12,13 +12,14 @@ Pure functions and plain data, used by :func:`ctxwin.runs.simulate.replay_run`:
   (:func:`laid_prefix`), else by its content (:func:`laid_plan`): a message a strategy
   edited (a cleared result) then differs from the one before it and from its original;
 * cache marks (Anthropic's ``cache_control``) are read from the body where it has them
-  (:func:`body_marks`), kept where they are; a Claude Code session's log never records
-  them, and Claude Code marks the end of its system prompt and the end of the last
-  message (:data:`SESSION_MARKS`: what its logged ``cache_read_input_tokens`` show);
+  (:func:`body_marks`), kept where they are, with the lifetime they ask for
+  (:func:`body_ttl`); a Claude Code session's log never records them: Claude Code marks
+  its system prompt and the last two messages (:data:`SESSION_MARKS`), for the lifetime
+  its logged writes show (:func:`written_ttl`), and each call is sent at its logged time;
 * the prompt is priced at the model's prices (:func:`input_cost`): uncached tokens at
   the input price, cached ones at the cache-read price, written ones at the cache-write
-  price, all at the long-context tier when the prompt is above it; an unknown price
-  gives ``None``, never a guess.
+  price of their lifetime, all at the long-context tier when the prompt is above it; an
+  unknown price gives ``None``, never a guess.
 """
 
 from __future__ import annotations
@@ -41,14 +42,19 @@ BEFORE = "before the messages"
 """The key of the block before the messages in a growing transcript's requests."""
 
 SESSION_MARKS: dict[str, str] = {
-    "claude-code": "the end of the system prompt and the end of the last message",
+    "claude-code": "the system prompt and the last two messages",
 }
 """Where an agent tool whose session log records no cache marks puts them (by run shape).
 
-Claude Code's logged usage shows it: each call reads the whole prompt of the call before
+Claude Code marks every block of its system prompt and the last content block of each of
+the request's last two messages (an assistant message's last block unless it is a
+thinking block), all with one lifetime: five minutes, or an hour when it asks ``ttl:
+"1h"``. Its logged usage shows it: each call reads the whole prompt of the call before
 (``cache_read_input_tokens`` equals the previous call's read plus its write) and writes
 up to the end of its last message, and a session's first call reads a prefix that an
-earlier session wrote: the system prompt and tools, marked at their end."""
+earlier session wrote: the system prompt and tools. The mark on the message before the
+last keeps the prefix the call before wrote within :data:`~ctxwin.cost.caching.LOOKBACK`
+blocks of a mark when one response adds many blocks."""
 
 _SAMPLING_KEYS = frozenset(
     (
@@ -214,16 +220,67 @@ def body_marks(body: Any) -> list[int] | None:
     return marks or None
 
 
+HOUR = 3600
+"""Anthropic's longer cache lifetime (``cache_control: {"type": "ephemeral", "ttl": "1h"}``)."""
+
+FIVE_MINUTES = 300
+"""Anthropic's default cache lifetime (a mark without ``ttl``, or ``ttl: "5m"``)."""
+
+
+def body_ttl(body: Any) -> int | None:
+    """The lifetime ``body``'s last ``cache_control`` mark asks for (tools, then the
+    system prompt, then the messages, in the order the prompt is cached): :data:`HOUR`
+    for ``ttl: "1h"``, else :data:`FIVE_MINUTES`; ``None`` when it marks nothing. (The
+    prefix up to the last mark is what the next request reads; marks of one request
+    that ask for both lifetimes are priced at the last one's.)"""
+    if not isinstance(body, Mapping):
+        return None
+    last: Any = None
+    for key in ("tools", "system", "messages"):
+        values = body.get(key)
+        if not isinstance(values, list):
+            continue
+        for value in values:
+            if not isinstance(value, Mapping):
+                continue
+            blocks = value.get("content")
+            for block in [value, *(blocks if isinstance(blocks, list) else ())]:
+                if isinstance(block, Mapping) and block.get("cache_control") is not None:
+                    last = block["cache_control"]
+    if last is None:
+        return None
+    return HOUR if isinstance(last, Mapping) and last.get("ttl") == "1h" else FIVE_MINUTES
+
+
+def written_ttl(usage: Mapping[str, Any], before: int | None = None) -> int | None:
+    """The lifetime a call's marks asked for, as its logged ``usage`` shows: an hour when
+    it wrote only one-hour entries (``cache_creation.ephemeral_1h_input_tokens``), the
+    rules' own (``None``) when it wrote five-minute ones; ``before`` (what the calls
+    before showed) when it wrote nothing or does not break its writes down."""
+    from ctxwin.fitting.calibration import cache_tokens_from_usage, hour_writes_from_usage
+
+    hour = hour_writes_from_usage(usage)
+    written = cache_tokens_from_usage(usage)[1]
+    if hour is None or not written:
+        return before
+    return HOUR if hour >= written else None
+
+
 def session_marks(blocks: int) -> list[int]:
-    """The marks :data:`SESSION_MARKS` assumes for a request of ``blocks`` blocks."""
-    return [0, blocks - 1] if blocks > 1 else [0]
+    """The marks :data:`SESSION_MARKS` assumes for a request of ``blocks`` blocks (block
+    0: what comes before the messages; block ``1 + j``: message ``j``)."""
+    return [0, *range(max(1, blocks - 2), blocks)]
 
 
-def input_cost(prompt: int, read: int, written: int, price: Pricing | None) -> float | None:
+def input_cost(
+    prompt: int, read: int, written: int, price: Pricing | None, hour: int = 0
+) -> float | None:
     """USD for a prompt of ``prompt`` tokens of which ``read`` came from the cache and
-    ``written`` were written to it (:class:`~ctxwin.cost.pricing.Pricing`, per million tokens;
-    the tier ``price.above`` when the prompt is longer than its ``tokens``). ``None``
-    when a price it needs is unknown."""
+    ``written`` were written to it, ``hour`` of those for an hour (billed at
+    ``cache_write_1h``, the rest at ``cache_write``: Anthropic's 2 × and 1.25 × input)
+    (:class:`~ctxwin.cost.pricing.Pricing`, per million tokens; the tier ``price.above`` when
+    the prompt is longer than its ``tokens``). ``None`` when a price it needs is
+    unknown."""
     if price is None:
         return None
     tier = price.above
@@ -234,7 +291,8 @@ def input_cost(prompt: int, read: int, written: int, price: Pricing | None) -> f
     for tokens, per_million in (
         (fresh, price.input),
         (read, price.cache_read),
-        (written, price.cache_write),
+        (written - hour, price.cache_write),
+        (hour, price.cache_write_1h),
     ):
         if tokens:
             if per_million is None:
@@ -247,12 +305,76 @@ def _rules_dict(rules: Any) -> dict[str, Any] | None:
     return None if rules is None else dict(rules.as_dict())
 
 
-class Ledger:
-    """A replayed run's cache and bill, one sent call at a time (:meth:`add`), and its
-    totals (:meth:`totals`)."""
+class CacheLog:
+    """What a run's log shows its provider's cache doing that no rule of one cache does.
 
-    def __init__(self, shape: str) -> None:
+    * *Breaks*: a call that read less than the call before it left cached (its logged
+      read plus write), though the call extends that request and comes within the
+      lifetime of what it wrote. A provider that answers a session's calls from caches
+      that do not share entries does that (Amazon Bedrock's cross-Region inference
+      routes a call to another Region's cache "at times of high demand": its
+      prompt-caching guide); which call lands where is no rule of the prompt.
+    * *Uncached calls*: a marked request at least the model's shortest cacheable prefix
+      that neither read nor wrote: it reached the provider without its marks (caching
+      turned off, or a gateway that drops ``cache_control``).
+
+    Such a log is reported, not predicted: the prediction stays the rules'."""
+
+    __slots__ = ("before", "breaks", "checked", "tokens", "uncached")
+
+    def __init__(self) -> None:
+        self.breaks = 0
+        """Calls that read less than the call before left cached."""
+        self.tokens = 0
+        """What they read less, in all."""
+        self.uncached = 0
+        """Marked calls long enough to cache that neither read nor wrote."""
+        self.checked = 0
+        """Calls whose log says what they read and wrote."""
+        self.before: tuple[int, float | None, int | None] | None = None
+        """What the last such call left cached, when it was sent, and its lifetime."""
+
+    def see(
+        self,
+        read: int,
+        written: int,
+        at: float | None,
+        life: int | None,
+        grows: bool,
+        default: int | None = None,
+        cacheable: bool = False,
+    ) -> int:
+        """Take the next call's logged ``read`` and ``written`` tokens (sent at ``at``,
+        writing for ``life`` seconds, ``None``: ``default``, the rules'; ``grows``: its
+        request extends the one before; ``cacheable``: it was marked and at least the
+        shortest cacheable prefix); how many tokens less than the call before left
+        cached it read (0: none)."""
+        self.checked += 1
+        if cacheable and not read and not written:
+            self.uncached += 1
+        short = 0
+        if self.before is not None and grows:
+            prefix, when, lived = self.before
+            lived = lived if lived is not None else default
+            if at is None or when is None or lived is None or at - when <= lived:
+                short = max(0, prefix - read)
+        if short:
+            self.breaks += 1
+            self.tokens += short
+        cached = read + written
+        self.before = (cached, at, life) if cached else None
+        return short
+
+
+class Ledger:
+    """A replayed run's cache and bill, one sent call at a time (:meth:`add`), its log's
+    calls (:meth:`log`), and its totals (:meth:`totals`)."""
+
+    def __init__(self, shape: str, grows: bool = False) -> None:
         self.shape = shape
+        self.grows = grows
+        """Whether each call's request (as logged) extends the one before: a transcript."""
+        self.logged = CacheLog()
         self.assumed = SESSION_MARKS.get(shape)
         self.cache: Cache | None = None
         self.rules: Any = None
@@ -261,19 +383,57 @@ class Ledger:
         self.marked = False
         self.read = 0
         self.written = 0
+        self.written_1h = 0
         self.sent = 0
         self.cost: float | None = 0.0
         self.reported_read: int | None = None
         self.reported_written: int | None = None
+        self.reported_written_1h: int | None = None
         self.reported_cost: float | None = None
         self.priced_reports = True
         self.now = ScaleNow()
         """The scale the requests are laid out at (:meth:`rescale`)."""
+        self.ttl: int | None = None
+        """The lifetime the run's marks ask for, as its log shows (:func:`written_ttl`):
+        ``None`` for the rules' own."""
 
     def rescale(self, result: FitResult, learned: bool) -> None:
         """Size the requests at the scale ``result`` (the fit of the call about to be
         sent) was predicted at."""
         self.now.scale = Scale(result.calibration, result.overhead, learned)
+
+    def log(
+        self,
+        usage: Mapping[str, Any] | None,
+        at: float | None,
+        ttl: int | None = None,
+        rules: Any = None,
+    ) -> dict[str, Any]:
+        """Take what the next call's log says (``usage``, sent at ``at``; ``ttl``: the
+        lifetime its body's marks ask for, ``None`` when it has none; ``rules``: the
+        model's caching rules): the lifetime its marks asked for, and what its provider's
+        cache did that one cache would not (:class:`CacheLog`). Called for every call,
+        sent or not, before :meth:`add`; the row's keys."""
+        from ctxwin.fitting.calibration import cache_tokens_from_usage, prompt_tokens_from_usage
+
+        if not isinstance(usage, Mapping):
+            return {}
+        self.ttl = written_ttl(usage, self.ttl)
+        read, written = cache_tokens_from_usage(usage)
+        if read is None or written is None:
+            return {}
+        life = ttl if ttl is not None else self.ttl
+        default = None if rules is None else rules.ttl_seconds
+        least = None if rules is None else rules.min_prefix
+        prompt = prompt_tokens_from_usage(usage)
+        cacheable = (
+            (self.assumed is not None or ttl is not None)
+            and least is not None
+            and prompt is not None
+            and prompt >= least
+        )
+        short = self.logged.see(read, written, at, life, self.grows, default, cacheable)
+        return {"reported_cache_break_tokens": short} if short else {}
 
     def add(
         self,
@@ -282,10 +442,14 @@ class Ledger:
         marks: Sequence[int] | None,
         reported: int | None,
         usage: Mapping[str, Any] | None,
+        at: float | None = None,
+        ttl: int | None = None,
     ) -> dict[str, Any]:
         """Send ``plan``'s request laid out as ``laid`` (``marks``: its ``cache_control``
-        marks, ``None`` when it has none) after the calls before it; the row's keys."""
-        from ctxwin.fitting.calibration import cache_tokens_from_usage
+        marks, ``None`` when it has none; ``ttl``: the lifetime they ask for,
+        :func:`body_ttl`, else what the log shows) at ``at`` (seconds; ``None``: right
+        after the call before) after the calls before it; the row's keys."""
+        from ctxwin.fitting.calibration import cache_tokens_from_usage, hour_writes_from_usage
 
         spec = plan.budget.spec
         if self.cache is None:
@@ -302,13 +466,17 @@ class Ledger:
         row: dict[str, Any] = {}
         if self.rules is None or self.rules.kind is None:
             row["cached_tokens"] = row["cache_write_tokens"] = None
-            use = Use()
+            row["cache_write_1h_tokens"] = None
+            use, hour = Use(), 0
         else:
-            use = self.cache.send(Sent(laid, marks or ()))
+            life = ttl if ttl is not None else self.ttl
+            use = self.cache.send(Sent(laid, marks or (), at, life))
             row["cached_tokens"], row["cache_write_tokens"] = use.read, use.written
+            row["cache_write_1h_tokens"] = hour = use.written if life == HOUR else 0
+            self.written_1h += hour
             self.read += use.read
             self.written += use.written
-        cost = input_cost(prompt, use.read, use.written, self.price)
+        cost = input_cost(prompt, use.read, use.written, self.price, hour)
         if self.rules is None or self.rules.kind is None:
             cost = None
         row["input_cost"] = _usd(cost)
@@ -321,8 +489,12 @@ class Ledger:
             if got_written is not None:
                 row["reported_cache_write_tokens"] = got_written
                 self.reported_written = (self.reported_written or 0) + got_written
+            got_hour = hour_writes_from_usage(usage)
+            if got_hour is not None:
+                row["reported_cache_write_1h_tokens"] = got_hour
+                self.reported_written_1h = (self.reported_written_1h or 0) + got_hour
             if reported is not None and got_read is not None:
-                paid = input_cost(reported, got_read, got_written or 0, self.price)
+                paid = input_cost(reported, got_read, got_written or 0, self.price, got_hour or 0)
                 row["reported_input_cost"] = _usd(paid)
                 if paid is None:
                     self.priced_reports = False
@@ -333,14 +505,20 @@ class Ledger:
     def totals(self) -> dict[str, Any]:
         """The run's totals (``None``: unknown) and where its prices and rules came from."""
         known = self.rules is not None and self.rules.kind is not None
+        checked = self.grows and self.logged.checked > 0
         return {
             "tokens_sent": self.sent,
             "cached_tokens": self.read if known else None,
             "cache_write_tokens": self.written if known else None,
+            "cache_write_1h_tokens": self.written_1h if known else None,
             "input_cost": _usd(self.cost) if known else None,
             "reported_cached_tokens": self.reported_read,
             "reported_cache_write_tokens": self.reported_written,
+            "reported_cache_write_1h_tokens": self.reported_written_1h,
             "reported_input_cost": _usd(self.reported_cost) if self.priced_reports else None,
+            "reported_cache_breaks": self.logged.breaks if checked else None,
+            "reported_cache_break_tokens": self.logged.tokens if checked else None,
+            "reported_uncached_calls": self.logged.uncached if self.logged.checked else None,
             "price": self.price.as_dict() if self.price is not None else None,
             "price_source": self.price_source,
             "cache_rules": _rules_dict(self.rules),

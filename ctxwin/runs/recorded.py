@@ -29,6 +29,8 @@ class Call:
     """Where the call is in its source (``interactions[2]``, ``messages[14]``)."""
     model: str | None = None
     """Model named outside the body (a request URI), for bodies that name none."""
+    at: float | None = None
+    """When it was sent (seconds since the epoch), where the recording says."""
 
 
 @dataclass(slots=True)
@@ -43,6 +45,13 @@ class Run:
     """The whole transcript, for transcript runs."""
     usage_at: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     """Usage reported for the call that produced the model message at each index."""
+    sent_at: dict[int, float] = field(default_factory=dict)
+    """When the call that produced the model message at each index was sent (seconds
+    since the epoch), where the recording says."""
+    served_by: str | None = None
+    """The service that answered the run's calls, where the recording shows it (an
+    Anthropic response id names it: ``msg_bdrk_…`` Amazon Bedrock, ``msg_vrtx_…`` Google
+    Vertex AI)."""
     recorded: list[Call] | None = None
     """The recorded calls, for runs that are lists of calls."""
     error: str | None = None
@@ -122,6 +131,7 @@ def prepared_calls(
     estimator: Estimator | None = None,
     fmt: str = AUTO,
     calls_at: frozenset[int] | None = None,
+    sent_at: Mapping[int, float] | None = None,
 ) -> list[tuple[Call, Transcript]]:
     """The calls of a transcript, each with its request already read.
 
@@ -129,15 +139,16 @@ def prepared_calls(
     cost vectors) of that one reading, so a run of *n* calls costs one
     estimate of the transcript, not *n* — unless it holds a provider compaction,
     when each call's request is read whole. ``calls_at`` keeps only the model
-    messages at those indices as calls.
+    messages at those indices as calls; ``sent_at`` gives their times.
     """
     t = load(body, fmt, estimator)
     view = t.view
     usage_at = usage_at or {}
+    sent_at = sent_at or {}
     out = []
     for i in model_messages(view, calls_at):
         request = t.adapter.write(body, list(range(i)))
-        call = Call(request, usage_at.get(i), view.where(i))
+        call = Call(request, usage_at.get(i), view.where(i), at=sent_at.get(i))
         if view.pinned:
             # a compaction: what it discounts or pins depends on where the request ends,
             # and an earlier request may not hold it at all, so each is read whole

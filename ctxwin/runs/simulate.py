@@ -30,7 +30,7 @@ from ctxwin.fitting.rows import (
 from ctxwin.formats import get_adapter
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import Call, Run, prepared_calls
-from ctxwin.runs.billing import Ledger, body_marks, laid_plan, laid_prefix
+from ctxwin.runs.billing import Ledger, body_marks, body_ttl, laid_plan, laid_prefix
 from ctxwin.runs.recorded import model_messages
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
@@ -111,8 +111,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     estimator = settings.make_estimator(run_model(run))
     if run.error is not None:
         raise InputError(run.error)
-    # (request, usage, where, transcript read already) of each call
-    prepared: list[tuple[Any, Mapping[str, Any] | None, str, Transcript | None]]
+    # (request, usage, where, transcript read already, when sent) of each call
+    prepared: list[tuple[Any, Mapping[str, Any] | None, str, Transcript | None, float | None]]
     hint: str | None = None
     prefixes: Prefixes | None = None
     ends: list[int] = []
@@ -130,35 +130,42 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         t = whole
         prefixes = Prefixes(t.view, estimator, t.adapter.problems, complete=True)
         ends = model_messages(t.view, run.calls_at)
-        usage_at = run.usage_at
+        usage_at, sent_at = run.usage_at, run.sent_at
         where = t.view.where
-        prepared = [(None, usage_at.get(i), where(i), None) for i in ends]
+        prepared = [(None, usage_at.get(i), where(i), None, sent_at.get(i)) for i in ends]
     else:
         read: list[tuple[Call, Transcript | None]]
         if run.recorded is None:
             read = list(
                 prepared_calls(
-                    run.body, run.usage_at, estimator, run.format_for(settings.fmt), run.calls_at
+                    run.body,
+                    run.usage_at,
+                    estimator,
+                    run.format_for(settings.fmt),
+                    run.calls_at,
+                    run.sent_at,
                 )
             )
         else:
             read = [(call, None) for call in run.recorded]
-        prepared = [(c.request, c.usage, c.where, t) for c, t in read]
+        prepared = [(c.request, c.usage, c.where, t, c.at) for c, t in read]
         hint = next((h for h in (_hint(c) for c, _ in read) if h), None)
     learn = learns_overhead(run, learn_overhead)
     manager = run_manager(settings, run, hint, estimator, learn)
-    ledger = Ledger(run.shape)
+    ledger = Ledger(run.shape, grows=run.recorded is None)
     marked = body_marks(whole.body) if whole is not None else None
+    marked_ttl = body_ttl(whole.body) if whole is not None else None
     rows: list[ReplayRow] = []
     first_pruned: int | None = None
     first_truncated: int | None = None
     prev: tuple[Mapping[str, Any] | None, int] | None = None
-    for k, (request, usage, where_k, transcript) in enumerate(prepared, 1):
+    for k, (request, usage, where_k, transcript, at) in enumerate(prepared, 1):
         if prev is None:
             manager.reset()
         elif prev[0] is not None:
             manager.observe(prev[0], raw_tokens=prev[1])
         reported = _reported(usage)
+        ttl = marked_ttl if whole is not None else body_ttl(request)
         try:
             if prefixes is not None and whole is not None:
                 fitted = manager.evaluate_prefix(prefixes, ends[k - 1], whole)
@@ -167,6 +174,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             else:
                 fitted = manager.evaluate_transcript(transcript)
         except CtxwinError as exc:
+            logged = ledger.log(usage, at, ttl, ledger.rules)
             rows.append(
                 {
                     "run": run.name,
@@ -175,11 +183,13 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                     "status": INVALID,
                     "reported_tokens": reported,
                     "error": str(exc),
+                    **logged,  # type: ignore[typeddict-item]
                 }
             )
             prev = (None, 0)  # nothing to learn from it; keep what was learned
             continue
         r = fitted.result
+        logged = ledger.log(usage, at, ttl, fitted.budget.spec.cache)
         if fitted.changed and first_pruned is None:
             first_pruned = k
         if r.overflow_at_floor and first_truncated is None:
@@ -189,9 +199,10 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 "run": run.name,
                 "call": k,
                 "where": where_k,
-                **fitted.row(),  # type: ignore[typeddict-item]
+                **fitted.row(),
                 "reported_tokens": reported,
                 "under_estimate": reported is not None and r.estimated_tokens < reported,
+                **logged,  # type: ignore[typeddict-item]
             }
         )
         if not r.overflow_at_floor:  # a call that is sent
@@ -201,8 +212,10 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 marks = _kept_marks(marked, r)
             else:
                 laid = laid_plan(fitted, ledger.now)
-                marks = body_marks(fitted.output())
-            rows[-1].update(ledger.add(fitted, laid, marks, reported, usage))  # type: ignore[typeddict-item]
+                sent = fitted.output()
+                marks, ttl = body_marks(sent), body_ttl(sent)
+            costs = ledger.add(fitted, laid, marks, reported, usage, at, ttl)
+            rows[-1].update(costs)  # type: ignore[typeddict-item]
         prev = (usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
@@ -236,6 +249,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "peak_call": peak_call,
         "next_request": nxt,
         "rows": rows,
+        "served_by": run.served_by,
         **ledger.totals(),  # type: ignore[typeddict-item]
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from ctxwin.errors import InputError
@@ -54,3 +55,16 @@ def as_int(value: Any) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def line_time(value: Mapping[str, Any]) -> datetime | None:
+    """A line's ``timestamp`` (ISO 8601 with its zone, ``Z`` for UTC), or ``None`` when it
+    is absent or no such time."""
+    text = as_str(value.get("timestamp"))
+    if text is None:
+        return None
+    try:
+        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else None

@@ -31,7 +31,9 @@ the line before it in the conversation. Read by field, tolerating unknown ones:
 * responses of another model than the chain's main one (a small model for
   side tasks) are their own run over the same messages;
 * each response's ``usage`` reports its prompt: ``input_tokens +
-  cache_creation_input_tokens + cache_read_input_tokens``.
+  cache_creation_input_tokens + cache_read_input_tokens``; its call was sent at the
+  ``timestamp`` of its first line, as near as the log says (the request went out a few
+  seconds before its first block was written).
 
 The requests are Anthropic Messages bodies without the system prompt and tool
 definitions Claude Code sends but never records (see the calibration overhead).
@@ -41,13 +43,13 @@ in the file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.errors import InputError
 from ctxwin.runs.recorded import Run
-from ctxwin.sessions._common import as_dict, as_str, need, need_dict
+from ctxwin.sessions._common import as_dict, as_str, line_time, need, need_dict
 
 NAME = "claude-code"
 
@@ -63,6 +65,13 @@ _KNOWN_TYPES = frozenset(
         "queue-operation",
     )
 )
+_SERVICES = (
+    ("msg_bdrk_", "Amazon Bedrock"),
+    ("msg_vrtx_", "Google Vertex AI"),
+    ("msg_", "Anthropic"),
+)
+"""How an Anthropic response id names the service that answered (first match)."""
+
 _SYNTHETIC = "<synthetic>"
 """The model Claude Code names on messages it wrote itself (API errors): no call was made."""
 
@@ -259,6 +268,8 @@ class _Response:
     request: str | None
     prompt: int | None
     model: str | None
+    at: float | None = None
+    """When it was sent, as near as the log says: the ``timestamp`` of its first line."""
     usage: Mapping[str, Any] | None = None
     calls: list[str] = field(default_factory=list)
     """Its ``tool_use`` ids, in the order it made them."""
@@ -348,8 +359,14 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
             response = by_id.get(mid) if mid is not None else None
             if response is None or not response.joins(request, prompt):
                 model = as_str(msg.get("model"))
+                stamp = line_time(value)
                 response = _Response(
-                    {"role": "assistant", "content": []}, mid, request, prompt, model
+                    {"role": "assistant", "content": []},
+                    mid,
+                    request,
+                    prompt,
+                    model,
+                    None if stamp is None else stamp.timestamp(),
                 )
                 parts.append(response)
                 if mid is not None:
@@ -392,6 +409,7 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
     messages: list[dict[str, Any]] = []
     usage_at: dict[int, Mapping[str, Any]] = {}
     model_at: dict[int, str] = {}
+    sent_at: dict[int, float] = {}
     for part in parts:
         if isinstance(part, _Response):
             messages.append(part.message)
@@ -399,6 +417,8 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
                 model_at[len(messages) - 1] = part.model
             if part.usage is not None:
                 usage_at[len(messages) - 1] = part.usage
+            if part.at is not None:
+                sent_at[len(messages) - 1] = part.at
             user = part.answer()
         else:
             user = part
@@ -420,8 +440,19 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
     body["messages"] = messages
     calls = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     models = sorted(counts, key=lambda m: -counts[m])
+    served = _served_by(p.mid for p in parts if isinstance(p, _Response))
     if len(models) <= 1:
-        return [Run(name, NAME, body=body, usage_at=usage_at, fmt="anthropic")]
+        return [
+            Run(
+                name,
+                NAME,
+                body=body,
+                usage_at=usage_at,
+                sent_at=sent_at,
+                served_by=served,
+                fmt="anthropic",
+            )
+        ]
     runs = []
     for model in models:
         mine = frozenset(i for i in calls if model_at.get(i, main_model) == model)
@@ -436,8 +467,22 @@ def _segment_runs(lines: list[tuple[str, dict[str, Any]]], name: str) -> list[Ru
                 NAME,
                 body=sub,
                 usage_at={i: u for i, u in usage_at.items() if i in mine},
+                sent_at={i: t for i, t in sent_at.items() if i in mine},
+                served_by=served,
                 fmt="anthropic",
                 calls_at=mine,
             )
         )
     return runs
+
+
+def _served_by(ids: Iterable[str | None]) -> str | None:
+    """The services the response ids name (:data:`_SERVICES`), in the order first named;
+    ``None`` when none does."""
+    names: dict[str, None] = {}
+    for mid in ids:
+        if mid is not None:
+            name = next((n for prefix, n in _SERVICES if mid.startswith(prefix)), None)
+            if name is not None:
+                names[name] = None
+    return ", ".join(names) or None

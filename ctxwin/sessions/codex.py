@@ -46,7 +46,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ctxwin.runs.recorded import Run
-from ctxwin.sessions._common import as_dict, as_int, as_str, need
+from ctxwin.sessions._common import as_dict, as_int, as_str, line_time, need
 
 NAME = "codex"
 
@@ -103,18 +103,6 @@ class _Segment:
         """Whether a response of this segment was replayed."""
 
 
-def _stamp(value: Mapping[str, Any]) -> datetime | None:
-    """The line's ``timestamp``, or ``None`` when it is absent or no ISO time."""
-    text = as_str(value.get("timestamp"))
-    if text is None:
-        return None
-    try:
-        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return stamp if stamp.tzinfo is not None else None
-
-
 class _Replay:
     """Tells the lines a rollout replayed from its parent from its own."""
 
@@ -126,7 +114,7 @@ class _Replay:
 
     def step(self, t: Any, payload: Mapping[str, Any], value: Mapping[str, Any]) -> bool:
         """Whether this line was replayed (the parent's) rather than written by this rollout."""
-        stamp = _stamp(value)
+        stamp = line_time(value)
         if t == "session_meta":
             ident = as_str(payload.get("id"))
             self.metas += 1
