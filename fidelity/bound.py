@@ -83,7 +83,13 @@ from ctxwin.tokens.bound import (
     bound_pieces,
     unicode_subpieces,
 )
-from ctxwin.tokens.vocabulary import bound_vocabulary, fixed_cents, vocab_file
+from ctxwin.tokens.vocabulary import (
+    ANY_PREFIX,
+    PREFIX_BYTES,
+    bound_vocabulary,
+    fixed_cents,
+    vocab_file,
+)
 from fidelity import adversarial
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -461,21 +467,57 @@ def machine_pieces() -> set[bytes]:
     }
 
 
+MORE_WORDS = 60_000
+"""How many of the commonest English words give the vocabulary their forms' any-prefix
+records (:func:`letter_runs`; the :data:`WORDS` commonest have their prefixed forms too)."""
+
+
+def letter_runs(pieces: set[bytes]) -> set[bytes]:
+    """The letter runs that get an any-prefix record
+    (:data:`ctxwin.tokens.vocabulary.ANY_PREFIX`): the letters of every ASCII piece of
+    ``pieces`` that is a letter run alone or after one byte (the four vocabularies' tokens,
+    :func:`word_forms`, :func:`machine_pieces`), and the lower-case, capitalized and
+    upper-case forms of the :data:`MORE_WORDS` commonest English words (``wordfreq``)."""
+    import wordfreq
+
+    out = set()
+    for piece in pieces:
+        letters = piece[1:] if piece[:1] in PREFIX_BYTES else piece
+        if piece.isascii() and letters.isalpha():
+            out.add(letters)
+    for word in wordfreq.top_n_list("en", MORE_WORDS):
+        if word.isascii() and word.isalpha():
+            out |= {form.encode() for form in (word, word.capitalize(), word.upper())}
+    return {letters for letters in out if vocab_shaped(ANY_PREFIX + letters)}
+
+
+def any_prefix_count(letters: bytes, encs: list[object]) -> int:
+    """The most tokens any of ``encs`` gives ``letters`` alone or after any one of
+    :data:`ctxwin.tokens.vocabulary.PREFIX_BYTES`."""
+    texts = [letters.decode()] + [chr(b) + letters.decode() for b in PREFIX_BYTES]
+    return max(int(max(map(e.count, texts))) for e in encs)  # type: ignore[attr-defined]
+
+
 def vocabulary() -> list[tuple[bytes, int]]:
     """(piece, count): every token of the four vocabularies that :func:`vocab_shaped`
     admits, if the largest count of the four tokenizers is at most :data:`VOCAB_MAX`,
     and every :func:`word_forms`, :func:`other_word_forms` and :func:`machine_pieces`
-    piece whatever its count (up to 255), each with that largest count."""
+    piece whatever its count (up to 255), each with that largest count; and an any-prefix
+    record for every :func:`letter_runs` run (:func:`any_prefix_count`)."""
     encs = adversarial.encoders()
     shaped = {t for enc in encs for t in adversarial.vocab_tokens(enc) if vocab_shaped(t)}
     words = word_forms() | other_word_forms() | machine_pieces()
-    out = []
+    counts = {}
     for token in sorted(shaped | words):
         text = token.decode("utf-8")
         count = max(e.count(text) for e in encs)  # type: ignore[attr-defined]
         if count <= VOCAB_MAX or (token in words and count <= 255):
-            out.append((token, count))
-    return out
+            counts[token] = count
+    for letters in letter_runs(shaped | words):
+        count = any_prefix_count(letters, encs)
+        if count <= 255:
+            counts[ANY_PREFIX + letters] = count
+    return sorted(counts.items())
 
 
 CHARS_PATH = ROOT / "ctxwin" / "data" / "char-caps.bin.gz"

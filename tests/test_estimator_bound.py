@@ -29,11 +29,14 @@ from ctxwin.tokens.bound import (
 )
 from ctxwin.tokens.registry import default_calibration, get_estimator
 from ctxwin.tokens.vocabulary import (
+    ANY_PREFIX,
+    PREFIX_BYTES,
     VOCAB_MAGIC,
     BoundVocabulary,
     bound_vocabulary,
     char_caps,
     fixed_cents,
+    prefixed_count,
     run_cap,
     vocab_file,
     vocab_slot,
@@ -71,6 +74,8 @@ def reference_cents(data: bytes) -> int:
         for part in bound_parts(piece, vocab):
             if part in vocab:
                 total += 100 * vocab[part]
+            elif (count := prefixed_count(part, vocab)) is not None:  # letters after any byte
+                total += 100 * count
             elif part[0] >= 0x80:  # each character's cap, of the NFC form if that is more
                 text = part.decode("utf-8", "surrogatepass")
                 caps = char_caps()
@@ -204,12 +209,50 @@ def test_every_vocabulary_count_is_the_largest_of_the_four() -> None:
     assert {b"_baggage", b"Economy", b"JFK", b"/Contents", b"-clients"} <= vocab.keys()
     assert {" Привет".encode(), "→".encode(), " ├".encode()} <= vocab.keys()
     assert {b"/site", b"-packages", b"_dtype"} <= vocab.keys()  # code and paths
+    plain = ((p, c) for p, c in vocab.items() if not p.startswith(ANY_PREFIX))
     wrong = [
         piece
-        for piece, count in vocab.items()
+        for piece, count in plain
         if max(e.count(piece.decode()) for e in encs) != count  # type: ignore[attr-defined]
     ]
     assert wrong == []
+
+
+@needs_bpe
+def test_any_prefix_counts_are_the_largest_after_any_byte() -> None:
+    """An any-prefix record (``ANY_PREFIX + letters``) holds the most tokens any of the four
+    gives the letters alone or after any byte that may open a letter run (every 40th
+    record checked), and a piece of those letters is priced at that count."""
+    encs = _encoders()
+    vocab = bound_vocabulary()
+    records = [(p, c) for p, c in vocab.records() if p.startswith(ANY_PREFIX)]
+    assert len(records) > 200_000
+    assert {ANY_PREFIX + w for w in (b"credential", b"REDACTED", b"output")} <= vocab.keys()
+    wrong = []
+    for piece, count in records[::40]:
+        letters = piece[len(ANY_PREFIX) :].decode()
+        texts = [letters, *(chr(b) + letters for b in PREFIX_BYTES)]
+        if max(e.count(t) for e in encs for t in texts) != count:  # type: ignore[attr-defined]
+            wrong.append(piece)
+    assert wrong == []
+    assert prefixed_count(b"+credential", vocab) == vocab[ANY_PREFIX + b"credential"]
+    assert fixed_cents(b"+credential", vocab) == 100 * vocab[ANY_PREFIX + b"credential"]
+    assert prefixed_count(b"+123", vocab) is None
+
+
+@needs_bpe
+def test_bounds_words_after_every_opening_byte() -> None:
+    """Held out: words with and without any-prefix records, in every case, after every byte
+    that may open a letter run, alone and inside text."""
+    encs = _encoders()
+    words = ["credential", "Renderer", "OUTPUT", "yeah", "pseudonymization", "xqzv", "Okay"]
+    under = []
+    for word in words:
+        for b in PREFIX_BYTES:
+            for text in (chr(b) + word, f"x {chr(b)}{word} y", f"7{chr(b)}{word}"):
+                if raw(text) < adversarial.worst_real(text, encs):
+                    under.append(text)
+    assert under == []
 
 
 @needs_bpe

@@ -16,6 +16,7 @@ from ctxwin.tokens.vocabulary import (
     bound_vocabulary,
     fixed_cents,
     lacking_cents,
+    prefixed_count,
 )
 
 if TYPE_CHECKING:
@@ -284,12 +285,13 @@ def _lacking_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
         return
     for sub in unicode_subpieces(text):
         data = sub.encode("utf-8")
-        if data in vocab:
+        if data in vocab or prefixed_count(data, vocab) is not None:
             yield data
         elif len(sub) > 1 and sub[0] >= "\x80" and _CATEGORIES[ord(sub[0])] in "! ":
             head, rest = sub[0].encode("utf-8"), data[len(sub[0].encode("utf-8")) :]
             yield from _fine_parts(head, vocab)
-            yield from [rest] if rest in vocab else _fine_parts(rest, vocab)
+            known = rest in vocab or prefixed_count(rest, vocab) is not None
+            yield from [rest] if known else _fine_parts(rest, vocab)
         elif sub[0] == " " and len(sub) > 1 and _CATEGORIES[ord(sub[1])] == "!":
             yield from _symbol_parts(sub, vocab)
         else:
@@ -381,7 +383,8 @@ class _PiecePrices(dict[bytes, int]):
             if count is not None:
                 price = 100 * count
             elif piece.isascii() and not _one_byte_run(piece):
-                price = _pair_cents(piece)
+                count = prefixed_count(piece, vocab)
+                price = _pair_cents(piece) if count is None else 100 * count
             else:
                 price = 0
                 for part in _lacking_parts(piece, vocab):

@@ -169,11 +169,11 @@ class BoundVocabulary(Mapping[bytes, int]):
 @lru_cache(maxsize=1)
 def bound_vocabulary() -> BoundVocabulary:
     """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
-    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin``, 21.3 MB: a
+    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin``, 23.6 MB: a
     :class:`BoundVocabulary` mapped into memory, so opening it takes under a millisecond,
     where a dict of it took about 0.5 s, and a lookup a CRC-32 and a slice comparison;
     written by ``python -m fidelity.bound --vocab``).
-    1,107,206 pieces without digits, each the shape
+    1,339,389 pieces without digits, each the shape
     :func:`bound_parts` looks up (an ASCII piece of :func:`bound_pieces`, or one
     :func:`unicode_subpieces` piece): the tokens of the four vocabularies that count 1 or 2
     in all four (`` the``, ``_id``, ``.\n\n``, ``→``, `` ├``, `` Привет``); the forms of
@@ -183,7 +183,10 @@ def bound_vocabulary() -> BoundVocabulary:
     alone and after a space; ``wordfreq``); and the ASCII pieces of the code and paths on
     the machine that built it (the standard library's and installed packages' ``.py``
     files, also JSON-escaped twice, and the paths under ``/usr``: ``/site``, ``-packages``,
-    ``_dtype``) found in 8 files or more. None comes from the recorded corpus."""
+    ``_dtype``) found in 8 files or more; and the any-prefix records (:data:`ANY_PREFIX`)
+    of the letter runs of all those pieces and of the forms of the 60,000 commonest English
+    words, each the most tokens the four give the letters alone or after any one byte. None
+    comes from the recorded corpus."""
     import mmap
     from pathlib import Path
 
@@ -196,13 +199,42 @@ def bound_vocabulary() -> BoundVocabulary:
     return BoundVocabulary(data)
 
 
+ANY_PREFIX = b"\x7f"
+"""What the key of a word's *any-prefix* record starts with: ``ANY_PREFIX + word`` (a run
+of ASCII letters as :func:`~ctxwin.tokens.bound.bound_pieces` cuts it, upper-case ones then
+lower-case ones, or letters and marks of other scripts as
+:func:`~ctxwin.tokens.bound.unicode_subpieces` cuts them) holds the most tokens
+o200k_base, cl100k_base, Llama 3 or Qwen 3 give the word alone or after any one of
+:data:`PREFIX_BYTES` (``+credential``, ``<output``, ``[REDACTED``, `` файлов``), so a piece
+of those letters is priced exactly whatever ASCII byte opens it (:func:`prefixed_count`).
+DEL is itself one of those bytes, so the key is a piece too and its record a bound on it."""
+
+PREFIX_BYTES = bytes(b for b in range(0x80) if not chr(b).isalnum() and b not in b"\r\n")
+"""The bytes that may open a letter run's piece: ASCII but for letters, digits and line
+breaks (the ``[^\\r\\n\\p{L}\\p{N}]?`` of the tokenizers' patterns)."""
+
+
+def prefixed_count(piece: bytes, vocab: Mapping[bytes, int]) -> int | None:
+    """The any-prefix count (:data:`ANY_PREFIX`) of a piece the vocabulary lacks: that of
+    its letters after the one of :data:`PREFIX_BYTES` that opens it, if one does, else of
+    the whole piece; ``None`` if the vocabulary has no such record (or the piece is ASCII
+    and no letter run)."""
+    letters = piece[1:] if piece[:1] in PREFIX_BYTES else piece
+    if letters.isascii() and not letters.isalpha():  # ASCII letters only, for bytes
+        return None
+    return vocab.get(ANY_PREFIX + letters)
+
+
 def fixed_cents(piece: bytes, vocab: Mapping[bytes, int]) -> int | None:
     """What ``piece`` costs, in 1/100 token, when a count is known for it: its count in
-    ``vocab``; one token per digit for a run of ASCII digits (Qwen 3 gives every digit
-    its own token; the others group up to three, one token or more each); for a run of
-    non-ASCII bytes, :func:`run_cap`. ``None`` for any other piece (it is priced by
-    pairs)."""
+    ``vocab``; for a letter run, alone or after one byte, whose letters the vocabulary
+    knows after any byte, that count (:func:`prefixed_count`); one token per digit for a
+    run of ASCII digits (Qwen 3 gives every digit its own token; the others group up to
+    three, one token or more each); for a run of non-ASCII bytes, :func:`run_cap`.
+    ``None`` for any other piece (it is priced by pairs)."""
     count = vocab.get(piece)
+    if count is None:
+        count = prefixed_count(piece, vocab)
     if count is not None:
         return 100 * count
     return lacking_cents(piece)
