@@ -10,9 +10,12 @@ byte of the other pieces by its class and the class of the byte before it (three
 tables: per byte, per run start, per pair of word classes) plus a fixed price per
 string. ``--vocab`` writes
 the vocabulary, each piece with the largest of the four counts: every token of the
-four vocabularies that is one whole ASCII piece without digits (:func:`vocab_shaped`)
-and that each of the four tokenizers encodes in one or two tokens, and the forms of
-the commonest English words (:func:`word_forms`, needs ``wordfreq``). ``--chars``
+four vocabularies that is one whole piece without digits (:func:`vocab_shaped`)
+and that each of the four tokenizers encodes in one or two tokens, the forms of
+the commonest English words (:func:`word_forms`, needs ``wordfreq``) and the pieces of code
+and paths on this machine (:func:`machine_pieces`); and the any-prefix records of words
+(:func:`letter_runs`, :func:`other_words`): the most tokens the four give the word alone or
+after any one ASCII byte that may open it. ``--chars``
 writes the characters none of the four tokenizers can split into a token a byte
 (:func:`char_cap_table`, :func:`ctxwin.tokens.bound.char_caps`). This
 module builds the texts each price is derived from and solves for the prices
@@ -73,12 +76,14 @@ import numpy as np
 
 from ctxwin.tokens.bound import (
     _BCLASS,
+    _RUNS,
     BOUND_BYTE_CENTS,
     BOUND_CLASSES,
     BOUND_RUN_CENTS,
     BOUND_STRING_CENTS,
     BOUND_WORD,
     BOUND_WORD_CENTS,
+    RUN_SPAN,
     bound_parts,
     bound_pieces,
     unicode_subpieces,
@@ -370,7 +375,7 @@ OTHER_LANGUAGES = (
     *("sk", "sl", "sv", "ta", "tr", "uk", "ur", "vi"),
 )
 """The ``wordfreq`` languages whose words give the vocabulary their non-ASCII forms
-(:func:`other_word_forms`): every one written with spaces between words (Chinese and
+(:func:`other_words`): every one written with spaces between words (Chinese and
 Japanese are not, so their words never stand alone as a piece)."""
 
 OTHER_WORDS = 10_000
@@ -397,57 +402,63 @@ def word_forms() -> set[bytes]:
     return out
 
 
-def other_word_forms() -> set[bytes]:
-    """The :data:`OTHER_WORDS` commonest words of each of :data:`OTHER_LANGUAGES` that hold
-    a non-ASCII letter and only letters and marks (``wordfreq``, as :func:`word_forms`),
-    as written and capitalized, alone and after a space (`` Привет``, ``Việt``,
-    `` हिन्दी``), if :func:`vocab_shaped`."""
-    import unicodedata
-
-    import wordfreq
-
-    out: set[bytes] = set()
-    for lang in OTHER_LANGUAGES:
-        for word in wordfreq.top_n_list(lang, OTHER_WORDS):
-            if word.isascii() or any(unicodedata.category(c)[0] not in "LM" for c in word):
-                continue
-            for form in {word, word.capitalize()}:
-                for prefix in ("", " "):
-                    piece = (prefix + form).encode()
-                    if vocab_shaped(piece):
-                        out.add(piece)
-    return out
-
-
 MACHINE_MIN_FILES = 8
 """A piece of :func:`machine_pieces` must turn up in this many files or folders."""
+
+
+MACHINE_TEXTS = (
+    *(".js", ".ts", ".css", ".html", ".c", ".h", ".sh"),
+    *(".md", ".rst", ".txt", ".json", ".yaml", ".yml", ".toml", ".cfg", ".ini"),
+)
+"""The other text files :func:`machine_sources` reads besides ``.py`` ones: code of other
+languages, documentation and configuration (never a gettext catalog, which
+``python -m fidelity.scripts`` measures the bound on)."""
+
+MACHINE_HEAD = 16_384
+"""How much of each :data:`MACHINE_TEXTS` file :func:`machine_sources` reads."""
 
 
 def machine_sources() -> Iterator[str]:
     """The text :func:`machine_pieces` reads, none of it from the recorded corpus: every
     ``.py`` file of Python's standard library and of the installed packages (the
-    environment this runs in; the first 64 KB of each), each also as a JSON string
-    inside a JSON string (code as tool calls carry it: ``\\"``, ``\\n``), and the path
-    of every file and folder under ``/usr`` (one text per folder: its path and its
-    entries' names)."""
+    environment this runs in; the first 64 KB of each), and the first
+    :data:`MACHINE_HEAD` bytes of every :data:`MACHINE_TEXTS` file under those folders and
+    ``/usr``, one text per file: as it is, as a JSON string and as a JSON string inside a
+    JSON string (code as tool calls carry it: ``\\"``, ``\\n``); and the path of every
+    file and folder under ``/usr`` (one text per folder: its path and its entries'
+    names)."""
     import os
     import sysconfig
 
+    def read(path: Path, size: int) -> Iterator[str]:
+        try:
+            with path.open("rb") as f:
+                text = f.read(size).decode("utf-8", "replace")
+        except OSError:
+            return
+        yield "\n".join((text, json.dumps(text), json.dumps(json.dumps(text))))
+
     paths = sysconfig.get_paths()
     seen: set[str] = set()
+    roots = []
     for key in ("stdlib", "purelib"):
         root = Path(paths[key])
         if str(root) in seen or not root.is_dir():
             continue
         seen.add(str(root))
+        roots.append(root)
         for path in sorted(root.rglob("*.py")):
-            try:
-                with path.open("rb") as f:
-                    text = f.read(65_536).decode("utf-8", "replace")
-            except OSError:
+            yield from read(path, 65_536)
+    for root in (*roots, Path("/usr")):
+        for folder, dirs, files in os.walk(root):
+            dirs.sort()
+            if root == Path("/usr") and folder.startswith(tuple(seen)):
                 continue
-            yield text
-            yield json.dumps(json.dumps(text))
+            for name in sorted(files):
+                if name.endswith(MACHINE_TEXTS) and os.path.isfile(
+                    file := os.path.join(folder, name)
+                ):
+                    yield from read(Path(file), MACHINE_HEAD)
     for folder, dirs, files in os.walk("/usr"):
         dirs.sort()
         yield "\n".join([folder, *(f"{folder}/{name}" for name in sorted(dirs + files))])
@@ -476,8 +487,8 @@ def letter_runs(pieces: set[bytes]) -> set[bytes]:
     """The letter runs that get an any-prefix record
     (:data:`ctxwin.tokens.vocabulary.ANY_PREFIX`): the letters of every ASCII piece of
     ``pieces`` that is a letter run alone or after one byte (the four vocabularies' tokens,
-    :func:`word_forms`, :func:`machine_pieces`), and the lower-case, capitalized and
-    upper-case forms of the :data:`MORE_WORDS` commonest English words (``wordfreq``)."""
+    :func:`word_forms`, :func:`machine_pieces`), the lower-case, capitalized and upper-case
+    forms of the :data:`MORE_WORDS` commonest English words, and :func:`other_words`."""
     import wordfreq
 
     out = set()
@@ -488,7 +499,31 @@ def letter_runs(pieces: set[bytes]) -> set[bytes]:
     for word in wordfreq.top_n_list("en", MORE_WORDS):
         if word.isascii() and word.isalpha():
             out |= {form.encode() for form in (word, word.capitalize(), word.upper())}
+    out |= other_words()
     return {letters for letters in out if vocab_shaped(ANY_PREFIX + letters)}
+
+
+MORE_OTHER_WORDS = {"ru": 60_000, "uk": 30_000, "bg": 30_000, "mk": 15_000, "ko": 20_000}
+"""Languages whose words are inflected past :data:`OTHER_WORDS` (Cyrillic, Korean): how
+many of their commonest words :func:`other_words` takes instead."""
+
+
+def other_words() -> set[bytes]:
+    """The :data:`OTHER_WORDS` commonest words of each of :data:`OTHER_LANGUAGES` (more
+    of :data:`MORE_OTHER_WORDS`' ones) that hold a non-ASCII letter and only letters and
+    marks (``wordfreq``, as :func:`word_forms`), as written and capitalized (``Привет``,
+    ``Việt``, ``हिन्दी``), if their any-prefix key is one piece."""
+    import unicodedata
+
+    import wordfreq
+
+    out: set[bytes] = set()
+    for lang in OTHER_LANGUAGES:
+        for word in wordfreq.top_n_list(lang, MORE_OTHER_WORDS.get(lang, OTHER_WORDS)):
+            if word.isascii() or any(unicodedata.category(c)[0] not in "LM" for c in word):
+                continue
+            out |= {form.encode() for form in (word, word.capitalize())}
+    return out
 
 
 def any_prefix_count(letters: bytes, encs: list[object]) -> int:
@@ -498,15 +533,30 @@ def any_prefix_count(letters: bytes, encs: list[object]) -> int:
     return max(int(max(map(e.count, texts))) for e in encs)  # type: ignore[attr-defined]
 
 
+def run_pieces() -> set[bytes]:
+    """Every run of one byte of :data:`ctxwin.tokens.bound._RUNS` (spaces, tabs,
+    punctuation) up to :data:`ctxwin.tokens.bound.RUN_SPAN` long, alone and, for a
+    punctuation byte, after a space (`` -----``), if :func:`vocab_shaped`: such runs the
+    vocabulary lacks are cut into its longest runs (:func:`ctxwin.tokens.bound.bound_parts`)."""
+    out = set()
+    for b in _RUNS:
+        for n in range(1, RUN_SPAN + 1):
+            for lead in (b"", b" "):
+                piece = lead + bytes([b]) * n
+                if vocab_shaped(piece):
+                    out.add(piece)
+    return out
+
+
 def vocabulary() -> list[tuple[bytes, int]]:
     """(piece, count): every token of the four vocabularies that :func:`vocab_shaped`
     admits, if the largest count of the four tokenizers is at most :data:`VOCAB_MAX`,
-    and every :func:`word_forms`, :func:`other_word_forms` and :func:`machine_pieces`
-    piece whatever its count (up to 255), each with that largest count; and an any-prefix
-    record for every :func:`letter_runs` run (:func:`any_prefix_count`)."""
+    and every :func:`word_forms`, :func:`machine_pieces` and :func:`run_pieces` piece
+    whatever its count (up to 255), each with that largest count; and an any-prefix record for every
+    :func:`letter_runs` run (:func:`any_prefix_count`)."""
     encs = adversarial.encoders()
     shaped = {t for enc in encs for t in adversarial.vocab_tokens(enc) if vocab_shaped(t)}
-    words = word_forms() | other_word_forms() | machine_pieces()
+    words = word_forms() | machine_pieces() | run_pieces()
     counts = {}
     for token in sorted(shaped | words):
         text = token.decode("utf-8")

@@ -122,18 +122,29 @@ def stress_section(ests: Sequence[Estimator], reals: Sequence[RealCount]) -> lis
         header += [f"{est.name} ÷ {SHORT[r.encoding]}" for r in reals]
     rows = []
     summaries = {e.name: Summary() for e in ests}
+    largest: dict[str, dict[str, float]] = {e.name: {} for e in ests}
     for label, texts in stress.samples().items():
         row = [label]
+        tops = [max(count(_msg(t), real) for real in reals) for t in texts]
         for est in ests:
             for real in reals:
                 worst = min(estimate(_msg(t), est) / count(_msg(t), real) for t in texts)
                 summaries[est.name].see(worst)
                 row.append(_r(worst))
+            ratios = [estimate(_msg(t), est) / top for t, top in zip(texts, tops, strict=True)]
+            largest[est.name][label] = statistics.median(ratios)
         rows.append(row)
     lines += _table(header, rows)
     lines.append("")
     for name, s in summaries.items():
         lines.append(f"- `{name}`: {s.under} under-counts in {s.checked} class × tokenizer cells.")
+    for name, per in largest.items():
+        top = max(per, key=per.__getitem__)
+        wide = ", ".join(f"{k} {v:.2f}" for k, v in per.items() if v > 2) or "none"
+        lines.append(
+            f"- `{name}` ÷ the largest of the four, median over a class's samples: highest "
+            f"{per[top]:.2f} ({top}); classes over 2.0: {wide}."
+        )
     lines.append("")
     return lines
 

@@ -337,3 +337,36 @@ def test_the_fidelity_page_shows_the_harness_tables_as_written() -> None:
         written = (root / "fidelity" / report).read_text("utf-8")
         for heading in headings:
             assert _section(page, heading) == _section(written, heading), (report, heading)
+
+
+def _bound_medians(report: str) -> dict[str, str]:
+    """Group → the bound's median in a harness report's table (the first figure of the
+    ``bound ÷ largest`` column: fidelity/sessions.md, fidelity/scripts.md)."""
+    out: dict[str, str] = {}
+    for line in report.splitlines():
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        if len(cells) >= 3 and (found := re.match(r"(\d\.\d+) \(", cells[2])):
+            out.setdefault(cells[0], found.group(1))
+    return out
+
+
+def test_the_bound_figures_are_the_measured_ones() -> None:
+    """The bound's medians ÷ the largest of four that README.md and docs/fidelity.md quote
+    are those ``python -m fidelity.sessions`` and ``python -m fidelity.scripts`` wrote (a
+    script's figure may follow the one before it: ``Russian 2.35 → 1.68``)."""
+    sessions = _bound_medians(_text(ROOT / "fidelity" / "sessions.md"))
+    scripts = _bound_medians(_text(ROOT / "fidelity" / "scripts.md"))
+    page = " ".join(_text(ROOT / "docs" / "fidelity.md").split())
+    readme = " ".join(_text(README).split())
+    coding, recorded = sessions["coding-agent sessions"], sessions["recorded transcripts"]
+    assert f"**{coding}** on the 19 coding-agent session files" in page
+    assert f"**{recorded}** on the 252 recorded transcripts" in page
+    tools = {"Claude Code": "claude-code", "Codex": "codex", "Gemini CLI": "gemini-cli"}
+    tools |= {"mini-swe-agent": "mini-swe-agent", "OpenHands": "openhands-events"}
+    for label, group in tools.items():
+        assert f"{label} {sessions[group]}" in page, label
+    for label in ("Russian", "Ukrainian", "Bulgarian", "Korean", "Chinese", "Japanese", "Thai"):
+        figure = next(v for k, v in scripts.items() if k.startswith(label))
+        assert re.search(rf"{label} (\d\.\d+ → )?{re.escape(figure)}\b", page), label
+    assert f"{float(recorded):.2f}× the largest of the four counts on recorded" in readme
+    assert f"{float(coding):.2f}× on coding-agent sessions" in readme

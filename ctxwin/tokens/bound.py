@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
@@ -42,11 +43,11 @@ control characters). ``non-ascii`` bytes never reach a pair price (a run of them
 one piece, priced by :func:`fixed_cents`); their entries are 1 token a byte, the
 most a byte-level BPE gives, should one ever be priced by pairs."""
 
-BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 77, 107, 100)
+BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 61, 109, 100)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (105, 105, 103, 102, 105, 106, 0, 98, 132, 35, 6, 0)
+BOUND_RUN_CENTS = (0, 80, 56, 62, 62, 73, 0, 101, 132, 63, 0, 0)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -55,13 +56,13 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (36, 110, 98, 91, 111, 0, 0),
-    (21, 60, 0, 0, 77, 0, 0),
-    (0, 94, 55, 88, 101, 0, 0),
-    (0, 91, 47, 61, 99, 0, 0),
-    (0, 34, 20, 25, 84, 0, 0),
-    (107, 99, 107, 106, 109, 73, 0),
-    (33, 21, 0, 2, 0, 0, 0),
+    (37, 67, 95, 87, 111, 0, 0),
+    (63, 62, 40, 21, 65, 0, 0),
+    (0, 60, 59, 56, 59, 0, 0),
+    (0, 74, 64, 63, 66, 0, 0),
+    (0, 46, 86, 62, 84, 0, 0),
+    (60, 66, 80, 72, 92, 73, 0),
+    (0, 0, 0, 0, 0, 0, 0),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the
 order of :data:`BOUND_WORD`)."""
@@ -266,7 +267,8 @@ def bound_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     left (the tokenizers count such a run in as few tokens or fewer; not so for mixed line
     breaks, which keep their pair price); a piece holding non-ASCII bytes (a word of
     :data:`_USEGMENT`) as its :func:`unicode_subpieces`, each whole if the vocabulary holds
-    it, else :func:`_fine_parts` (a non-ASCII symbol or mark before letters apart)."""
+    it or its letters' any-prefix record (:func:`prefixed_count`), else :func:`_fine_parts`
+    (a non-ASCII symbol or mark before letters apart)."""
     if piece in vocab:
         yield piece
         return
@@ -313,17 +315,27 @@ def _symbol_parts(text: str, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
 def _ascii_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     """An ASCII piece, or a run of spaces, of tabs or of one punctuation byte (``=====``,
     `` -----``) cut into the longest runs the vocabulary holds, from the left (see
-    :func:`bound_parts`)."""
+    :func:`bound_parts`; it holds every such run up to :data:`RUN_SPAN` long, so a longer
+    run is cut every :data:`RUN_SPAN` bytes), and a token more for each cut: a byte of the
+    run, one token (BPE need not cut a run where the vocabulary's longest runs end: 38
+    tabs are 3 tokens, 20 and 18 tabs 1 each)."""
     if not _one_byte_run(piece) or piece in vocab:
         yield piece
         return
-    i = 0
+    i = cuts = 0
     while i < len(piece):
-        j = min(len(piece), i + 128)
+        j = min(len(piece), i + RUN_SPAN)
         while j > i + 1 and piece[i:j] not in vocab:
             j -= 1
         yield piece[i:j]
         i = j
+        cuts += 1
+    yield from itertools.repeat(piece[-1:], cuts - 1)
+
+
+RUN_SPAN = 128
+"""The longest run of one byte of :data:`_RUNS` the vocabulary holds (with the space before
+it or not: ``python -m fidelity.bound --vocab`` puts in every one up to this length)."""
 
 
 def _one_byte_run(piece: bytes) -> bool:
@@ -472,9 +484,12 @@ class BoundEstimator(ContentEstimator):
     - its exact count if that is known (:func:`fixed_cents`): the pieces of the
       *vocabulary* (:func:`bound_vocabulary`), each with the largest of the four
       counts: the tokens of the four vocabularies that are one whole piece and count 1
-      or 2, forms of common English and other languages' words, and the pieces of code
-      and paths (:func:`bound_vocabulary`); a run of digits, one token a digit (Qwen 3
-      splits every digit; the others group up to three);
+      or 2, forms of common English words, and the pieces of code and paths; a word
+      (ASCII letters, or letters and marks of another script) alone or after any one
+      ASCII byte that may open it, at the most tokens the four give it alone or after
+      any such byte (its *any-prefix* record, :func:`prefixed_count`: ``+credential``,
+      `` файлов``); a run of digits, one token a digit (Qwen 3 splits every digit; the
+      others group up to three);
     - a run of non-ASCII bytes: the most tokens the four can start in it
       (:func:`run_cap`): one a byte, fewer for characters no tokenizer can split
       that far (kana: 2 of 3 bytes), of its NFC form if that is more;

@@ -169,24 +169,29 @@ class BoundVocabulary(Mapping[bytes, int]):
 @lru_cache(maxsize=1)
 def bound_vocabulary() -> BoundVocabulary:
     """Piece → its exact count: the largest number of tokens o200k_base, cl100k_base,
-    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin``, 23.6 MB: a
-    :class:`BoundVocabulary` mapped into memory, so opening it takes under a millisecond,
-    where a dict of it took about 0.5 s, and a lookup a CRC-32 and a slice comparison;
-    written by ``python -m fidelity.bound --vocab``).
-    1,339,389 pieces without digits, each the shape
+    Llama 3 and Qwen 3 give it (``ctxwin/data/bound-vocab.bin``, 23.6 MB, 9.8 MB
+    compressed: a :class:`BoundVocabulary` mapped into memory, so opening it takes under a
+    millisecond, where a dict of it took about 0.5 s, and a lookup a CRC-32 and a slice
+    comparison; written by ``python -m fidelity.bound --vocab``).
+    1,233,175 pieces without digits, each the shape
     :func:`bound_parts` looks up (an ASCII piece of :func:`bound_pieces`, or one
     :func:`unicode_subpieces` piece): the tokens of the four vocabularies that count 1 or 2
-    in all four (`` the``, ``_id``, ``.\n\n``, ``→``, `` ├``, `` Привет``); the forms of
-    the 20,000 commonest English words (lower-case, capitalized, upper-case; alone, after a
-    space, ``_``, ``/``, ``-`` or ``.``: `` economy``, ``/Contents``); the commonest 10,000
-    words of 38 other languages that hold a non-ASCII letter (as written and capitalized,
-    alone and after a space; ``wordfreq``); and the ASCII pieces of the code and paths on
-    the machine that built it (the standard library's and installed packages' ``.py``
-    files, also JSON-escaped twice, and the paths under ``/usr``: ``/site``, ``-packages``,
-    ``_dtype``) found in 8 files or more; and the any-prefix records (:data:`ANY_PREFIX`)
-    of the letter runs of all those pieces and of the forms of the 60,000 commonest English
-    words, each the most tokens the four give the letters alone or after any one byte. None
-    comes from the recorded corpus."""
+    in all four (`` the``, ``_id``, ``.\n\n``, ``→``, `` ├``); the forms of the 20,000
+    commonest English words (lower-case, capitalized, upper-case; alone, after a space,
+    ``_``, ``/``, ``-`` or ``.``: `` economy``, ``/Contents``); the ASCII pieces of the
+    code, documents and paths on the machine that built it (the standard library's and
+    installed packages' ``.py`` files, the other text files under them and ``/usr`` — other
+    languages' code, documentation, configuration, never a gettext catalog —, each also
+    JSON-escaped once and twice, and the paths under ``/usr``: ``/site``, ``-packages``,
+    ``_dtype``, `` },\\``) found in 8 files or more; every run of one space, tab or
+    punctuation byte up to 128 long (:data:`~ctxwin.tokens.bound.RUN_SPAN`), alone and, for
+    punctuation, after a space; and the any-prefix records
+    (:data:`ANY_PREFIX`) of words: the letter runs of all those pieces, the forms of the
+    60,000 commonest English words, and the commonest 10,000 words of 38 other languages
+    that hold a non-ASCII letter (60,000 Russian, 30,000 Ukrainian and Bulgarian, 20,000
+    Korean, 15,000 Macedonian; as written and capitalized; ``wordfreq``), each the most
+    tokens the four give the word alone or after any one ASCII byte that may open it.
+    None comes from the recorded corpus."""
     import mmap
     from pathlib import Path
 
