@@ -500,7 +500,18 @@ def letter_runs(pieces: set[bytes]) -> set[bytes]:
         if word.isascii() and word.isalpha():
             out |= {form.encode() for form in (word, word.capitalize(), word.upper())}
     out |= other_words()
-    return {letters for letters in out if vocab_shaped(ANY_PREFIX + letters)}
+    return {letters for letters in out if prefixed_shape(letters)}
+
+
+def prefixed_shape(letters: bytes) -> bool:
+    """Whether ``letters`` may have an any-prefix record: one piece after
+    :data:`ctxwin.tokens.vocabulary.ANY_PREFIX` (:func:`vocab_shaped`) and, if ASCII,
+    lower-case, capitalized or upper-case, the shapes
+    :func:`ctxwin.tokens.vocabulary.prefixed_count` looks up (``AAAAABoy`` of a base64
+    blob is not looked up: a miss would cost a lookup)."""
+    if letters.isascii() and not (letters.islower() or letters.istitle() or letters.isupper()):
+        return False
+    return vocab_shaped(ANY_PREFIX + letters)
 
 
 MORE_OTHER_WORDS = {"ru": 60_000, "uk": 30_000, "bg": 30_000, "mk": 15_000, "ko": 20_000}

@@ -173,7 +173,7 @@ def bound_vocabulary() -> BoundVocabulary:
     compressed: a :class:`BoundVocabulary` mapped into memory, so opening it takes under a
     millisecond, where a dict of it took about 0.5 s, and a lookup a CRC-32 and a slice
     comparison; written by ``python -m fidelity.bound --vocab``).
-    1,233,175 pieces without digits, each the shape
+    1,231,581 pieces without digits, each the shape
     :func:`bound_parts` looks up (an ASCII piece of :func:`bound_pieces`, or one
     :func:`unicode_subpieces` piece): the tokens of the four vocabularies that count 1 or 2
     in all four (`` the``, ``_id``, ``.\n\n``, ``→``, `` ├``); the forms of the 20,000
@@ -206,8 +206,8 @@ def bound_vocabulary() -> BoundVocabulary:
 
 ANY_PREFIX = b"\x7f"
 """What the key of a word's *any-prefix* record starts with: ``ANY_PREFIX + word`` (a run
-of ASCII letters as :func:`~ctxwin.tokens.bound.bound_pieces` cuts it, upper-case ones then
-lower-case ones, or letters and marks of other scripts as
+of ASCII letters as :func:`~ctxwin.tokens.bound.bound_pieces` cuts it, lower-case,
+capitalized or upper-case, or letters and marks of other scripts as
 :func:`~ctxwin.tokens.bound.unicode_subpieces` cuts them) holds the most tokens
 o200k_base, cl100k_base, Llama 3 or Qwen 3 give the word alone or after any one of
 :data:`PREFIX_BYTES` (``+credential``, ``<output``, ``[REDACTED``, `` файлов``), so a piece
@@ -222,10 +222,14 @@ breaks (the ``[^\\r\\n\\p{L}\\p{N}]?`` of the tokenizers' patterns)."""
 def prefixed_count(piece: bytes, vocab: Mapping[bytes, int]) -> int | None:
     """The any-prefix count (:data:`ANY_PREFIX`) of a piece the vocabulary lacks: that of
     its letters after the one of :data:`PREFIX_BYTES` that opens it, if one does, else of
-    the whole piece; ``None`` if the vocabulary has no such record (or the piece is ASCII
-    and no letter run)."""
+    the whole piece; ``None`` if the vocabulary has no such record, or the piece is ASCII
+    and its letters are not a letter run that is lower-case, capitalized or upper-case (the
+    only ASCII shapes with records: a mixed run of a base64 blob, ``AAAAABoy``, is not
+    looked up, so its miss costs nothing)."""
     letters = piece[1:] if piece[:1] in PREFIX_BYTES else piece
-    if letters.isascii() and not letters.isalpha():  # ASCII letters only, for bytes
+    if letters.isascii() and not (
+        letters.isalpha() and (letters.islower() or letters.istitle() or letters.isupper())
+    ):  # ASCII: a letter run of one of the three shapes the records are kept for
         return None
     return vocab.get(ANY_PREFIX + letters)
 
