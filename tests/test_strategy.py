@@ -149,9 +149,11 @@ def set_results(body: dict[str, Any], text: Callable[[], str]) -> None:
 def test_clear_at_least_clears_more_than_needed() -> None:
     body = chat(_shape())
     budget = _tokens(body) - 100
-    few = _fit(body, budget, Strategy(("clear-results", "drop-turns")))
+    few = _fit(body, budget, Strategy(("clear-results", "drop-turns"), block=0))
     assert few.applied.cleared_results == 1
-    many = _fit(body, budget, Strategy(("clear-results", "drop-turns"), clear_at_least=1500))
+    many = _fit(
+        body, budget, Strategy(("clear-results", "drop-turns"), clear_at_least=1500, block=0)
+    )
     assert many.applied.cleared_results == 3
     assert many.applied.cleared_tokens >= 1500 > few.applied.cleared_tokens
 
@@ -270,3 +272,70 @@ def test_the_plan_counts_the_overhead_and_learned_factor_the_fit_counts() -> Non
     learned = core.fit_plan(t, tight, 0.8, s, learned=True)
     assert learned.result.fits and not learned.applied.edits
     assert learned.output() is body
+
+
+def _loop_body(turns: int) -> dict[str, Any]:
+    """An agent loop's Chat request after ``turns`` tool calls, each result different."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You read files until the task is done."},
+        {"role": "user", "content": "Find where the retry budget is computed."},
+    ]
+    for t in range(turns):
+        call = f"call_{t}"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": "read", "arguments": f'{{"path": "m{t}.py"}}'},
+                    }
+                ],
+            }
+        )
+        lines = (f"def f{t}_{k}(x):\n    return x.attempt_{k} * {t} + backoff\n" for k in range(25))
+        messages.append({"role": "tool", "tool_call_id": call, "content": "".join(lines)})
+    return {"model": "gpt-4o-mini", "messages": messages}
+
+
+def _cleared(p: core.Plan) -> frozenset[str]:
+    """The call ids of the results ``p`` cleared."""
+    messages = p.source.body["messages"]
+    return frozenset(messages[i]["tool_call_id"] for i, _ in p.applied.edits)
+
+
+def test_clearing_moves_in_batches_so_a_growing_run_keeps_its_prefix() -> None:
+    """Under a block strategy, a growing run's cleared set changes only when what must
+    be saved crosses the next block; at ``block=0`` it grows with almost every call."""
+    budget = _tokens(_loop_body(12))
+    changes = {}
+    for block in (0.0, 0.45):
+        s = Strategy(("clear-results", "drop-turns"), block=block)
+        before: frozenset[str] = frozenset()
+        cut_before = None
+        n = 0
+        for turns in range(13, 40):
+            p = _fit(_loop_body(turns), budget, s)
+            assert p.result.estimated_tokens_after <= budget
+            cleared = _cleared(p)
+            assert cleared  # the run needs clearing from its first request on
+            if p.result.cut == cut_before:
+                assert before <= cleared  # a result once cleared stays cleared
+            n += cleared != before
+            before, cut_before = cleared, p.result.cut
+        changes[block] = n
+    assert changes[0.0] >= 20  # just fit clears one more result on almost every call
+    assert changes[0.45] * 3 <= changes[0.0]
+
+
+def test_a_batch_clears_at_least_what_the_fewest_edits_clear() -> None:
+    for turns in (14, 20, 30):
+        body = _loop_body(turns)
+        budget = _tokens(_loop_body(10))
+        few = _fit(body, budget, Strategy(("clear-results", "drop-turns"), block=0))
+        batch = _fit(body, budget, Strategy(("clear-results", "drop-turns")))
+        assert few.result.cut == batch.result.cut
+        assert _cleared(few) <= _cleared(batch)
+        assert batch.result.estimated_tokens_after <= few.result.estimated_tokens_after

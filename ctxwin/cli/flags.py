@@ -192,8 +192,9 @@ FLAGS: dict[str, Flag] = {
             "float",
             DEFAULT_BLOCK,
             "Move the cut in blocks of this share of the budget (0 to 1; 0: drop the "
-            "fewest turns that fit). Consecutive requests of a growing run then keep one "
-            "cut, and the provider's prompt cache, until what must go crosses the next block.",
+            "fewest turns that fit), and clear results and thinking in batches of it. "
+            "Consecutive requests of a growing run then keep one cut and one cleared set, "
+            "and the provider's prompt cache, until what must go crosses the next block.",
             minimum=0.0,
             panel=STRATEGY_PANEL,
         ),
