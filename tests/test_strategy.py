@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -339,3 +340,44 @@ def test_a_batch_clears_at_least_what_the_fewest_edits_clear() -> None:
         assert few.result.cut == batch.result.cut
         assert _cleared(few) <= _cleared(batch)
         assert batch.result.estimated_tokens_after <= few.result.estimated_tokens_after
+
+
+@pytest.mark.parametrize("fmt", list(RENDER))
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gpt-4o"])
+def test_a_placeholder_is_counted_as_text_at_the_seed(fmt: str, model: str) -> None:
+    """What a cleared request is estimated at is the estimator's count of the request as
+    sent, placeholders included, at the model's seed: the edited body read afresh
+    estimates the same."""
+    body = RENDER[fmt](_shape(n=10))
+    s = Strategy(("clear-results", "drop-turns"), block=0)
+    whole = core.plan(core.load(body), model=model, context_length=10**9).estimated_tokens
+    window = whole * 7 // 10
+    out, p = core.prune(body, model=model, context_length=window, max_tokens=0, strategy=s)
+    assert p.applied.cleared_results >= 2
+    assert p.result.calibration == core.load(body).estimator.seed(model) > 0
+    again = core.plan(core.load(out), model=model, context_length=10**9)
+    assert again.estimated_tokens == p.estimated_tokens_after
+    placeholders = [r for r in _results(out) if "cleared by ctxwin" in str(r)]
+    assert len(placeholders) == p.applied.cleared_results
+
+
+@pytest.mark.skipif(importlib.util.find_spec("quicktok") is None, reason="needs quicktok")
+@pytest.mark.parametrize("name", ["content", "bound", "seed"])
+def test_a_placeholder_of_a_result_of_100_tokens_or_more_is_not_under_counted(name: str) -> None:
+    """Each estimator's count of a placeholder, at its seed for an OpenAI model, against
+    o200k_base and cl100k_base, for results of 100 tokens to 10 million."""
+    import quicktok  # type: ignore[import-not-found, unused-ignore]
+
+    from ctxwin.fitting.strategy import PLACEHOLDER
+    from ctxwin.tokens import get_estimator
+    from ctxwin.tokens.base import Kind, calibrated
+
+    encodings = [quicktok.get_encoding(e) for e in ("o200k_base", "cl100k_base")]
+    est = get_estimator(name)
+    sizes = [*range(100, 2000), *(10**k + d for k in range(4, 8) for d in (0, 1, 4999, 99999))]
+    for n in sizes:
+        text = PLACEHOLDER.format(tokens=n)
+        cost = [0] * est.width
+        est.add_text(cost, text, Kind.DENSE)
+        counted = calibrated(est.raw(cost), est.seed("gpt-4o"))
+        assert counted >= max(e.count(text) for e in encodings), (name, n)
