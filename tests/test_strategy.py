@@ -381,3 +381,53 @@ def test_a_placeholder_of_a_result_of_100_tokens_or_more_is_not_under_counted(na
         est.add_text(cost, text, Kind.DENSE)
         counted = calibrated(est.raw(cost), est.seed("gpt-4o"))
         assert counted >= max(e.count(text) for e in encodings), (name, n)
+
+
+def test_cache_marks_stay_on_a_cleared_anthropic_result() -> None:
+    """A ``cache_control`` mark on a ``tool_result`` block, or on a block of its content,
+    stays on that result when its content is cleared or cut, and replay sees the same
+    marked messages in the body as sent."""
+    from ctxwin.runs.billing import body_marks
+
+    body = anthropic(_shape(n=8))
+    mark = {"type": "ephemeral"}
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    results = [
+        (i, b)
+        for i, m in enumerate(body["messages"])
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    (i1, first), (i2, second) = results[0], results[1]
+    first["cache_control"] = mark
+    second["content"] = [
+        {"type": "text", "text": second["content"], "cache_control": hour},
+        {"type": "text", "text": "x" * 3000},
+    ]
+    assert body_marks(body) == [1 + i1, 1 + i2]
+    budget = _tokens(body) * 6 // 10
+    for s in (
+        Strategy(("clear-results", "drop-turns"), keep_results=0, block=0),
+        Strategy(("clear-results", "drop-turns"), keep_results=0),
+    ):
+        p = _fit(body, budget, s)
+        assert p.applied.cleared_results >= 2 and not p.result.pruned
+        out = p.output()
+        sent = [
+            b
+            for m in out["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b["type"] == "tool_result"
+        ]
+        assert sent[0]["cache_control"] == mark
+        assert str(sent[0]["content"]).startswith("[cleared by ctxwin: ")
+        assert "cache_control" not in sent[1]
+        (block,) = sent[1]["content"]
+        assert block["cache_control"] == hour
+        assert block["text"].startswith("[cleared by ctxwin: ")
+        assert body_marks(out) == [1 + i1, 1 + i2]
+        assert core.load(out).estimator is not None
+        again = core.fit_plan(core.load(out), p.budget, CAL, s)
+        assert again.result.estimated_tokens == p.result.estimated_tokens_after

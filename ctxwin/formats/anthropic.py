@@ -430,7 +430,17 @@ _TEXT_BLOCKS = frozenset({"text"})
 
 
 def _put(old: Any, path: Path, new: str | None) -> Any:
-    return u.REMOVE if new is None else new
+    """The new value at ``path``: a removed block, or a result's new text. A result whose
+    content blocks carry a ``cache_control`` mark keeps it: its text becomes one text
+    block with the last mark (a mark on the ``tool_result`` block itself is outside the
+    path and stays as it is)."""
+    if new is None:
+        return u.REMOVE
+    if isinstance(old, list):
+        marks = [b["cache_control"] for b in old if isinstance(b, dict) and "cache_control" in b]
+        if marks:
+            return [{"type": "text", "text": new, "cache_control": marks[-1]}]
+    return new
 
 
 TOOL_SEARCH_TOKENS = ANTHROPIC_TOOL_PROMPT
