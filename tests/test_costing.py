@@ -615,7 +615,7 @@ def test_replay_with_edits_keys_messages_by_content() -> None:
     strategy = Strategy(("clear-results", "drop-turns"), 1, block=0)
     cleared = replay_run(run, settings._replace(strategy=strategy))
     batched = replay_run(run, settings._replace(strategy=strategy._replace(block=0.45)))
-    assert batched["cached_tokens"] > cleared["cached_tokens"]
+    assert (batched["cached_tokens"] or 0) > (cleared["cached_tokens"] or 0) > 0
     rows = cleared["rows"]
     edited = [r for r in rows if r.get("cleared_results")]
     assert edited
