@@ -108,7 +108,8 @@ class _StrategyFields(NamedTuple):
     """Once ``clear-results`` clears anything, it clears at least this many tokens."""
     block: float = DEFAULT_BLOCK
     """The cut moves in blocks of this share of the budget (0: the fewest turns, just
-    fit): see :meth:`ctxwin.fitting.cut.Kept.stable`."""
+    fit): see :meth:`ctxwin.fitting.cut.Kept.stable`; the clearing steps clear in batches
+    of it (:attr:`Step.batched`; 0: no more than needed)."""
 
 
 class Strategy(_StrategyFields):
