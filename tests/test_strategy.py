@@ -362,10 +362,12 @@ def test_a_placeholder_is_counted_as_text_at_the_seed(fmt: str, model: str) -> N
 
 
 @pytest.mark.skipif(importlib.util.find_spec("quicktok") is None, reason="needs quicktok")
-@pytest.mark.parametrize("name", ["content", "bound", "seed"])
-def test_a_placeholder_of_a_result_of_100_tokens_or_more_is_not_under_counted(name: str) -> None:
+@pytest.mark.parametrize(("name", "least"), [("content", 100), ("bound", 1), ("seed", 1)])
+def test_a_placeholder_is_not_under_counted(name: str, least: int) -> None:
     """Each estimator's count of a placeholder, at its seed for an OpenAI model, against
-    o200k_base and cl100k_base, for results of 100 tokens to 10 million."""
+    o200k_base and cl100k_base, for results of ``least`` tokens to 10 million. ``content``
+    is a fit, not a bound: it counts some placeholders stating fewer than 100 tokens under
+    o200k_base, as it does other short texts (fidelity/adversarial.md)."""
     import quicktok  # type: ignore[import-not-found, unused-ignore]
 
     from ctxwin.fitting.strategy import PLACEHOLDER
@@ -374,7 +376,7 @@ def test_a_placeholder_of_a_result_of_100_tokens_or_more_is_not_under_counted(na
 
     encodings = [quicktok.get_encoding(e) for e in ("o200k_base", "cl100k_base")]
     est = get_estimator(name)
-    sizes = [*range(100, 2000), *(10**k + d for k in range(4, 8) for d in (0, 1, 4999, 99999))]
+    sizes = [*range(least, 2000), *(10**k + d for k in range(4, 8) for d in (0, 1, 4999, 99999))]
     for n in sizes:
         text = PLACEHOLDER.format(tokens=n)
         cost = [0] * est.width
