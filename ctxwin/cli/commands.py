@@ -246,6 +246,22 @@ def read_body(data: bytes, run_format: str = "auto") -> tuple[Any, Any]:
     return body, None
 
 
+def check_engine(engine: str, scheduler: str | None, jobs: int, *, quiet: bool) -> str:
+    """``--engine`` read as one of :data:`ctxwin.runs.checking.ENGINES` (any case): exit 2
+    for another, and for ``--scheduler`` without ``--engine dask``; a warning for ``--jobs``
+    with it."""
+    from ctxwin.runs.checking import ENGINES
+
+    name = engine.lower()
+    if name not in ENGINES:
+        raise UsageError(f"{engine!r}: choose one of {', '.join(ENGINES)}", setting="engine")
+    if scheduler is not None and name != "dask":
+        raise UsageError("--scheduler needs --engine dask")
+    if jobs and name == "dask" and not quiet:
+        say("warning: --jobs is for --engine local; the Dask workers' threads do the work")
+    return name
+
+
 def check_run_format(run_format: str) -> None:
     """Refuse an unknown ``--run-format`` (exit 2)."""
     if run_format == "auto":  # the readers are imported only when a file needs them

@@ -37,6 +37,8 @@ class Flag(NamedTuple):
     minimum: float | None = None
     panel: str | None = None
     show_default: bool = True
+    metavar: str | None = None
+    """What ``--help`` shows for the value (default: its kind)."""
 
 
 FLAGS: dict[str, Flag] = {
@@ -218,6 +220,34 @@ FLAGS: dict[str, Flag] = {
         ),
         Flag("quiet", ("--quiet", "-q"), "flag", False, "No info lines or warnings on stderr."),
         Flag(
+            "jobs",
+            ("--jobs", "-j"),
+            "int",
+            0,
+            "Worker processes (0: all cores; --engine local).",
+            minimum=0,
+        ),
+        Flag(
+            "engine",
+            ("--engine",),
+            "str",
+            "local",
+            "Where the files are read and their runs worked through: 'local' (this "
+            "machine's processes) or 'dask' (the workers of a Dask cluster, --scheduler; "
+            "needs ctxwin\\[dask]).",
+            metavar="<local|dask>",
+        ),
+        Flag(
+            "scheduler",
+            ("--scheduler",),
+            "str",
+            None,
+            "The Dask scheduler for --engine dask: tcp://HOST:PORT, or the JSON file "
+            "of `dask scheduler --scheduler-file` (default: DASK_SCHEDULER_ADDRESS). "
+            "Workers must see the same paths.",
+            metavar="ADDRESS",
+        ),
+        Flag(
             "explain",
             ("--explain",),
             "flag",
@@ -280,6 +310,10 @@ SHARED = ESTIMATION + STRATEGY + CACHING
 """The flags that make a :class:`~ctxwin.settings.Settings`
 (:func:`ctxwin.cli.commands.build_settings`)."""
 
+ENGINE = ("jobs", "engine", "scheduler")
+"""Where the per-file work of ``check`` and ``replay`` runs
+(:func:`ctxwin.runs.checking.on_engine`)."""
+
 _AT = ESTIMATION.index("estimator")
 _READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
 """The estimation flags with ``--run-format`` after ``--format``, as ``--help`` lists them."""
@@ -296,6 +330,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
         "json_tables",
         "max_input_bytes",
         "quiet",
+        *ENGINE,
     ),
 }
 """Each transcript command's flags, in the order ``--help`` lists them (each within its

@@ -42,6 +42,8 @@ def _option(key: str) -> Any:
         extra["dir_okay"] = False
     if not flag.show_default:
         extra["show_default"] = False
+    if flag.metavar is not None:
+        extra["metavar"] = flag.metavar
     return typer.Option(*flag.names, help=flag.help, rich_help_panel=flag.panel, **extra)
 
 
@@ -56,6 +58,9 @@ InputArg = Annotated[
 RunFormatOpt = Annotated[str, _option("run_format")]
 MaxInputOpt = Annotated[int, _option("max_input_bytes")]
 QuietOpt = Annotated[bool, _option("quiet")]
+JobsOpt = Annotated[int, _option("jobs")]
+EngineOpt = Annotated[str, _option("engine")]
+SchedulerOpt = Annotated[str | None, _option("scheduler")]
 AnyFormatOpt = Annotated[
     str, typer.Option("--format", "-f", help="Wire format of the input; 'auto' detects it.")
 ]

@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ctxwin.cli.commands import check_run_format
+from ctxwin.cli.commands import check_engine, check_run_format
 from ctxwin.cli.flags import ESTIMATION, STRATEGY
 from ctxwin.cli.funnel import say as _say
 from ctxwin.cli.options import (
+    EngineOpt,
+    JobsOpt,
     MaxInputOpt,
     QuietOpt,
     RunFormatOpt,
+    SchedulerOpt,
     with_flags,
     with_settings,
 )
@@ -121,11 +124,6 @@ class FailOn(StrEnum):
     never = "never"
 
 
-class Engine(StrEnum):
-    local = "local"
-    dask = "dask"
-
-
 @with_settings(*ESTIMATION, *STRATEGY)
 def check(
     paths: Annotated[
@@ -136,31 +134,9 @@ def check(
             "'-' reads stdin.",
         ),
     ],
-    jobs: Annotated[
-        int,
-        typer.Option(
-            "--jobs", "-j", min=0, help="Worker processes (0: all cores; --engine local)."
-        ),
-    ] = 0,
-    engine: Annotated[
-        Engine,
-        typer.Option(
-            "--engine",
-            help="Where the files are checked: 'local' (this machine's processes) or 'dask' "
-            "(the workers of a Dask cluster, --scheduler; needs ctxwin[dask]).",
-            case_sensitive=False,
-        ),
-    ] = Engine.local,
-    scheduler: Annotated[
-        str | None,
-        typer.Option(
-            "--scheduler",
-            metavar="ADDRESS",
-            help="The Dask scheduler for --engine dask: tcp://HOST:PORT, or the JSON file "
-            "of `dask scheduler --scheduler-file` (default: DASK_SCHEDULER_ADDRESS). "
-            "Workers must see the same paths.",
-        ),
-    ] = None,
+    jobs: JobsOpt = 0,
+    engine: EngineOpt = "local",
+    scheduler: SchedulerOpt = None,
     fail_on: Annotated[
         FailOn,
         typer.Option(
@@ -196,10 +172,7 @@ def check(
 
     if json_ and jsonl:
         raise UsageError("--json and --jsonl: choose one")
-    if scheduler is not None and engine is not Engine.dask:
-        raise UsageError("--scheduler needs --engine dask")
-    if jobs and engine is Engine.dask and not quiet:
-        _say("warning: --jobs is for --engine local; the Dask workers' threads do the work")
+    engine = check_engine(engine, scheduler, jobs, quiet=quiet)
     check_run_format(run_format)
     stdin_rows: list[CheckRow] = []
     if STDIO in paths:
@@ -211,13 +184,13 @@ def check(
     if not (found.files or found.missing or found.unreadable or stdin_rows):
         raise InputError("no files to check: the folders hold no .json, .jsonl or .traj files")
     workers = jobs or default_jobs()
-    label = f"checking ({workers} workers)" if engine is Engine.local else "checking on Dask"
+    label = f"checking ({workers} workers)" if engine == "local" else "checking on Dask"
 
     def run(advance: Callable[[int], None] | None = None) -> list[CheckRow]:
         checked = check_files(
             found,
             settings,
-            engine=engine.value,
+            engine=engine,
             scheduler=scheduler,
             jobs=workers,
             max_bytes=max_input_bytes,
