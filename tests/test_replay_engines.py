@@ -190,6 +190,25 @@ def test_corpus_runs_are_the_same_on_a_dask_cluster(scheduler: str, cli: Cli) ->
         assert orjson.loads(a.stdout)
 
 
+def test_fsspec_urls_give_the_runs_of_the_paths(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    from ctxwin.runs.checking import find_files
+
+    generated(tmp_path)
+    by_path = replay_files(find_files([str(tmp_path)]).files, SETTINGS, jobs=1)
+    urls = find_files([f"file://{tmp_path}"]).files
+    by_url = replay_files(urls, SETTINGS, jobs=2)  # the worker processes read the URLs
+    assert by_url.label == f"file://{tmp_path}" and not any(f.error for f in by_url.files)
+
+    def keyed(replayed: Replayed, prefix: str) -> list[bytes]:
+        return sorted(
+            orjson.dumps([run.name.removeprefix(prefix), run.results]).replace(prefix.encode(), b"")
+            for run in replayed.runs
+        )
+
+    assert keyed(by_url, "file://") == keyed(by_path, "")
+
+
 def test_engine_flags_are_checked_before_any_work(tmp_path: Path, cli: Cli) -> None:
     paths = generated(tmp_path)
     lonely = cli("replay", *paths, "--scheduler", "tcp://127.0.0.1:9")

@@ -209,12 +209,7 @@ def replay_files(
     contains it. With several files, each run's name starts with its file's path.
     """
     named = len(paths) > 1
-    label = paths[0] if paths else ""
-    if named:
-        try:
-            label = os.path.commonpath(list(paths))
-        except ValueError:  # absolute and relative paths, or standard input among files
-            label = "(inputs)"
+    label = _common(paths)
     given = given or {}
     policies = policy_settings(settings.portable(), blocks)
     shares = None if blocks is None else tuple(blocks)
@@ -237,6 +232,22 @@ def replay_files(
     files = [by_path[p] for p in paths]
     joined = _joined(files, policies, label if named else "", select)
     return Replayed(files, joined, label, engine)
+
+
+def _common(paths: Sequence[str]) -> str:
+    """What names ``paths``: the one path, or the folder they share (for fsspec URLs of one
+    protocol, as a URL); ``(inputs)`` when they share none."""
+    if len(paths) <= 1:
+        return paths[0] if paths else ""
+    protocols = {p.partition("://")[0] if is_url(p) else None for p in paths}
+    protocol = protocols.pop() if len(protocols) == 1 else None
+    try:
+        if protocol is None:
+            return os.path.commonpath(list(paths))
+        common = os.path.commonpath([p.partition("://")[2] for p in paths])
+        return f"{protocol}://{common}"
+    except ValueError:  # absolute and relative paths, or standard input among files
+        return "(inputs)"
 
 
 def _joined(
