@@ -295,10 +295,7 @@ def fit_plan(
     applied = Applied(strategy)
     if strategy.edits:
         applied = plan_edits(
-            transcript.body,
-            view,
-            adapter,
-            est,
+            transcript,
             budget.budget,
             calibration,
             strategy,
