@@ -66,7 +66,7 @@ def replay(
 ) -> int:
     """Replay the runs in ``run_files`` (``flags``: the model, budget, estimation and
     strategy flags, :func:`ctxwin.cli.commands.build_settings`); with ``compare``, once
-    per cutting policy (:func:`ctxwin.runs.billing.policies`), side by side; the exit code."""
+    per cutting policy (:func:`ctxwin.runs.policies.policies`), side by side; the exit code."""
     from ctxwin.cli.commands import build_settings, check_run_format, retain
     from ctxwin.errors import CtxwinError
     from ctxwin.runs import join_recorded, read_runs
@@ -77,7 +77,7 @@ def replay(
     check_run_format(run_format)
     chosen = None
     if compare:
-        from ctxwin.runs.billing import policies
+        from ctxwin.runs.policies import policies
 
         chosen = policies(compare)
     runs: list[Run] = []
@@ -178,7 +178,7 @@ def _compare(
 ) -> int:
     """``replay --compare``: the runs replayed once per policy; the exit code."""
     from ctxwin.errors import CtxwinError
-    from ctxwin.runs.billing import compare_row
+    from ctxwin.runs.policies import compare_row
     from ctxwin.runs.simulate import replay_run
 
     rows = []
