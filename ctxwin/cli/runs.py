@@ -367,8 +367,8 @@ def calibrate(
     and the waste at that factor. Exit 1 when no call has usable usage.
     """
     from ctxwin.runs import read_runs
+    from ctxwin.runs.calibrating import calibration_rows, calibration_summary, overhead_fits
     from ctxwin.runs.checking import find_files
-    from ctxwin.runs.simulate import calibration_rows, calibration_summary, overhead_fits
 
     check_run_format(run_format)
     found = find_files(logs)
