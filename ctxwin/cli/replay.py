@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import STDIO, read_input, write_stdout
-from ctxwin.errors import ExitCode, InputError
+from ctxwin.errors import NO_PROMPT_FITS, ExitCode, InputError
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
@@ -155,8 +155,7 @@ def replay(
                     f"{what}: {rep['run'] or run_file} would stop at call "
                     f"{rep['first_truncated']} of {rep['calls']}"
                     + (
-                        f" (a budget of {row['budget']:,} tokens: the window is at most "
-                        "reserve + safety)"
+                        f" (a budget of {row['budget']:,} tokens: {NO_PROMPT_FITS})"
                         if row["status"] == "no_budget"
                         else ""
                     )

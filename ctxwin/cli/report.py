@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ctxwin.errors import floor_words
+from ctxwin.errors import NO_PROMPT_FITS, floor_words
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def render_json(report: Report) -> bytes:
 def verdict(report: Report) -> str:
     """One sentence saying what pruning does (or would do)."""
     if not report["enforced"]:
-        return "no budget: the window is at most reserve + safety, no prompt fits"
+        return f"no budget: {NO_PROMPT_FITS}"
     if report["overflow_at_floor"]:
         return (
             f"context truncated: {floor_words(report['estimated_tokens_after'], report['budget'])}"

@@ -32,7 +32,7 @@ from ctxwin.cli.options import (
 )
 from ctxwin.cli.replay import STYLE, num, render_chart, render_replay
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
-from ctxwin.errors import InputError, UsageError
+from ctxwin.errors import NO_PROMPT_FITS, InputError, UsageError
 from ctxwin.runs.checking import check_exit_code
 from ctxwin.settings import DEFAULT, Settings
 from ctxwin.words import plural
@@ -260,8 +260,8 @@ def check(
         n = summary["not_enforced"]
         _say(
             f"no budget: {plural(n, 'transcript')} {'has' if n == 1 else 'have'} a budget "
-            "that is not positive (the window is at most reserve + safety, so no request "
-            "fits); pass a larger --context-length or a smaller --max-tokens"
+            f"that is not positive ({NO_PROMPT_FITS}); pass a larger --context-length or a "
+            "smaller --max-tokens"
         )
     if jsonl:
         write_stdout(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))
