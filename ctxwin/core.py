@@ -229,6 +229,7 @@ class Plan:
             "truncated_results": a.truncated_results,
             "truncated_tokens": a.truncated_tokens,
             "cleared_thinking": a.cleared_thinking,
+            "status": self.status,
         }
 
 

@@ -411,7 +411,7 @@ def test_no_budget_is_worded_once() -> None:
 
 def test_the_floor_that_does_not_fit_is_worded_once() -> None:
     """The exception, the command line's verdict and the proxy each worded it their own way."""
-    from ctxwin.cli.report import verdict
+    from ctxwin.cli.verdicts import verdict
     from ctxwin.errors import floor_words
 
     body = agent_body(2, result_bytes=40_000)

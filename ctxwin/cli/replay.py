@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import STDIO, read_input, write_stdout
+from ctxwin.cli.verdicts import HEADLINE, LABEL, STYLE
+from ctxwin.core import NO_BUDGET, TRUNCATED
 from ctxwin.errors import NO_PROMPT_FITS, ExitCode, InputError
 from ctxwin.words import plural
 
@@ -25,15 +27,6 @@ if TYPE_CHECKING:
     from ctxwin.fitting.rows import ReplayReport
     from ctxwin.runs import Run
     from ctxwin.settings import Settings
-
-STYLE = {
-    "fits": "green",
-    "needs_pruning": "yellow",
-    "truncated": "red",
-    "no_budget": "bold red",
-    "invalid": "magenta",
-}
-"""The colour of each verdict."""
 
 
 COMPARE_WIDTH = 110
@@ -150,13 +143,13 @@ def replay(
         if not quiet:
             for rep in truncated:
                 row = rep["rows"][(rep["first_truncated"] or 1) - 1]
-                what = "no budget" if row["status"] == "no_budget" else "context truncated"
+                what = HEADLINE[NO_BUDGET if row["status"] == NO_BUDGET else TRUNCATED]
                 say(
                     f"{what}: {rep['run'] or run_file} would stop at call "
                     f"{rep['first_truncated']} of {rep['calls']}"
                     + (
                         f" (a budget of {row['budget']:,} tokens: {NO_PROMPT_FITS})"
-                        if row["status"] == "no_budget"
+                        if row["status"] == NO_BUDGET
                         else ""
                     )
                 )
@@ -315,7 +308,7 @@ def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
             num(r.get("budget")),
             num(r.get("calibration")),
             num(r.get("dropped_turns")),
-            Text(status.replace("_", " "), style=STYLE[status]),
+            Text(LABEL[status], style=STYLE[status]),
         )
     console.print(table)
     if chart:

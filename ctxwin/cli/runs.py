@@ -30,8 +30,10 @@ from ctxwin.cli.options import (
     with_flags,
     with_settings,
 )
-from ctxwin.cli.replay import STYLE, num, render_chart, render_replay
+from ctxwin.cli.replay import num, render_chart, render_replay
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
+from ctxwin.cli.verdicts import LABEL, STYLE
+from ctxwin.core import STATUSES
 from ctxwin.errors import NO_PROMPT_FITS, InputError, UsageError
 from ctxwin.runs.checking import check_exit_code
 from ctxwin.settings import DEFAULT, Settings
@@ -53,7 +55,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines i
 
 
 _num = num
-_STYLE = STYLE
 
 
 # --- replay ------------------------------------------------------------------
@@ -297,15 +298,9 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
     table.add_column("verdict")
     table.add_column("count", justify="right")
     table.add_column("share", justify="right")
-    for status, label in (
-        ("fits", "fits"),
-        ("needs_pruning", "needs pruning"),
-        ("truncated", "truncated"),
-        ("no_budget", "no budget"),
-        ("invalid", "invalid"),
-    ):
+    for status in STATUSES:
         n = counts[status]
-        table.add_row(Text(label, style=_STYLE[status]), f"{n:,}", f"{100 * n / total:.1f}%")
+        table.add_row(Text(LABEL[status], style=STYLE[status]), f"{n:,}", f"{100 * n / total:.1f}%")
     console.print(table)
     if base:
         console.print(Text(f"files below {base}", style="dim"))
@@ -320,7 +315,7 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
                 _num(r["estimated_tokens"]),
                 _num(r["budget"]),
                 _num(r["over_by"]),
-                Text(r["status"].replace("_", " "), style=_STYLE[r["status"]]),
+                Text(LABEL[r["status"]], style=STYLE[r["status"]]),
             )
         console.print(w)
     if summary["invalid"]:
