@@ -25,7 +25,28 @@ TOOL = "tool"
 _NO_IDS: tuple[str, ...] = ()
 
 
-class Item:
+class _Record:
+    """What the records below share: ``_fields``, their names in order, and the
+    ``__eq__`` and ``__repr__`` a dataclass would write over them."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple([getattr(self, name) for name in self._fields])
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Record)
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__qualname__}({fields})"
+
+
+class Item(_Record):
     """One entry of the message list, as the pruner sees it.
 
     ``role`` is normalized: ``system`` (also developer), ``user``, ``assistant``
@@ -50,22 +71,11 @@ class Item:
         answers: tuple[str, ...] = _NO_IDS,
         joins: bool = False,
     ) -> None:
-        self.role = role
-        self.cost = cost
-        self.calls = calls
-        self.answers = answers
-        self.joins = joins
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return _values(self) == _values(other)
-
-    def __repr__(self) -> str:
-        return _repr(self)
+        self.role, self.cost, self.calls = role, cost, calls
+        self.answers, self.joins = answers, joins
 
 
-class View:
+class View(_Record):
     """A request body as sizes and pairings, ready to estimate and prune."""
 
     __slots__ = __match_args__ = (
@@ -107,23 +117,10 @@ class View:
         pinned: int = 0,
         superseded: tuple[int, int] | None = None,
     ) -> None:
-        self.format = format
-        self.items = items
-        self.base = base
-        self.model = model
-        self.max_tokens = max_tokens
-        self.items_path = items_path
+        self.format, self.items, self.base, self.model = format, items, base, model
+        self.max_tokens, self.items_path = max_tokens, items_path
         self.notes = [] if notes is None else notes
-        self.pinned = pinned
-        self.superseded = superseded
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return _values(self) == _values(other)
-
-    def __repr__(self) -> str:
-        return _repr(self)
+        self.pinned, self.superseded = pinned, superseded
 
     def _replace(self, **changes: Any) -> Self:
         """This view (of the same class: a Responses view keeps its reasoning items) with
@@ -137,7 +134,7 @@ class View:
         return f"{self.items_path}[{index}]"
 
 
-class Problem:
+class Problem(_Record):
     """One structural problem of a transcript: where, which rule, and what. Frozen."""
 
     __slots__ = _fields = __match_args__ = ("index", "where", "rule", "message")
@@ -148,11 +145,8 @@ class Problem:
     message: str
 
     def __init__(self, index: int, where: str, rule: str, message: str) -> None:
-        init = object.__setattr__
-        init(self, "index", index)
-        init(self, "where", where)
-        init(self, "rule", rule)
-        init(self, "message", message)
+        for name, value in zip(self._fields, (index, where, rule, message), strict=True):
+            object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a Problem is frozen: {name} cannot be set")
@@ -163,27 +157,8 @@ class Problem:
     def __reduce__(self) -> tuple[type[Problem], tuple[int, str, str, str]]:
         return Problem, (self.index, self.where, self.rule, self.message)
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return _values(self) == _values(other)
-
     def __hash__(self) -> int:
-        return hash(_values(self))
-
-    def __repr__(self) -> str:
-        return _repr(self)
+        return hash(self._values())
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message} [{self.rule}]"
-
-
-def _values(record: Any) -> tuple[Any, ...]:
-    """A record's field values, in order (what its ``__eq__`` and ``__hash__`` compare)."""
-    return tuple([getattr(record, name) for name in record._fields])
-
-
-def _repr(record: Any) -> str:
-    """``Name(field=value, ...)``, as a dataclass writes it."""
-    fields = ", ".join(f"{name}={getattr(record, name)!r}" for name in record._fields)
-    return f"{type(record).__qualname__}({fields})"
