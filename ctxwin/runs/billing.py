@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from ctxwin.cost.caching import Cache, Laid, Sent, Use
+from ctxwin.cost.caching import Cache, Laid, Places, Sent, Use
 from ctxwin.cost.pricing import CacheRules
 from ctxwin.fitting.pruning import Scale
 
@@ -124,7 +124,7 @@ def laid_prefix(prefixes: Prefixes, result: FitResult, now: ScaleNow) -> Laid:
     """The blocks of a growing transcript's request that ``result`` fitted (the fit of
     ``prefixes``' first ``result.items`` items), keyed by place: O(1) besides building
     the list of keys in C."""
-    keys: list[object] = [BEFORE, *range(result.head), *range(result.cut, result.items)]
+    keys = Places(BEFORE, [range(result.head), range(result.cut, result.items)])
     base = prefixes.view.base
     columns = prefixes.prefix
     raw = prefixes.estimator.raw
