@@ -25,9 +25,9 @@ Pure functions and plain data, used by :func:`ctxwin.runs.simulate.replay_run`:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
-from ctxwin.cost.caching import Cache, Laid, Places, Sent, Use
+from ctxwin.cost.caching import Cache, Computed, Laid, Places, Sent, Use
 from ctxwin.cost.pricing import CacheRules
 from ctxwin.fitting.pruning import Scale
 
@@ -89,34 +89,19 @@ class ScaleNow:
         self.scale = Scale(1.0)
 
 
-class _Ends(Sequence[int]):
+class _Ends(Computed[int]):
     """The ends of a request's blocks, each computed when read at the run's latest
     scale: ``raw_at(i)`` is the raw estimate of blocks ``[1, i)`` with the body's fixed
     part (what comes before the messages)."""
 
-    __slots__ = ("n", "now", "raw_at")
+    __slots__ = ("now", "raw_at")
 
     def __init__(self, n: int, raw_at: Callable[[int], int], now: ScaleNow) -> None:
         self.n = n
         self.raw_at = raw_at
         self.now = now
 
-    def __len__(self) -> int:
-        return self.n
-
-    @overload
-    def __getitem__(self, i: int) -> int: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[int]: ...
-
-    def __getitem__(self, i: int | slice) -> int | Sequence[int]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self.n))]
-        if i < 0:
-            i += self.n
-        if not 0 <= i < self.n:
-            raise IndexError(i)
+    def at(self, i: int) -> int:
         return 0 if i == 0 else self.now.scale.estimate(self.raw_at(i))
 
 
