@@ -207,7 +207,7 @@ def _compare(
     if truncated:
         if not quiet:
             worst = [r["policy"] for r in rows if r["truncated_calls"]]
-            say(f"context truncated: some call would stop the run under {', '.join(worst)}")
+            say(f"{HEADLINE[TRUNCATED]}: some call would stop the run under {', '.join(worst)}")
         return int(ExitCode.CONTEXT_TRUNCATED)
     if invalid:
         return int(ExitCode.BAD_INPUT)
