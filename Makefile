@@ -83,6 +83,7 @@ fidelity: $(FIDELITY_STAMP) ## Estimate ÷ real tokens per class, transcript, pr
 	$(BIN)/python -m fidelity.run --out fidelity/results.md
 	$(BIN)/python -m fidelity.adversarial --out fidelity/adversarial.md
 	$(BIN)/python -m fidelity.strategies --out fidelity/strategies.md
+	$(BIN)/python -m fidelity.compare --out fidelity/compare.md
 
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

@@ -210,6 +210,7 @@ class ContextWindowManager:
                     Applied(strategy),
                     sent=request,
                     sent_raw=whole.raw_tokens,
+                    cache_mark=self.settings.cache_mark,
                 )
             managed = self.evaluate_transcript(transcript)
             if managed.changed:
@@ -228,7 +229,7 @@ class ContextWindowManager:
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
         """:meth:`evaluate` for a request that is already read."""
         p = self.plan(transcript)
-        return p._replace(sent=p.output(), sent_raw=p.raw_tokens_sent)
+        return p._replace(sent=p.fitted(), sent_raw=p.raw_tokens_sent)
 
     def plan(self, transcript: Transcript) -> Plan:
         """The :class:`~ctxwin.core.Plan` of ``transcript`` at what this run has learned."""
@@ -261,7 +262,7 @@ class ContextWindowManager:
             learned=learner is not None,
             block=self.settings.strategy.block,
         )
-        return Plan(transcript, budget, result)
+        return Plan(transcript, budget, result, cache_mark=self.settings.cache_mark)
 
     def _prefix_budget(self, prefixes: Prefixes) -> Budget:
         """The budget of the requests ``prefixes`` holds (fixing the run's seed first)."""

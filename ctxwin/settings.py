@@ -58,6 +58,13 @@ class Settings(NamedTuple):
     """The steps that fit a request (:mod:`ctxwin.fitting.strategy`); by default drop turns only,
     the cut moving in blocks of :data:`~ctxwin.fitting.strategy.DEFAULT_BLOCK` of the budget."""
 
+    cache_mark: bool = False
+    """Add one Anthropic ``cache_control`` mark at the end of the stable prefix, the last
+    block of the request's last message (what the next request of a growing run sends
+    again), unless the request holds Anthropic's limit of four marks already or that
+    block is marked (:func:`~ctxwin.formats.anthropic.with_stable_mark`); Anthropic
+    Messages requests only. Off by default: a request that fits is sent as it is."""
+
     def make_estimator(self, model: str | None = None) -> Estimator:
         """The estimator these settings name (a fresh one when named). ``model`` names
         the model when :attr:`model` does not (the body's), for ``tokenizer="auto"``."""

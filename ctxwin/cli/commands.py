@@ -24,7 +24,7 @@ from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import TypedDict, Unpack
+    from typing import NotRequired, TypedDict, Unpack
 
     from ctxwin.fitting.rows import Report
     from ctxwin.fitting.strategy import Strategy
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         exclude_tools: str
         clear_at_least: int
         block: float
+        cache_mark: NotRequired[bool]
 
 
 _kept: list[Any] | None = None
@@ -359,7 +360,7 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
         from ctxwin.codec import dumps
 
         out = dumps(plan.output(), indent=True, newline=True)  # the request, as a body
-    elif plan.status == NEEDS_PRUNING:
+    elif plan.status == NEEDS_PRUNING or (plan.marked and not plan.result.overflow_at_floor):
         from ctxwin.codec import dumps, find_big_integer, may_hold_big_number
         from ctxwin.errors import InputError
 

@@ -192,9 +192,20 @@ FLAGS: dict[str, Flag] = {
             "float",
             DEFAULT_BLOCK,
             "Move the cut in blocks of this share of the budget (0 to 1; 0: drop the "
-            "fewest turns that fit). Consecutive requests of a growing run then keep one "
-            "cut, and the provider's prompt cache, until what must go crosses the next block.",
+            "fewest turns that fit), and clear results and thinking in batches of it. "
+            "Consecutive requests of a growing run then keep one cut and one cleared set, "
+            "and the provider's prompt cache, until what must go crosses the next block.",
             minimum=0.0,
+            panel=STRATEGY_PANEL,
+        ),
+        Flag(
+            "cache_mark",
+            ("--cache-mark",),
+            "flag",
+            False,
+            "Anthropic requests: add one cache_control mark at the end of the stable prefix "
+            "(the last block of the last message, which the next request re-sends), unless "
+            "the request has 4 marks already (Anthropic's limit) or that block has one.",
             panel=STRATEGY_PANEL,
         ),
         Flag(
@@ -261,7 +272,11 @@ ESTIMATION = (
 STRATEGY = ("strategy", "keep_results", "exclude_tools", "clear_at_least", "block")
 """The flags that say how a request is fitted (:class:`~ctxwin.fitting.strategy.Strategy`)."""
 
-SHARED = ESTIMATION + STRATEGY
+CACHING = ("cache_mark",)
+"""The flags that change what is sent for a provider's prompt cache (a request that fits
+too), for the commands that send or price a body."""
+
+SHARED = ESTIMATION + STRATEGY + CACHING
 """The flags that make a :class:`~ctxwin.settings.Settings`
 (:func:`ctxwin.cli.commands.build_settings`)."""
 
@@ -271,11 +286,12 @@ _READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "estimate": (*_READ, "json_", "explain", "max_input_bytes", "quiet", *STRATEGY),
-    "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY),
+    "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY, *CACHING),
     "replay": (
         "select",
         *ESTIMATION,
         *STRATEGY,
+        *CACHING,
         "run_format",
         "json_tables",
         "max_input_bytes",

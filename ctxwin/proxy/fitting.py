@@ -169,9 +169,9 @@ class Fitter:
             # fitting needed, but it would break a pairing rule
             return Fitted(UNSAFE, raw, key=key, reason=str(exc), manager=manager)
         status = p.status
-        if status == FITS:
+        if status == FITS and not p.marked:
             return Fitted(FIT, raw, p, key, manager=manager)
-        if status != NEEDS_PRUNING:
+        if status not in (FITS, NEEDS_PRUNING):
             return Fitted(TRUNCATED, b"", p, key, manager=manager)
         out = dumps(p.request)
         if may_hold_big_number(out):
@@ -179,7 +179,7 @@ class Fitter:
             if big is not None:
                 reason = f"{big} does not fit 64 bits; fitting would rewrite it"
                 return Fitted(UNSAFE, raw, key=key, reason=reason, manager=manager)
-        action = PRUNED if p.result.pruned else CLEARED
+        action = FIT if status == FITS else PRUNED if p.result.pruned else CLEARED
         return Fitted(action, out, p, key, manager=manager)
 
     def estimator_for(self, model: str | None) -> Any:

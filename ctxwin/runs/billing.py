@@ -165,24 +165,19 @@ def _unmarked(value: Any) -> Any:
     out = {k: v for k, v in value.items() if k != "cache_control"}
     content = out.get("content")
     if isinstance(content, list):
-        out["content"] = [
-            {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, Mapping) else b
-            for b in content
-        ]
+        out["content"] = [_unmarked(b) if isinstance(b, Mapping) else b for b in content]
     return out
 
 
 def _marked(value: Any) -> bool:
     """Whether ``value`` (a content block, a tool, a message) or a block in its
-    ``content`` carries a ``cache_control`` mark."""
+    ``content`` (a message's blocks, a ``tool_result``'s) carries a ``cache_control`` mark."""
     if not isinstance(value, Mapping):
         return False
     if value.get("cache_control") is not None:
         return True
     content = value.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, Mapping) and b.get("cache_control") is not None for b in content
-    )
+    return isinstance(content, list) and any(map(_marked, content))
 
 
 def body_marks(body: Any) -> list[int] | None:
@@ -227,13 +222,23 @@ def body_ttl(body: Any) -> int | None:
         for value in values:
             if not isinstance(value, Mapping):
                 continue
-            blocks = value.get("content")
-            for block in [value, *(blocks if isinstance(blocks, list) else ())]:
-                if isinstance(block, Mapping) and block.get("cache_control") is not None:
-                    last = block["cache_control"]
+            last = _last_mark(value, last)
     if last is None:
         return None
     return HOUR if isinstance(last, Mapping) and last.get("ttl") == "1h" else FIVE_MINUTES
+
+
+def _last_mark(value: Any, last: Any) -> Any:
+    """The last ``cache_control`` mark of the blocks in ``value``'s ``content`` and of
+    ``value`` itself, which ends after them (in the order the prompt is read), else ``last``."""
+    if not isinstance(value, Mapping):
+        return last
+    blocks = value.get("content")
+    for block in blocks if isinstance(blocks, list) else ():
+        last = _last_mark(block, last)
+    if value.get("cache_control") is not None:
+        last = value["cache_control"]
+    return last
 
 
 def written_ttl(usage: Mapping[str, Any], before: int | None = None) -> int | None:

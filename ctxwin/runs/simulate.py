@@ -208,6 +208,9 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             if prefixes is not None and r.gap is None:
                 laid = laid_prefix(prefixes, r, ledger.now)
                 marks = _kept_marks(marked, r)
+                if fitted.marked:  # the setting cache_mark adds one: read it from the body
+                    sent = fitted.output()
+                    marks, ttl = body_marks(sent), body_ttl(sent)
             else:
                 laid = laid_plan(fitted, ledger.now)
                 sent = fitted.output()
