@@ -272,6 +272,7 @@ class Plan:
             "truncated_results": a.truncated_results,
             "truncated_tokens": a.truncated_tokens,
             "cleared_thinking": a.cleared_thinking,
+            "status": self.status,
         }
 
 
@@ -348,10 +349,7 @@ def fit_plan(
     applied = Applied(strategy)
     if strategy.edits:
         applied = plan_edits(
-            transcript.body,
-            view,
-            adapter,
-            est,
+            transcript,
             budget.budget,
             calibration,
             strategy,

@@ -218,7 +218,7 @@ class ContextWindowManager:
             return managed
         fitted = self.evaluate_prefix(prefixes, n, transcript)
         result = fitted.result
-        if not result.pruned:
+        if not fitted.changed:
             return fitted._replace(sent=request, sent_raw=result.raw_tokens)
         sent = transcript.write(result.keep)
         items = sent if isinstance(sent, list) else sent.get(transcript.adapter.items_key)

@@ -26,9 +26,9 @@ from ctxwin.runs.billing import (
     body_marks,
     body_ttl,
     input_cost,
-    policies,
     session_marks,
 )
+from ctxwin.runs.policies import policies
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use

@@ -315,8 +315,11 @@ def _warn_problems(problems: list[Any]) -> None:
 
 
 def truncated_message(report: Report) -> str:
+    from ctxwin.cli.verdicts import HEADLINE
+    from ctxwin.core import TRUNCATED
+
     return (
-        f"context truncated: {floor_words(report['estimated_tokens_after'], report['budget'])} "
+        f"{HEADLINE[TRUNCATED]}: {floor_words(report['estimated_tokens_after'], report['budget'])} "
         f"({report['context_length']:,} window − {report['reserve']:,} reserve − "
         f"{report['safety']:,} safety). Use a model with a larger window, a smaller "
         "--max-tokens, or a shorter system prompt or newest turn."

@@ -18,12 +18,13 @@ import typer
 
 from ctxwin.cli.flags import COMMAND_FLAGS, FLAGS
 from ctxwin.cli.funnel import exit_code_for
+from ctxwin.errors import NO_PROMPT_FITS
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 bad input (unreadable, invalid JSON, wrong shape, unsafe pairing, "
     "write failure); 2 usage error; 3 context truncated (even the head plus the newest turn "
-    "exceed the budget, or there is no budget: the window is at most reserve + safety; "
-    "nothing is written); 4 needs pruning (check only)."
+    f"exceed the budget, or there is no budget: {NO_PROMPT_FITS}; nothing is written); "
+    "4 needs pruning (check only)."
 )
 
 state = {"debug": False}

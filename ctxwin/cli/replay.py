@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import STDIO, read_input, write_stdout
-from ctxwin.errors import ExitCode, InputError
+from ctxwin.cli.verdicts import HEADLINE, LABEL, STYLE
+from ctxwin.core import NO_BUDGET, TRUNCATED
+from ctxwin.errors import NO_PROMPT_FITS, ExitCode, InputError
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
@@ -24,15 +26,6 @@ if TYPE_CHECKING:
 
     from ctxwin.fitting.rows import ReplayReport
     from ctxwin.runs.replaying import Replayed
-
-STYLE = {
-    "fits": "green",
-    "needs_pruning": "yellow",
-    "truncated": "red",
-    "no_budget": "bold red",
-    "invalid": "magenta",
-}
-"""The colour of each verdict."""
 
 
 COMPARE_WIDTH = 110
@@ -68,7 +61,7 @@ def replay(
 ) -> int:
     """Replay the runs in ``run_files`` (``flags``: the model, budget, estimation and
     strategy flags, :func:`ctxwin.cli.commands.build_settings`); with ``compare``, once
-    per cutting policy (:func:`ctxwin.runs.billing.policies`), side by side; the exit code.
+    per cutting policy (:func:`ctxwin.runs.policies.policies`), side by side; the exit code.
     The files are read and replayed on ``engine`` (:func:`ctxwin.runs.replaying.replay_files`)."""
     from ctxwin.cli.commands import build_settings, check_engine, check_run_format, retain
     from ctxwin.runs.checking import find_files
@@ -79,7 +72,7 @@ def replay(
     engine = check_engine(engine, scheduler, jobs, quiet=quiet)
     chosen = None
     if compare:
-        from ctxwin.runs.billing import policies
+        from ctxwin.runs.policies import policies
 
         chosen = policies(compare)
     files = [STDIO] if STDIO in run_files else []
@@ -148,14 +141,13 @@ def replay(
         if not quiet:
             for rep in truncated:
                 row = rep["rows"][(rep["first_truncated"] or 1) - 1]
-                what = "no budget" if row["status"] == "no_budget" else "context truncated"
+                what = HEADLINE[NO_BUDGET if row["status"] == NO_BUDGET else TRUNCATED]
                 say(
                     f"{what}: {rep['run'] or run_file} would stop at call "
                     f"{rep['first_truncated']} of {rep['calls']}"
                     + (
-                        f" (a budget of {row['budget']:,} tokens: the window is at most "
-                        "reserve + safety)"
-                        if row["status"] == "no_budget"
+                        f" (a budget of {row['budget']:,} tokens: {NO_PROMPT_FITS})"
+                        if row["status"] == NO_BUDGET
                         else ""
                     )
                 )
@@ -167,7 +159,7 @@ def replay(
 
 def _compare(replayed: Replayed, names: list[str], *, json_: bool, quiet: bool) -> int:
     """``replay --compare``: the runs replayed once per policy (``names``); the exit code."""
-    from ctxwin.runs.billing import compare_row
+    from ctxwin.runs.policies import compare_row
 
     rows = []
     first: list[ReplayReport] = []
@@ -199,7 +191,7 @@ def _compare(replayed: Replayed, names: list[str], *, json_: bool, quiet: bool) 
     if truncated:
         if not quiet:
             worst = [r["policy"] for r in rows if r["truncated_calls"]]
-            say(f"context truncated: some call would stop the run under {', '.join(worst)}")
+            say(f"{HEADLINE[TRUNCATED]}: some call would stop the run under {', '.join(worst)}")
         return int(ExitCode.CONTEXT_TRUNCATED)
     if invalid:
         return int(ExitCode.BAD_INPUT)
@@ -300,7 +292,7 @@ def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
             num(r.get("budget")),
             num(r.get("calibration")),
             num(r.get("dropped_turns")),
-            Text(status.replace("_", " "), style=STYLE[status]),
+            Text(LABEL[status], style=STYLE[status]),
         )
     console.print(table)
     if chart:

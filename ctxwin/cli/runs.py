@@ -33,9 +33,11 @@ from ctxwin.cli.options import (
     with_flags,
     with_settings,
 )
-from ctxwin.cli.replay import STYLE, num, render_chart, render_replay
+from ctxwin.cli.replay import num, render_chart, render_replay
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
-from ctxwin.errors import InputError, UsageError
+from ctxwin.cli.verdicts import LABEL, STYLE
+from ctxwin.core import STATUSES
+from ctxwin.errors import NO_PROMPT_FITS, InputError, UsageError
 from ctxwin.runs.checking import check_exit_code
 from ctxwin.settings import DEFAULT, Settings
 from ctxwin.words import plural
@@ -56,7 +58,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines i
 
 
 _num = num
-_STYLE = STYLE
 
 
 # --- replay ------------------------------------------------------------------
@@ -233,8 +234,8 @@ def check(
         n = summary["not_enforced"]
         _say(
             f"no budget: {plural(n, 'transcript')} {'has' if n == 1 else 'have'} a budget "
-            "that is not positive (the window is at most reserve + safety, so no request "
-            "fits); pass a larger --context-length or a smaller --max-tokens"
+            f"that is not positive ({NO_PROMPT_FITS}); pass a larger --context-length or a "
+            "smaller --max-tokens"
         )
     if jsonl:
         write_stdout(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))
@@ -270,15 +271,9 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
     table.add_column("verdict")
     table.add_column("count", justify="right")
     table.add_column("share", justify="right")
-    for status, label in (
-        ("fits", "fits"),
-        ("needs_pruning", "needs pruning"),
-        ("truncated", "truncated"),
-        ("no_budget", "no budget"),
-        ("invalid", "invalid"),
-    ):
+    for status in STATUSES:
         n = counts[status]
-        table.add_row(Text(label, style=_STYLE[status]), f"{n:,}", f"{100 * n / total:.1f}%")
+        table.add_row(Text(LABEL[status], style=STYLE[status]), f"{n:,}", f"{100 * n / total:.1f}%")
     console.print(table)
     if base:
         console.print(Text(f"files below {base}", style="dim"))
@@ -293,7 +288,7 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
                 _num(r["estimated_tokens"]),
                 _num(r["budget"]),
                 _num(r["over_by"]),
-                Text(r["status"].replace("_", " "), style=_STYLE[r["status"]]),
+                Text(LABEL[r["status"]], style=STYLE[r["status"]]),
             )
         console.print(w)
     if summary["invalid"]:
@@ -340,8 +335,8 @@ def calibrate(
     and the waste at that factor. Exit 1 when no call has usable usage.
     """
     from ctxwin.runs import read_runs
+    from ctxwin.runs.calibrating import calibration_rows, calibration_summary, overhead_fits
     from ctxwin.runs.checking import find_files
-    from ctxwin.runs.simulate import calibration_rows, calibration_summary, overhead_fits
 
     check_run_format(run_format)
     found = find_files(logs)

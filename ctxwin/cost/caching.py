@@ -30,7 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
-from typing import NamedTuple, Protocol, overload
+from typing import NamedTuple, Protocol, TypeVar, overload
+
+T = TypeVar("T")
 
 LOOKBACK = 20
 """Anthropic looks for a cache hit at most this many blocks before each cache mark."""
@@ -58,41 +60,66 @@ class Block(NamedTuple):
     tokens: int
 
 
-class Places(Sequence[object]):
+class Computed(Sequence[T]):
+    """A sequence of :attr:`n` items, each computed when read (:meth:`at`) instead of
+    stored: what a cache reads of a long request is a few of its keys and ends."""
+
+    __slots__ = ("n",)
+
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | Sequence[T]:
+        if isinstance(i, slice):
+            return self.sliced(i)
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return self.at(i)
+
+    def at(self, i: int) -> T:
+        """Item ``i``, ``0 <= i < n``."""
+        raise NotImplementedError
+
+    def sliced(self, s: slice) -> Sequence[T]:
+        """The items ``s`` selects, as a list."""
+        return [self.at(k) for k in range(*s.indices(self.n))]
+
+
+class Places(Computed[object]):
     """The keys ``[first, *range(a, b), …]`` of a request made of runs of places, without
     the list: a replay's growing transcript keys each message by its place, and its
     requests are the head and a run of the newest messages. Two of them share a prefix
     worked out from their runs (:meth:`shared`), so a run of n calls is priced in O(n), not
     in O(n²) list building and comparing."""
 
-    __slots__ = ("first", "n", "runs")
+    __slots__ = ("first", "runs")
 
     def __init__(self, first: object, runs: Sequence[range]) -> None:
         self.first = first
         self.runs = [r for r in runs if r]
         self.n = 1 + sum(len(r) for r in self.runs)
 
-    def __len__(self) -> int:
-        return self.n
-
-    @overload
-    def __getitem__(self, i: int) -> object: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[object]: ...
-
-    def __getitem__(self, i: int | slice) -> object | Sequence[object]:
-        if isinstance(i, slice):
-            return self.listed()[i]
-        if i < 0:
-            i += self.n
+    def at(self, i: int) -> object:
         if i == 0:
             return self.first
         for r in self.runs:
-            if 0 < i <= len(r):
+            if i <= len(r):
                 return r[i - 1]
             i -= len(r)
-        raise IndexError(i)
+        raise IndexError(i)  # not reached: 0 < i < n
+
+    def sliced(self, s: slice) -> Sequence[object]:
+        return self.listed()[s]
 
     def listed(self) -> list[object]:
         """The keys as a list."""

@@ -60,6 +60,7 @@ from ctxwin.fitting.pruning import (
     segment,
     total_cost,
 )
+from ctxwin.fitting.transcript import Transcript
 from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
 from ctxwin.tokens.base import Estimator, Kind, calibrated
 from ctxwin.view import View
@@ -374,15 +375,13 @@ class _Planner:
 
     def __init__(
         self,
-        body: Any,
-        view: View,
-        adapter: Adapter,
-        estimator: Estimator,
+        transcript: Transcript,
         budget: int,
         calibration: float,
         strategy: Strategy,
         scale: Scale | None = None,
     ) -> None:
+        body, adapter, view, estimator = transcript
         self.adapter = adapter
         self.estimator = estimator
         self.calibration = calibration
@@ -430,16 +429,13 @@ def clearable(
     """What a clearing step may clear in ``body``, oldest first, whatever the budget:
     the results of ``clear-results`` (``kind`` :data:`RESULT`), or the thinking of
     ``clear-thinking`` (:data:`THINKING`)."""
-    planner = _Planner(body, view, adapter, estimator, 0, calibration, strategy)
+    planner = _Planner(Transcript(body, adapter, view, estimator), 0, calibration, strategy)
     step = STEP_OF[CLEAR_RESULTS if kind == RESULT else CLEAR_THINKING]
     return [o.part for o in step.candidates(planner)]
 
 
 def plan_edits(
-    body: Any,
-    view: View,
-    adapter: Adapter,
-    estimator: Estimator,
+    transcript: Transcript,
     budget: int,
     calibration: float,
     strategy: Strategy,
@@ -448,7 +444,7 @@ def plan_edits(
     overhead: int = 0,
     learned: bool = False,
 ) -> Applied:
-    """The content edits ``strategy`` makes so that ``body`` (read into ``view``) fits.
+    """The content edits ``strategy`` makes so that ``transcript``'s body fits.
 
     ``overhead`` and ``learned`` are :func:`~ctxwin.fitting.pruning.fit`'s: the plan checks
     the estimate the fit checks.
@@ -465,6 +461,7 @@ def plan_edits(
     """
     if not strategy.edits or budget <= 0:
         return Applied(strategy)
+    view, estimator = transcript.view, transcript.estimator
     columns = cost_columns(view)
     total = total_cost(view, columns)
     scale = Scale(calibration, overhead, learned)
@@ -472,7 +469,7 @@ def plan_edits(
         return Applied(strategy)
     from ctxwin.fitting.cut import Kept, prefix_sums  # here: not imported at start
 
-    pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy, scale)
+    pl = _Planner(transcript, budget, calibration, strategy, scale)
     refuse_broken(view, rules)
     steps = strategy.actions
     offered = {}  # the offers of the steps before drop-turns, found once
