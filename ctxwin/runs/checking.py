@@ -354,14 +354,15 @@ def on_engine(
     settings: Settings,
     work: Work[Row],
     *,
+    run_format: str = "auto",
+    max_bytes: int = 0,
     engine: str = "local",
     scheduler: Any = None,
     jobs: int = 0,
-    max_bytes: int = 0,
     on_file_done: Callable[[int], None] | None = None,
-    run_format: str = "auto",
 ) -> Iterator[Row]:
-    """``work``'s rows for every file in ``paths``, made on ``engine``: ``local``, by
+    """``work``'s rows for every file in ``paths`` (read as ``run_format``, none over
+    ``max_bytes``), made on ``engine``: ``local``, by
     ``jobs`` processes of this machine (:func:`work_paths`); ``dask``, by the workers of
     the Dask scheduler ``scheduler`` (:func:`ctxwin.cluster.check_paths_on_dask`), in
     chunks balanced by size (:func:`chunks`). Rows come chunk by chunk in completion
@@ -447,12 +448,12 @@ def check_files(
         found.files,
         settings,
         check_chunk,
+        run_format=run_format,
+        max_bytes=max_bytes,
         engine=engine,
         scheduler=scheduler,
         jobs=jobs,
-        max_bytes=max_bytes,
         on_file_done=on_file_done,
-        run_format=run_format,
     )
     ordered = in_file_order(rows, found.files)
     ordered += [_invalid(arg, MISSING) for arg in found.missing]
