@@ -609,7 +609,7 @@ def test_replay_with_edits_keys_messages_by_content() -> None:
     """Under clear-results (each request read whole) a cleared result is a new message:
     the cache reads only up to it."""
     [run] = read_runs(_session(10))
-    settings = Settings(context_length=19_000, max_tokens=1000)
+    settings = Settings(context_length=20_000, max_tokens=1000)  # the first calls fit
     plain = replay_run(run, settings)
     strategy = Strategy(("clear-results", "drop-turns"), 1)
     cleared = replay_run(run, settings._replace(strategy=strategy))

@@ -148,7 +148,7 @@ def build_settings(
     spec: Path | None = None,
     fmt: str = "auto",
     calibration: float | None = None,
-    estimator: str = "content",
+    estimator: str = "bound",
     tokenizer: str | None = None,
     strategy: str = "drop-turns",
     keep_results: int = 3,
