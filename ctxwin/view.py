@@ -9,6 +9,7 @@ modified; the adapter writes the kept entries back from the original objects.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 SYSTEM = "system"
@@ -60,6 +61,11 @@ class View:
     """Items ``[start, end)`` that a fit may drop as one block before any turn: they
     precede the latest OpenAI Responses ``compaction`` item, which carries their context
     (the items themselves are still read and billed, so they are counted)."""
+    tighten: Callable[[Iterable[int]], None] | None = None
+    """Set when the items were priced at a cheap upper bound of the estimator's price
+    (:meth:`ctxwin.tokens.tiered.TieredBound.lazy`): prices the items at the given indices
+    at the estimator's own price, in place. Every cost is an upper bound of that price
+    either way; a fit prices what it keeps (:func:`ctxwin.fitting.pruning.fit`)."""
 
     def where(self, index: int) -> str:
         """JSON path of item ``index`` (``messages[4]``)."""

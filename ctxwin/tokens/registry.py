@@ -24,9 +24,9 @@ def _content() -> Estimator:
 
 
 def _bound() -> Estimator:
-    from ctxwin.tokens.bound import BoundEstimator
+    from ctxwin.tokens.tiered import TieredBound
 
-    return BoundEstimator()
+    return TieredBound()
 
 
 DEFAULT_ESTIMATOR = "bound"

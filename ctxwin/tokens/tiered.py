@@ -1,0 +1,214 @@
+"""The bound in two tiers: a cheap upper bound on what it prices, and its price, on demand.
+
+:class:`TieredBound` is the estimator ``bound`` names. It prices text exactly as
+:class:`~ctxwin.tokens.bound.BoundEstimator` does (slot 1, the estimate), and in slot 2 as
+:class:`~ctxwin.tokens.content.ContentEstimator` does: what the cut's blocks are measured on
+(:meth:`TieredBound.block_raw`), never whether a request fits. A fit needs the bound's own
+price only near the budget's edge: :meth:`TieredBound.lazy` reads a body with slot 1 at
+:func:`cheap_cents`, the most the bound can price a string of its bytes, and remembers each
+string, so :class:`Tightener` can price the items a fit keeps, and only those, at the bound
+(:func:`ctxwin.fitting.pruning.fit`). Slot 2 is the same either way, so the blocks are too.
+
+Why the cheap price is never below the bound's, string by string: the bound is K (2 tokens)
+plus the prices of the parts the string is cut into, and the parts partition its bytes. A
+part priced by pairs costs, for each byte, a pair price or the opening price of the byte's
+class (:data:`~ctxwin.tokens.bound.BOUND_CLASSES`), each at most the largest such price of
+that class, :data:`CHEAP_BYTE_CENTS`. A part priced exactly costs a count of tokens of a
+byte-level BPE (the largest of four), a token a digit, or :func:`~ctxwin.tokens.vocabulary.run_cap`
+— never more tokens than it has bytes, in the text as it is or, for Qwen 3, its NFC form;
+and :data:`CHEAP_BYTE_CENTS` is at least a token a byte. Text not in NFC may grow up to
+three times when normalized, so such a string costs 2 tokens more a byte.
+``tests/test_tiered.py`` checks the inequality on generated text, the corpus and every
+piece of the vocabulary.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from ctxwin.tokens.base import Kind
+from ctxwin.tokens.bound import (
+    _BCHUNK,
+    _BCLASS,
+    _BOPEN,
+    _BPAIR,
+    BOUND_STRING_CENTS,
+    BoundEstimator,
+    _bound_units,
+    _sum_prices,
+)
+from ctxwin.tokens.content import SCALE, _cost
+
+if TYPE_CHECKING:
+    from ctxwin.view import View
+
+
+def _cheap_table() -> tuple[bytes, bytes, tuple[int, ...]]:
+    """(byte → its cheap price less a token, the bytes whose cheap price is a token, the
+    cheap price of each byte in 1/100 token)."""
+    most = [0] * 16
+    for pair in range(256):
+        most[pair & 15] = max(most[pair & 15], _BPAIR[pair])
+    cents = tuple(max(100, most[_BCLASS[b]], _BOPEN[b]) for b in range(256))
+    return bytes(c - 100 for c in cents), bytes(b for b in range(256) if cents[b] == 100), cents
+
+
+_CHEAP_EXTRA, _CHEAP_PLAIN, CHEAP_BYTE_CENTS = _cheap_table()
+"""What a byte costs at most in the bound (:func:`cheap_cents`): the largest pair or
+opening price of its class, and at least a token (1/100 token, by byte)."""
+
+_UNIT = SCALE // 100
+"""A cent of a token in :data:`~ctxwin.tokens.content.SCALE` units."""
+
+
+def cheap_cents(data: bytes, text: str | None = None) -> int:
+    """The most :class:`~ctxwin.tokens.bound.BoundEstimator` prices UTF-8 ``data`` at (in
+    1/100 token; see the module docstring): K plus :data:`CHEAP_BYTE_CENTS` of each byte,
+    2 tokens more a byte for text not in NFC. ``text``: ``data`` decoded, when the caller
+    has it. One ``bytes.translate`` and Adler-32 (no Python loop over the bytes)."""
+    n = len(data)
+    if not n:
+        return 0
+    extra = data.translate(_CHEAP_EXTRA, _CHEAP_PLAIN)
+    if len(extra) <= _BCHUNK:
+        cents = BOUND_STRING_CENTS + 100 * n + _sum_prices(extra)
+    else:
+        view = memoryview(extra)
+        cents = BOUND_STRING_CENTS + 100 * n
+        cents += sum(_sum_prices(view[i : i + _BCHUNK]) for i in range(0, len(extra), _BCHUNK))
+    if not data.isascii():
+        if text is None:
+            try:
+                text = data.decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                return cents  # not UTF-8: every byte one token at most, as it is
+        if not unicodedata.is_normalized("NFC", text):
+            cents += 200 * n
+    return cents
+
+
+class TieredBound(BoundEstimator):
+    """``--estimator bound``: :class:`~ctxwin.tokens.bound.BoundEstimator`'s estimate
+    (slots 0 and 1, every count the same), plus ``content``'s price in slot 2, the measure
+    of the cut's blocks (:meth:`block_raw`). :meth:`lazy` gives the reader that prices
+    slot 1 at the cheap tier."""
+
+    width = 3
+
+    def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
+        super().add_text(cost, text, kind)
+        cost[2] += _cost(text.encode("utf-8", "surrogatepass"))
+
+    def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
+        cost[1] += _bound_units(data)
+        cost[2] += _cost(data)
+
+    def block_raw(self, totals: Sequence[int]) -> int:
+        """What the cut's blocks measure (:meth:`ctxwin.fitting.cut.Kept.dropped`):
+        ``content``'s estimate of ``totals``. It costs a ``bytes.translate`` a string, is
+        close to the bound's on most text (so a block is about the fraction of the budget
+        it says), and is the same whether the items were priced at the bound or at the
+        cheap tier: a block boundary is a function of the history alone, and a lazy fit
+        finds the same cut. Only where the blocks fall rests on it; whether what is kept
+        fits is always the bound's."""
+        return totals[0] + -(-totals[2] // SCALE)
+
+    def lazy(self) -> LazyBound:
+        """A reader's estimator that prices at the cheap tier alone and remembers what it
+        priced (:class:`LazyBound`)."""
+        return LazyBound(self)
+
+
+class LazyBound(TieredBound):
+    """Prices every string at :func:`cheap_cents` in slot 1 (slot 2 as :class:`TieredBound`
+    does), remembering the string and the cost vector it went to, so :func:`tightener` can
+    price an item at the bound later. A view read with it is an upper bound everywhere
+    (slot 1 is never below the bound's price)."""
+
+    def __init__(self, tight: TieredBound) -> None:
+        super().__init__(
+            per_message=tight.per_message, per_tool_call=tight.per_tool_call, name=tight.name
+        )
+        self.tight = tight
+        self.log: list[tuple[list[int], str | bytes, int]] = []
+
+    def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
+        data = text.encode("utf-8", "surrogatepass")
+        cheap = _UNIT * cheap_cents(data, text)
+        cost[1] += cheap
+        cost[2] += _cost(data)
+        self.log.append((cost, text, cheap))
+
+    def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
+        cheap = _UNIT * cheap_cents(data)
+        cost[1] += cheap
+        cost[2] += _cost(data)
+        self.log.append((cost, data, cheap))
+
+
+def _tight_units(est: BoundEstimator, value: str | bytes) -> int:
+    if isinstance(value, bytes):
+        return _bound_units(value)
+    cost = [0, 0]
+    BoundEstimator.add_text(est, cost, value, Kind.DENSE)
+    return cost[1]
+
+
+class Tightener:
+    """Prices items of a view read by a :class:`LazyBound` at the bound, in place: slot 1
+    of each item's cost becomes the bound's price (never more than it was). Built by
+    :func:`tightener`; the view's base is priced at once."""
+
+    __slots__ = ("est", "pending", "view")
+
+    def __init__(
+        self, view: View, est: BoundEstimator, pending: list[list[tuple[str | bytes, int]]]
+    ):
+        self.view = view
+        self.est = est
+        self.pending = pending
+        """Per item, the strings not yet priced at the bound, with their cheap price
+        (empty once the item is priced)."""
+
+    def __call__(self, indices: Iterable[int]) -> None:
+        """Price the items at ``indices`` at the bound (those already priced are skipped)."""
+        items = self.view.items
+        pending = self.pending
+        est = self.est
+        for i in indices:
+            todo = pending[i]
+            if todo:
+                cost = items[i].cost
+                for value, cheap in todo:
+                    cost[1] += _tight_units(est, value) - cheap
+                pending[i] = []
+
+    def done(self) -> bool:
+        """Whether every item is priced at the bound."""
+        return not any(self.pending)
+
+
+def tightener(view: View, reader: LazyBound) -> Tightener | None:
+    """The :class:`Tightener` of ``view``, read by ``reader``, with its base priced at the
+    bound; ``None`` when some string was priced into a cost vector that is neither an
+    item's nor the base's (an adapter summing part costs): the caller reads the body again
+    at the bound."""
+    slots: dict[int, int] = {id(item.cost): i for i, item in enumerate(view.items)}
+    if len(slots) != len(view.items):
+        return None  # items sharing a cost vector
+    base = id(view.base)
+    pending: list[list[tuple[str | bytes, int]]] = [[] for _ in view.items]
+    est = reader.tight
+    for cost, value, cheap in reader.log:
+        key = id(cost)
+        if key == base:
+            view.base[1] += _tight_units(est, value) - cheap
+            continue
+        i = slots.get(key)
+        if i is None:
+            return None
+        pending[i].append((value, cheap))
+    reader.log = []
+    return Tightener(view, est, pending)
