@@ -17,8 +17,15 @@ from ctxwin.core import load
 from ctxwin.fitting.pruning import FitResult, fit
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.bound import _bound_cents
+from ctxwin.tokens.content import SCALE, _cost
 from ctxwin.tokens.registry import default_estimator, get_estimator
-from ctxwin.tokens.tiered import LazyBound, TieredBound, cheap_cents, tightener
+from ctxwin.tokens.tiered import (
+    LazyBound,
+    TieredBound,
+    _cheap_and_content,
+    cheap_cents,
+    tightener,
+)
 from ctxwin.tokens.vocabulary import bound_vocabulary
 from tests.builders import Message
 from tests.strategies import transcripts
@@ -32,6 +39,8 @@ FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*.json"))
 def _cheap_covers(text: str) -> None:
     data = text.encode("utf-8", "surrogatepass")
     assert _bound_cents(data) <= cheap_cents(data, text), text[:80]
+    # the reader's inline path prices as cheap_cents and content's own _cost do
+    assert _cheap_and_content(text) == (SCALE // 100 * cheap_cents(data, text), _cost(data))
 
 
 @settings(max_examples=3000, deadline=None)

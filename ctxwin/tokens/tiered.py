@@ -27,6 +27,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
+from zlib import adler32
 
 from ctxwin.tokens.base import Kind
 from ctxwin.tokens.bound import (
@@ -39,7 +40,18 @@ from ctxwin.tokens.bound import (
     _bound_units,
     _sum_prices,
 )
-from ctxwin.tokens.content import SCALE, _cost
+from ctxwin.tokens.content import (
+    _ADLER_MOD,
+    _BYTE,
+    _PLAIN,
+    _SHORT,
+    _SHORT_MEMO,
+    _STEP,
+    _SUM_SPAN,
+    _WEIGHTS,
+    SCALE,
+    _cost,
+)
 
 if TYPE_CHECKING:
     from ctxwin.view import View
@@ -121,6 +133,33 @@ class TieredBound(BoundEstimator):
         return LazyBound(self)
 
 
+def _cheap_and_content(text: str) -> tuple[int, int]:
+    """(:func:`cheap_cents` in :data:`~ctxwin.tokens.content.SCALE` units, ``content``'s
+    price) of ``text``: one encoding, two ``bytes.translate`` and two Adler-32 for most
+    strings (the common case of :func:`cheap_cents` and ``content``'s ``_cost`` inline)."""
+    data = text.encode("utf-8", "surrogatepass")
+    n = len(data)
+    if not n:
+        return 0, 0
+    extra = data.translate(_CHEAP_EXTRA, _CHEAP_PLAIN)
+    if len(extra) <= _CHEAP_SPAN:
+        cents = BOUND_STRING_CENTS + 100 * n + (adler32(extra) & 0xFFFF) - 1
+        if not text.isascii() and not unicodedata.is_normalized("NFC", text):
+            cents += 200 * n
+    else:
+        cents = cheap_cents(data, text)
+    weights = data.translate(_WEIGHTS, _PLAIN)
+    if len(weights) <= _SUM_SPAN:
+        content = _BYTE * n + _STEP * ((adler32(weights) & 0xFFFF) - 1)
+    else:
+        content = _cost(data)
+    return _UNIT * cents, content
+
+
+_CHEAP_SPAN = (_ADLER_MOD - 2) // max(_CHEAP_EXTRA)
+"""Longest run of :data:`_CHEAP_EXTRA` prices whose sum Adler-32 alone gives exactly."""
+
+
 class LazyBound(TieredBound):
     """Prices every string at :func:`cheap_cents` in slot 1 (slot 2 as :class:`TieredBound`
     does), remembering the string and the cost vector it went to, so :func:`tightener` can
@@ -133,12 +172,21 @@ class LazyBound(TieredBound):
         )
         self.tight = tight
         self.log: list[tuple[list[int], str | bytes, int]] = []
+        self._pairs: dict[str, tuple[int, int]] = {}
+        """:func:`_cheap_and_content` of recent short strings (call ids, tool names)."""
 
     def add_text(self, cost: list[int], text: str, kind: Kind) -> None:
-        data = text.encode("utf-8", "surrogatepass")
-        cheap = _UNIT * cheap_cents(data, text)
+        if len(text) < _SHORT:
+            pair = self._pairs.get(text)
+            if pair is None:
+                if len(self._pairs) >= _SHORT_MEMO:
+                    self._pairs.clear()
+                pair = self._pairs[text] = _cheap_and_content(text)
+        else:
+            pair = _cheap_and_content(text)
+        cheap = pair[0]
         cost[1] += cheap
-        cost[2] += _cost(data)
+        cost[2] += pair[1]
         self.log.append((cost, text, cheap))
 
     def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
