@@ -58,21 +58,31 @@ if TYPE_CHECKING:
 
 
 def _cheap_table() -> tuple[bytes, bytes, tuple[int, ...]]:
-    """(byte → its cheap price less a token, the bytes whose cheap price is a token, the
-    cheap price of each byte in 1/100 token)."""
+    """(byte → its cheap price over a token, in steps of :data:`CHEAP_STEP`; the bytes whose
+    cheap price is a token; the cheap price of each byte in 1/100 token)."""
     most = [0] * 16
     for pair in range(256):
         most[pair & 15] = max(most[pair & 15], _BPAIR[pair])
-    cents = tuple(max(100, most[_BCLASS[b]], _BOPEN[b]) for b in range(256))
-    return bytes(c - 100 for c in cents), bytes(b for b in range(256) if cents[b] == 100), cents
+    top = [max(100, most[_BCLASS[b]], _BOPEN[b]) for b in range(256)]
+    steps = bytes(-(-(c - 100) // CHEAP_STEP) for c in top)
+    cents = tuple(100 + CHEAP_STEP * k for k in steps)
+    return steps, bytes(b for b in range(256) if not steps[b]), cents
 
+
+CHEAP_STEP = 4
+"""The cheap tier prices a byte in steps of this many 1/100 token over a token (rounded
+up): the steps of a string add up in one Adler-32 for up to 3,119 bytes."""
 
 _CHEAP_EXTRA, _CHEAP_PLAIN, CHEAP_BYTE_CENTS = _cheap_table()
 """What a byte costs at most in the bound (:func:`cheap_cents`): the largest pair or
-opening price of its class, and at least a token (1/100 token, by byte)."""
+opening price of its class, at least a token, rounded up to :data:`CHEAP_STEP` (1/100
+token, by byte)."""
 
 _UNIT = SCALE // 100
 """A cent of a token in :data:`~ctxwin.tokens.content.SCALE` units."""
+
+_CHEAP_SPAN = (_ADLER_MOD - 2) // max(_CHEAP_EXTRA)
+"""Longest run of :data:`_CHEAP_EXTRA` steps whose sum Adler-32 alone gives exactly."""
 
 
 def cheap_cents(data: bytes, text: str | None = None) -> int:
@@ -84,12 +94,12 @@ def cheap_cents(data: bytes, text: str | None = None) -> int:
     if not n:
         return 0
     extra = data.translate(_CHEAP_EXTRA, _CHEAP_PLAIN)
-    if len(extra) <= _BCHUNK:
-        cents = BOUND_STRING_CENTS + 100 * n + _sum_prices(extra)
+    if len(extra) <= _CHEAP_SPAN:
+        steps = (adler32(extra) & 0xFFFF) - 1
     else:
         view = memoryview(extra)
-        cents = BOUND_STRING_CENTS + 100 * n
-        cents += sum(_sum_prices(view[i : i + _BCHUNK]) for i in range(0, len(extra), _BCHUNK))
+        steps = sum(_sum_prices(view[i : i + _BCHUNK]) for i in range(0, len(extra), _BCHUNK))
+    cents = BOUND_STRING_CENTS + 100 * n + CHEAP_STEP * steps
     if not data.isascii():
         if text is None:
             try:
@@ -143,7 +153,7 @@ def _cheap_and_content(text: str) -> tuple[int, int]:
         return 0, 0
     extra = data.translate(_CHEAP_EXTRA, _CHEAP_PLAIN)
     if len(extra) <= _CHEAP_SPAN:
-        cents = BOUND_STRING_CENTS + 100 * n + (adler32(extra) & 0xFFFF) - 1
+        cents = BOUND_STRING_CENTS + 100 * n + CHEAP_STEP * ((adler32(extra) & 0xFFFF) - 1)
         if not text.isascii() and not unicodedata.is_normalized("NFC", text):
             cents += 200 * n
     else:
@@ -156,22 +166,23 @@ def _cheap_and_content(text: str) -> tuple[int, int]:
     return _UNIT * cents, content
 
 
-_CHEAP_SPAN = (_ADLER_MOD - 2) // max(_CHEAP_EXTRA)
-"""Longest run of :data:`_CHEAP_EXTRA` prices whose sum Adler-32 alone gives exactly."""
-
-
 class LazyBound(TieredBound):
     """Prices every string at :func:`cheap_cents` in slot 1 (slot 2 as :class:`TieredBound`
-    does), remembering the string and the cost vector it went to, so :func:`tightener` can
-    price an item at the bound later. A view read with it is an upper bound everywhere
-    (slot 1 is never below the bound's price)."""
+    does), remembering the strings and, for each run of them priced into one cost vector,
+    that vector, so :func:`tightener` can price an item at the bound later. A view read
+    with it is an upper bound everywhere (slot 1 is never below the bound's price)."""
 
     def __init__(self, tight: TieredBound) -> None:
         super().__init__(
             per_message=tight.per_message, per_tool_call=tight.per_tool_call, name=tight.name
         )
         self.tight = tight
-        self.log: list[tuple[list[int], str | bytes, int]] = []
+        self.values: list[str | bytes] = []
+        """Every string priced, in order."""
+        self.runs: list[tuple[list[int], int]] = []
+        """(cost vector, index in :attr:`values` of the first of a run of strings priced
+        into it)."""
+        self._last: list[int] | None = None
         self._pairs: dict[str, tuple[int, int]] = {}
         """:func:`_cheap_and_content` of recent short strings (call ids, tool names)."""
 
@@ -184,24 +195,35 @@ class LazyBound(TieredBound):
                 pair = self._pairs[text] = _cheap_and_content(text)
         else:
             pair = _cheap_and_content(text)
-        cheap = pair[0]
-        cost[1] += cheap
+        cost[1] += pair[0]
         cost[2] += pair[1]
-        self.log.append((cost, text, cheap))
+        if cost is not self._last:
+            self._last = cost
+            self.runs.append((cost, len(self.values)))
+        self.values.append(text)
 
     def add_bytes(self, cost: list[int], data: bytes, kind: Kind) -> None:
-        cheap = _UNIT * cheap_cents(data)
-        cost[1] += cheap
+        cost[1] += _UNIT * cheap_cents(data)
         cost[2] += _cost(data)
-        self.log.append((cost, data, cheap))
+        if cost is not self._last:
+            self._last = cost
+            self.runs.append((cost, len(self.values)))
+        self.values.append(data)
 
 
-def _tight_units(est: BoundEstimator, value: str | bytes) -> int:
-    if isinstance(value, bytes):
-        return _bound_units(value)
+def _tight_less_cheap(est: BoundEstimator, values: Sequence[str | bytes]) -> int:
+    """The bound's price of ``values`` less their cheap price (never above 0), in
+    :data:`~ctxwin.tokens.content.SCALE` units."""
     cost = [0, 0]
-    BoundEstimator.add_text(est, cost, value, Kind.DENSE)
-    return cost[1]
+    cheap = 0
+    for value in values:
+        if isinstance(value, bytes):
+            cost[1] += _bound_units(value)
+            cheap += _UNIT * cheap_cents(value)
+        else:
+            BoundEstimator.add_text(est, cost, value, Kind.DENSE)
+            cheap += _cheap_and_content(value)[0]
+    return cost[1] - cheap
 
 
 class Tightener:
@@ -209,28 +231,33 @@ class Tightener:
     of each item's cost becomes the bound's price (never more than it was). Built by
     :func:`tightener`; the view's base is priced at once."""
 
-    __slots__ = ("est", "pending", "view")
+    __slots__ = ("est", "pending", "values", "view")
 
     def __init__(
-        self, view: View, est: BoundEstimator, pending: list[list[tuple[str | bytes, int]]]
-    ):
+        self,
+        view: View,
+        est: BoundEstimator,
+        values: list[str | bytes],
+        pending: list[list[tuple[int, int]]],
+    ) -> None:
         self.view = view
         self.est = est
+        self.values = values
         self.pending = pending
-        """Per item, the strings not yet priced at the bound, with their cheap price
-        (empty once the item is priced)."""
+        """Per item, the ranges of :attr:`values` not yet priced at the bound (none once
+        the item is priced)."""
 
     def __call__(self, indices: Iterable[int]) -> None:
         """Price the items at ``indices`` at the bound (those already priced are skipped)."""
         items = self.view.items
         pending = self.pending
-        est = self.est
+        values = self.values
         for i in indices:
-            todo = pending[i]
-            if todo:
+            ranges = pending[i]
+            if ranges:
                 cost = items[i].cost
-                for value, cheap in todo:
-                    cost[1] += _tight_units(est, value) - cheap
+                for a, b in ranges:
+                    cost[1] += _tight_less_cheap(self.est, values[a:b])
                 pending[i] = []
 
     def done(self) -> bool:
@@ -243,20 +270,23 @@ def tightener(view: View, reader: LazyBound) -> Tightener | None:
     bound; ``None`` when some string was priced into a cost vector that is neither an
     item's nor the base's (an adapter summing part costs): the caller reads the body again
     at the bound."""
-    slots: dict[int, int] = {id(item.cost): i for i, item in enumerate(view.items)}
-    if len(slots) != len(view.items):
+    items = view.items
+    slots: dict[int, int] = {id(item.cost): i for i, item in enumerate(items)}
+    if len(slots) != len(items):
         return None  # items sharing a cost vector
-    base = id(view.base)
-    pending: list[list[tuple[str | bytes, int]]] = [[] for _ in view.items]
+    pending: list[list[tuple[int, int]]] = [[] for _ in items]
     est = reader.tight
-    for cost, value, cheap in reader.log:
-        key = id(cost)
-        if key == base:
-            view.base[1] += _tight_units(est, value) - cheap
-            continue
-        i = slots.get(key)
-        if i is None:
+    values = reader.values
+    runs = reader.runs
+    ends = [start for _, start in runs[1:]] + [len(values)] if runs else []
+    where = slots.get
+    for (cost, start), end in zip(runs, ends, strict=True):
+        i = where(id(cost))
+        if i is not None:
+            pending[i].append((start, end))
+        elif cost is view.base:
+            view.base[1] += _tight_less_cheap(est, values[start:end])
+        else:
             return None
-        pending[i].append((value, cheap))
-    reader.log = []
-    return Tightener(view, est, pending)
+    reader.runs = []
+    return Tightener(view, est, values, pending)
