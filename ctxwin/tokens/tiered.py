@@ -25,7 +25,9 @@ piece of the vocabulary.
 from __future__ import annotations
 
 import unicodedata
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from operator import attrgetter, gt, itemgetter
 from typing import TYPE_CHECKING
 from zlib import adler32
 
@@ -231,62 +233,76 @@ class Tightener:
     of each item's cost becomes the bound's price (never more than it was). Built by
     :func:`tightener`; the view's base is priced at once."""
 
-    __slots__ = ("est", "pending", "values", "view")
+    __slots__ = ("est", "owner", "priced", "starts", "values", "view")
 
     def __init__(
-        self,
-        view: View,
-        est: BoundEstimator,
-        values: list[str | bytes],
-        pending: list[list[tuple[int, int]]],
-    ) -> None:
+        self, view: View, est: BoundEstimator, values: list[str | bytes], owner: list[int],
+        starts: list[int],
+    ) -> None:  # fmt: skip
         self.view = view
         self.est = est
         self.values = values
-        self.pending = pending
-        """Per item, the ranges of :attr:`values` not yet priced at the bound (none once
-        the item is priced)."""
+        self.owner = owner
+        """Per run of strings priced into an item's cost (in reading order), that item;
+        ascending."""
+        self.starts = starts
+        """Per run, the index in :attr:`values` of its first string; one more entry, the
+        end."""
+        self.priced = bytearray(len(view.items))
+        """Per item, 1 once it is priced at the bound."""
 
     def __call__(self, indices: Iterable[int]) -> None:
         """Price the items at ``indices`` at the bound (those already priced are skipped)."""
         items = self.view.items
-        pending = self.pending
-        values = self.values
+        owner, starts, values, est, priced = (
+            self.owner, self.starts, self.values, self.est, self.priced
+        )  # fmt: skip
+        n = len(owner)
         for i in indices:
-            ranges = pending[i]
-            if ranges:
-                cost = items[i].cost
-                for a, b in ranges:
-                    cost[1] += _tight_less_cheap(self.est, values[a:b])
-                pending[i] = []
+            if priced[i]:
+                continue
+            priced[i] = 1
+            r = bisect_left(owner, i)
+            cost = items[i].cost
+            while r < n and owner[r] == i:
+                cost[1] += _tight_less_cheap(est, values[starts[r] : starts[r + 1]])
+                r += 1
 
     def done(self) -> bool:
-        """Whether every item is priced at the bound."""
-        return not any(self.pending)
+        """Whether every item that holds a string is priced at the bound."""
+        return all(self.priced[i] for i in set(self.owner))
 
 
 def tightener(view: View, reader: LazyBound) -> Tightener | None:
     """The :class:`Tightener` of ``view``, read by ``reader``, with its base priced at the
     bound; ``None`` when some string was priced into a cost vector that is neither an
-    item's nor the base's (an adapter summing part costs): the caller reads the body again
-    at the bound."""
+    item's nor the base's (an adapter summing part costs), or the items' strings were not
+    read in item order after the base's: the caller reads the body again at the bound.
+
+    The runs are matched to the items at C speed (``map`` over their ids); pricing an item
+    later finds its runs by bisection, so nothing here loops over the strings."""
     items = view.items
-    slots: dict[int, int] = {id(item.cost): i for i, item in enumerate(items)}
-    if len(slots) != len(items):
+    index = dict(zip(map(id, map(_COST, items)), range(len(items)), strict=True))
+    if len(index) != len(items):
         return None  # items sharing a cost vector
-    pending: list[list[tuple[int, int]]] = [[] for _ in items]
+    index[id(view.base)] = -1
+    runs = reader.runs
+    reader.runs = []
+    owner = list(map(index.get, map(id, map(_FIRST, runs))))
+    if None in owner:
+        return None
+    starts = [*map(_SECOND, runs), len(reader.values)]
+    first = next((r for r, o in enumerate(owner) if o != -1), len(owner))
+    rest: list[int] = owner[first:]  # type: ignore[assignment]
+    if -1 in rest or any(map(gt, rest, rest[1:])):
+        return None
     est = reader.tight
     values = reader.values
-    runs = reader.runs
-    ends = [start for _, start in runs[1:]] + [len(values)] if runs else []
-    where = slots.get
-    for (cost, start), end in zip(runs, ends, strict=True):
-        i = where(id(cost))
-        if i is not None:
-            pending[i].append((start, end))
-        elif cost is view.base:
-            view.base[1] += _tight_less_cheap(est, values[start:end])
-        else:
-            return None
-    reader.runs = []
-    return Tightener(view, est, values, pending)
+    for r in range(first):  # the base's schemas and system text are read first
+        view.base[1] += _tight_less_cheap(est, values[starts[r] : starts[r + 1]])
+    return Tightener(view, est, values, rest, starts[first:])
+
+
+_COST = attrgetter("cost")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
