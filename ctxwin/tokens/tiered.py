@@ -221,11 +221,15 @@ def _tight_less_cheap(est: BoundEstimator, values: Sequence[str | bytes]) -> int
     for value in values:
         if isinstance(value, bytes):
             cost[1] += _bound_units(value)
-            cheap += _UNIT * cheap_cents(value)
-        else:
+            cheap += cheap_cents(value)
+        elif len(value) < _SHORT:  # the bound's memo of short strings
             BoundEstimator.add_text(est, cost, value, Kind.DENSE)
-            cheap += _cheap_and_content(value)[0]
-    return cost[1] - cheap
+            cheap += cheap_cents(value.encode("utf-8", "surrogatepass"), value)
+        else:
+            data = value.encode("utf-8", "surrogatepass")
+            cost[1] += _bound_units(data)
+            cheap += cheap_cents(data, value)
+    return cost[1] - _UNIT * cheap
 
 
 class Tightener:
