@@ -348,6 +348,9 @@ def fit_plan(
     est = transcript.estimator
     applied = Applied(strategy)
     if strategy.edits:
+        if view.tighten is not None:  # the planner weighs every item's cost: price them all
+            view.tighten(range(len(view.items)))
+            view.tighten = None
         applied = plan_edits(
             transcript,
             budget.budget,

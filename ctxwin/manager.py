@@ -96,8 +96,8 @@ class ContextWindowManager:
 
         ``model`` is the setting ``model``; ``calibration_seed`` is the former name of
         the setting ``calibration`` (deprecated, still accepted; giving both is a
-        ``TypeError``). ``estimator`` is a name (``content``, ``tokenizer:o200k_base``)
-        or an estimator. ``learn_overhead`` learns
+        ``TypeError``). ``estimator`` is a name (``bound``, the default; ``content``,
+        ``tokenizer:o200k_base``) or an estimator. ``learn_overhead`` learns
         an overhead the requests do not show from usage (see the module docstring);
         ``fresh_factor`` is its factor until two reports measure one
         (:class:`~ctxwin.fitting.calibration.OverheadLearner`; 1.0 when the requests show

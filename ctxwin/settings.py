@@ -45,10 +45,11 @@ class Settings(NamedTuple):
     fmt: str = AUTO
     """Wire format, or ``auto`` to detect it from the body's shape."""
     estimator: str | Estimator | None = None
-    """The estimator's name (:func:`~ctxwin.tokens.get_estimator`): ``content``,
-    ``bound``, ``seed``, or ``tokenizer:ENCODING`` to count exactly with a BPE encoding
-    (``o200k_base``, ``cl100k_base``, ``llama3``, ``qwen3``; the ``bpe`` extra);
-    ``None``: the default (:func:`~ctxwin.tokens.default_estimator`). An estimator
+    """The estimator's name (:func:`~ctxwin.tokens.get_estimator`): ``bound`` (an upper
+    bound), ``content`` (alias ``fast``: a faster fit, not a bound), ``seed``, or
+    ``tokenizer:ENCODING`` to count exactly with a BPE encoding (``o200k_base``,
+    ``cl100k_base``, ``llama3``, ``qwen3``; the ``bpe`` extra); ``None``: the default,
+    ``bound`` (:func:`~ctxwin.tokens.default_estimator`). An estimator
     object is accepted too (see :meth:`portable`)."""
     tokenizer: str | None = None
     """``auto``: count exactly when the model's tokenizer is one the ``bpe`` extra has,

@@ -15,6 +15,7 @@ and :meth:`View._replace` copies a view with some fields changed (as
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any, Self
 
 SYSTEM = "system"
@@ -80,7 +81,7 @@ class View(_Record):
 
     __slots__ = __match_args__ = (
         *("format", "items", "base", "model", "max_tokens", "items_path", "notes"),
-        *("pinned", "superseded"),
+        *("pinned", "superseded", "tighten"),
     )
     _fields: tuple[str, ...] = __slots__
 
@@ -104,6 +105,11 @@ class View(_Record):
     """Items ``[start, end)`` that a fit may drop as one block before any turn: they
     precede the latest OpenAI Responses ``compaction`` item, which carries their context
     (the items themselves are still read and billed, so they are counted)."""
+    tighten: Callable[[Iterable[int]], None] | None
+    """Set when the items were priced at a cheap upper bound of the estimator's price
+    (:meth:`ctxwin.tokens.tiered.TieredBound.lazy`): prices the items at the given indices
+    at the estimator's own price, in place. Every cost is an upper bound of that price
+    either way; a fit prices what it keeps (:func:`ctxwin.fitting.pruning.fit`)."""
 
     def __init__(
         self,
@@ -116,11 +122,12 @@ class View(_Record):
         notes: list[str] | None = None,
         pinned: int = 0,
         superseded: tuple[int, int] | None = None,
+        tighten: Callable[[Iterable[int]], None] | None = None,
     ) -> None:
         self.format, self.items, self.base, self.model = format, items, base, model
         self.max_tokens, self.items_path = max_tokens, items_path
         self.notes = [] if notes is None else notes
-        self.pinned, self.superseded = pinned, superseded
+        self.pinned, self.superseded, self.tighten = pinned, superseded, tighten
 
     def _replace(self, **changes: Any) -> Self:
         """This view (of the same class: a Responses view keeps its reasoning items) with

@@ -149,7 +149,7 @@ def build_settings(
     spec: Path | None = None,
     fmt: str = "auto",
     calibration: float | None = None,
-    estimator: str = "content",
+    estimator: str = "bound",
     tokenizer: str | None = None,
     strategy: str = "drop-turns",
     keep_results: int = 3,
@@ -179,10 +179,17 @@ def build_settings(
 
 
 def _plan(
-    *, input_: str, max_input_bytes: int, quiet: bool, run_format: str = "auto", **flags: Any
+    *,
+    input_: str,
+    max_input_bytes: int,
+    quiet: bool,
+    run_format: str = "auto",
+    lazy: bool = False,
+    **flags: Any,
 ) -> tuple[Any, bytes, Any]:
     """The plan of the input; the bytes read; the session run when the input is a
-    session file (its next request is planned) or ``None``."""
+    session file (its next request is planned) or ``None``. With ``lazy``, a request
+    body is priced exactly only where the fit needs it (:func:`ctxwin.core.load`)."""
     from ctxwin import codec, core
     from ctxwin.settings import body_model
 
@@ -196,7 +203,8 @@ def _plan(
         data = b""  # the session's next request is written, never the file: free it now
     if session is None:
         retain(body)
-        transcript = core.load(body, settings.fmt, settings.make_estimator(body_model(body)))
+        est = settings.make_estimator(body_model(body))
+        transcript = core.load(body, settings.fmt, est, lazy=lazy)
         plan = core.plan(transcript, settings)
     else:
         from ctxwin.runs.simulate import learned_manager
@@ -367,7 +375,7 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     from ctxwin.cli.report import render_json
     from ctxwin.core import NEEDS_PRUNING
 
-    plan, data, session = _plan(**options)
+    plan, data, session = _plan(**options, lazy=True)
     result = plan.result
     report = plan.report()
     out = data

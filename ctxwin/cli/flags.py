@@ -96,10 +96,10 @@ FLAGS: dict[str, Flag] = {
             "float",
             None,
             "Factor the raw estimate is scaled by (values below 1 count as 1). "
-            "Default: 1.15 for --estimator seed; 1.0 for content and bound, or the model "
-            "family's seed (content: Claude 1.35, Llama 4 1.3, DeepSeek 1.2; bound: Claude "
-            "1.4, Llama 4 1.45, DeepSeek 1.4; both: Claude Opus 4.7 and later 2.0); 1.0 "
-            "with --tokenizer.",
+            "Default: 1.0 for bound (the default estimator) and content, or the model "
+            "family's seed (bound: Claude 1.4, Llama 4 1.45, DeepSeek 1.4; content: Claude "
+            "1.35, Llama 4 1.3, DeepSeek 1.2; both: Claude Opus 4.7 and later 2.0); 1.15 "
+            "for --estimator seed; 1.0 with --tokenizer.",
             minimum=0.0,
             panel=EST_PANEL,
             show_default=False,
@@ -126,16 +126,15 @@ FLAGS: dict[str, Flag] = {
             "estimator",
             ("--estimator",),
             "str",
-            "content",
-            "Estimator: 'content' (default) costs each byte by its class (digits, "
-            "upper-case, punctuation, non-ASCII), fitted to bound o200k, cl100k, Llama 3 and "
-            "Qwen 3 on recorded transcripts; 'bound' prices the words, punctuation, "
-            "whitespace and digit runs whose count in all four it knows at that count, "
-            "non-ASCII runs at the most tokens BPE can give them, other bytes by class and the "
-            "class before, "
-            "and bounds them on every generated text class too, at about 1.13× the real "
-            "count; "
-            "'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+            "bound",
+            "Estimator: 'bound' (default) prices the words, punctuation, whitespace and "
+            "digit runs whose count in o200k, cl100k, Llama 3 and Qwen 3 it knows at the "
+            "largest of those counts, non-ASCII runs at the most tokens BPE can give them, "
+            "other bytes by class and the class before: an upper bound on all four on every "
+            "text class tried, at about 1.13× the real count; 'content' (alias 'fast') "
+            "costs each byte by its class (digits, upper-case, punctuation, non-ASCII), a "
+            "fit to recorded transcripts that is faster but not a bound (it under-counts "
+            "text unlike them); 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
             panel=EST_PANEL,
         ),
         Flag(

@@ -393,10 +393,16 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
     first_pruned: int | None = None
     first_truncated: int | None = None
     peak: tuple[float, int] | None = None
+    # a request body alone: its verdict needs the bound's price only of what a fit keeps
+    lazy = run.recorded is None and not learns_overhead(run)
     for k, call in enumerate(calls, 1):
         manager = run_manager(settings, run, call_model(call), estimator)
         try:
-            fitted = manager.evaluate(call.request)
+            if lazy:
+                transcript = load(call.request, manager.fmt, manager.estimator, lazy=True)
+                fitted = manager.evaluate_transcript(transcript)
+            else:
+                fitted = manager.evaluate(call.request)
         except CtxwinError as exc:
             where = f"{call.where}: " if run.recorded is not None and call.where else ""
             reason = _reason(call.request, fmt)
