@@ -9,7 +9,7 @@ TEST_STAMP := $(VENV)/.installed-test
 LINT_STAMP := $(VENV)/.installed-lint
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test lint format clean bench bench-proxy fidelity fuzz slow docs
+.PHONY: help venv demo test lint format clean bench bench-proxy bench-estimators fidelity fuzz slow docs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -66,8 +66,11 @@ format: $(LINT_STAMP) ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: $(TEST_STAMP) bench-proxy ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
+bench: $(TEST_STAMP) bench-proxy bench-estimators ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+bench-estimators: $(TEST_STAMP) ## The default bound vs --estimator content: prune, check, estimate (ESTIMATOR_BENCH_ARGS="--reps 5")
+	$(BIN)/python bench/estimators.py $(ESTIMATOR_BENCH_ARGS)
 
 bench-proxy: $(TEST_STAMP) ## Load test of `ctxwin proxy` on loopback (PROXY_BENCH_ARGS="--turns 30,300")
 	$(BIN)/python bench/proxy.py --out bench/proxy-results.md $(PROXY_BENCH_ARGS)
@@ -83,6 +86,7 @@ fidelity: $(FIDELITY_STAMP) ## Estimate ÷ real tokens per class, transcript, pr
 	$(BIN)/python -m fidelity.run --out fidelity/results.md
 	$(BIN)/python -m fidelity.adversarial --out fidelity/adversarial.md
 	$(BIN)/python -m fidelity.strategies --out fidelity/strategies.md
+	$(BIN)/python -m fidelity.compare --out fidelity/compare.md
 
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

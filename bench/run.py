@@ -138,6 +138,9 @@ class Job:
     dst: Path
     context_length: int
     budget: int
+    drop: str = "0:0"
+    """The messages ``ctxwin prune`` drops at this size, as ``bench/floor.py --drop`` takes
+    them (``A:B,C:D``), so the floor of ``prune`` writes the same body."""
 
 
 @dataclass
@@ -324,6 +327,29 @@ def ctxwin_report(ctxwin: list[str], path: Path, context_length: int, tmp: Path)
     return report
 
 
+def drop_ranges(indices: Sequence[int]) -> str:
+    """``ctxwin``'s ``dropped_messages`` as the ranges ``bench/floor.py --drop`` takes."""
+    ranges: list[list[int]] = []
+    for i in sorted(indices):
+        if ranges and ranges[-1][1] == i:
+            ranges[-1][1] = i + 1
+        else:
+            ranges.append([i, i + 1])
+    return ",".join(f"{a}:{b}" for a, b in ranges) or "0:0"
+
+
+FLOOR_OF = {
+    "ctxwin estimate": "floor (parse only)",
+    "ctxwin replay": "floor (parse only)",
+    "ctxwin check": "floor (parse only)",
+    "ctxwin prune": "floor (prune's output)",
+}
+"""The floor each command is compared with: the one that writes what the command writes
+(a report is not a body: ``estimate``, ``replay`` and ``check`` against parsing alone;
+``prune`` against writing the messages it keeps). The peers and the floors themselves are
+compared with ``floor``, which writes every message."""
+
+
 def check_output(python: str, path: Path) -> dict[str, Any]:
     res = subprocess.run([python, str(BENCH / "check.py"), str(path)], capture_output=True)
     if res.returncode != 0:
@@ -360,7 +386,9 @@ def run_size(
     tokens = int(ctxwin_report(ctxwin, path, 10**12, tmp)["estimated_tokens"])
     context_length = args.context_length or context_for_budget(round(tokens * args.fraction))
     budget = ctxwin_budget(context_length)
-    reported = ctxwin_report(ctxwin, path, context_length, tmp).get("budget")
+    at_c = ctxwin_report(ctxwin, path, context_length, tmp)
+    drop = drop_ranges(at_c.get("dropped_messages") or [])
+    reported = at_c.get("budget")
     if reported is not None and reported != budget:
         log(f"  note: ctxwin reports budget {reported:,}, formula gives {budget:,}; using ctxwin's")
         budget = int(reported)
@@ -401,7 +429,7 @@ def run_size(
             row = rows[tool.name]
             if row.error or (tool.time_exponent is not None and rep >= args.peer_reps):
                 continue
-            job = Job(path, tmp / f"{tool.name}.out.json", context_length, budget)
+            job = Job(path, tmp / f"{tool.name}.out.json", context_length, budget, drop)
             out, err = tmp / f"{tool.name}.stdout", tmp / f"{tool.name}.stderr"
             s = measure(tool.argv(job), out, err, timeout=args.timeout, env=tool.env)
             row.samples.append(s)
@@ -571,7 +599,6 @@ def render(
                 )
     for res in results:
         by = {r.tool: r for r in res.rows}
-        floor = by.get("floor")
         prune = by.get("ctxwin prune")
         lines += [
             "",
@@ -583,20 +610,24 @@ def render(
             f"on {os.cpu_count()} CPUs.",
             "",
             "| tool | wall median (s) | wall min (s) | peak RSS (MiB) | kept msgs | output check "
-            "| × floor | × ctxwin prune | notes |",
-            "|---|---:|---:|---:|---:|---|---:|---:|---|",
+            "| × its floor | its floor | × ctxwin prune | notes |",
+            "|---|---:|---:|---:|---:|---|---:|---|---:|---|",
         ]
         for r in res.rows:
+            floor_name = FLOOR_OF.get(r.tool, "floor")
+            floor = by.get(floor_name) or by.get("floor")
+            floor_name = floor.tool if floor else "—"
             if r.at_least is not None:
                 lines.append(
                     f"| {r.tool} | > {r.at_least:g} (one run, killed) | | | | | "
                     f"{fmt_x(r.at_least, floor.wall if floor else None, bound=True)} | "
+                    f"{floor_name} | "
                     f"{fmt_x(r.at_least, prune.wall if prune else None, bound=True)} | "
                     f"time is a lower bound; {r.projection} |"
                 )
                 continue
             if r.skipped or (r.error and r.wall is None):
-                lines.append(f"| {r.tool} | {r.skipped or r.error} | | | | | | | |")
+                lines.append(f"| {r.tool} | {r.skipped or r.error} | | | | | | | | |")
                 continue
             vs_prune = fmt_x(r.wall, prune.wall if prune else None) if r.phases else ""
             notes = []
@@ -612,7 +643,7 @@ def render(
             lines.append(
                 f"| {r.tool} | {fmt_s(r.wall)} | {fmt_s(r.wall_min)} | "
                 f"{r.rss_mib:.0f} | {r.kept if r.kept is not None else '—'} | {r.check or '—'} | "
-                f"{fmt_x(r.wall, floor.wall if floor else None)} | {vs_prune} | "
+                f"{fmt_x(r.wall, floor.wall if floor else None)} | {floor_name} | {vs_prune} | "
                 f"{'; '.join(notes)} |"
             )
     lines.append("")
@@ -693,6 +724,17 @@ def main(argv: list[str] | None = None) -> int:
             writes_output=False,
         ),
         Tool("floor", lambda j: [python, floor, str(j.src), str(j.dst)], writes_output=True),
+        # Equal work: the floor of a command writes what that command writes (FLOOR_OF).
+        Tool(
+            "floor (prune's output)",
+            lambda j: [python, floor, "--drop", j.drop, str(j.src), str(j.dst)],
+            writes_output=True,
+        ),
+        Tool(
+            "floor (parse only)",
+            lambda j: [python, floor, "--parse-only", str(j.src), str(j.dst)],
+            writes_output=False,
+        ),
         # The same floor with the cyclic collector off, as ctxwin runs: a reference
         # row, so the ratios above can be read with and without that difference.
         Tool(

@@ -1,13 +1,15 @@
-"""``check`` on a Dask cluster: the workers of a running scheduler check the files.
+"""``check`` and ``replay`` on a Dask cluster: the workers of a running scheduler read the
+files and do the per-file work.
 
 Needs the ``dask`` extra (``pip install 'ctxwin[dask]'``, which brings
 ``distributed``), imported here on first use only. The client lists the files
 once, splits them into chunks balanced by size (``split``: the caller's, e.g.
 :func:`ctxwin.runs.checking.chunks`, about 16 per worker thread) and submits one task per
-chunk: each runs ``work`` (e.g. :func:`ctxwin.runs.checking.check_chunk`, the very function
-of the local process pool), so a worker reads the paths itself (a shared filesystem,
-or fsspec URLs) and returns the rows. This module knows nothing of what a row is: the
-caller passes the work, so the layers above import this one and never the reverse.
+chunk: each runs ``work`` (:func:`ctxwin.runs.checking.check_chunk`,
+:func:`ctxwin.runs.replaying.replay_chunk`: the very function of the local process pool),
+so a worker reads the paths itself (a shared filesystem, or fsspec URLs) and returns the
+rows. This module knows nothing of what a row is: the caller passes the work, so the
+layers above import this one and never the reverse.
 
 A worker lost mid-run: the scheduler gives its chunk to another worker; a chunk
 that has been on too many lost workers (Dask's ``allowed-failures``) is submitted
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
 Row = TypeVar("Row")
 Work = Callable[[list[str], "Settings", int, str], list[Row]]
 """What a worker runs on one chunk: ``work(paths, settings, max_bytes, run_format)``
-→ one row per path (a module-level function, so Dask can send it by name)."""
+→ the rows of those files, in their order (a module-level function, or a
+:func:`functools.partial` of one, so Dask and a process pool can send it by name)."""
 Split = Callable[[list[str], int], list[list[str]]]
 """How the files are cut into chunks for a number of worker threads."""
 
@@ -41,8 +44,10 @@ Split = Callable[[list[str], int], list[list[str]]]
 Client = Any
 
 INSTALL = install_hint("dask")
-KEY_PREFIX = "ctxwin-check-"
-"""Task keys are ``ctxwin-check-<run id>-<chunk>-<attempt>``."""
+KEY_PREFIX = "ctxwin-"
+"""Task keys are ``ctxwin-<work>-<run id>-<chunk>-<attempt>`` (``<work>``: ``check`` for
+:func:`~ctxwin.runs.checking.check_chunk`, ``replay`` for
+:func:`~ctxwin.runs.replaying.replay_chunk`)."""
 CONNECT_TIMEOUT = 20.0
 """Seconds to reach the scheduler, and then to wait for its first worker."""
 
@@ -79,7 +84,7 @@ def connect(scheduler: str | None, timeout: float = CONNECT_TIMEOUT) -> Client:
         where = {"scheduler_file": scheduler}
     try:
         client: Client = distributed.Client(
-            **where, timeout=timeout, set_as_default=False, name="ctxwin-check"
+            **where, timeout=timeout, set_as_default=False, name="ctxwin"
         )
     except ValueError as exc:
         raise UsageError(
@@ -167,11 +172,12 @@ def run_chunks(
     or cancelled is submitted again, at most ``retries`` times."""
     distributed = _distributed()
     run_id = uuid.uuid4().hex[:12]
+    name = work_name(work)
     attempts: dict[str, tuple[int, int]] = {}
     submitted: list[Any] = []
 
     def submit(i: int, attempt: int) -> Any:
-        key = f"{KEY_PREFIX}{run_id}-{i}-{attempt}"
+        key = f"{KEY_PREFIX}{name}-{run_id}-{i}-{attempt}"
         attempts[key] = (i, attempt)
         submitted.append(
             client.submit(work, parts[i], settings, max_bytes, run_format, key=key, pure=False)
@@ -183,6 +189,12 @@ def run_chunks(
         yield from _collect(pending, attempts, submit, parts, retries)
     finally:  # stopped early (an error, or the caller gave up): free the cluster
         client.cancel([f for f in submitted if not f.done()])
+
+
+def work_name(work: Callable[..., Any]) -> str:
+    """What the tasks of ``work`` are called: its function's name, less ``_chunk``."""
+    func = getattr(work, "func", work)  # a functools.partial: the function it calls
+    return str(getattr(func, "__name__", "work")).removesuffix("_chunk").replace("_", "")
 
 
 def _collect(

@@ -58,7 +58,16 @@ class Plan:
     a dataclass would compile its methods at every start, a NamedTuple its annotations.
     """
 
-    __slots__ = ("applied", "budget", "original", "result", "sent", "sent_raw", "transcript")
+    __slots__ = (
+        "applied",
+        "budget",
+        "cache_mark",
+        "original",
+        "result",
+        "sent",
+        "sent_raw",
+        "transcript",
+    )
 
     transcript: Transcript
     """The transcript fitted: the input, or the input with the strategy's edits. When
@@ -72,9 +81,13 @@ class Plan:
     original: Transcript | None
     """The input, when the strategy edited it (:attr:`transcript` is then the edited one)."""
     sent: Any
-    """The body to send, when the fitter built it already (else :meth:`output` builds it)."""
+    """The fitted body, when the fitter built it already (else :meth:`fitted` builds it),
+    without the mark :attr:`cache_mark` adds."""
     sent_raw: int | None
     """Uncalibrated estimate of :attr:`request`, when the fitter knows it already."""
+    cache_mark: bool
+    """The setting :attr:`~ctxwin.settings.Settings.cache_mark`: :meth:`output` adds an
+    Anthropic ``cache_control`` mark at the end of the stable prefix (:attr:`marked`)."""
 
     def __init__(
         self,
@@ -85,6 +98,7 @@ class Plan:
         original: Transcript | None = None,
         sent: Any = None,
         sent_raw: int | None = None,
+        cache_mark: bool = False,
     ) -> None:
         init = object.__setattr__
         init(self, "transcript", transcript)
@@ -94,6 +108,7 @@ class Plan:
         init(self, "original", original)
         init(self, "sent", sent)
         init(self, "sent_raw", sent_raw)
+        init(self, "cache_mark", cache_mark)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a Plan is frozen: {name} cannot be set")
@@ -104,7 +119,14 @@ class Plan:
     def _replace(self, *, sent: Any, sent_raw: int | None) -> Plan:
         """This plan with what is sent known."""
         return Plan(
-            self.transcript, self.budget, self.result, self.applied, self.original, sent, sent_raw
+            self.transcript,
+            self.budget,
+            self.result,
+            self.applied,
+            self.original,
+            sent,
+            sent_raw,
+            self.cache_mark,
         )
 
     @property
@@ -112,11 +134,32 @@ class Plan:
         """The transcript as given (before any edit)."""
         return self.transcript if self.original is None else self.original
 
-    def output(self) -> Any:
-        """The fitted body."""
+    def fitted(self) -> Any:
+        """The fitted body, without the mark :attr:`cache_mark` adds."""
         if self.sent is not None:
             return self.sent
         return self.transcript.write(self.result.keep)
+
+    def _with_mark(self) -> Any | None:
+        """The fitted body with the mark :attr:`cache_mark` adds, ``None`` when none is."""
+        if not self.cache_mark or self.transcript.format != "anthropic":
+            return None
+        from ctxwin.formats.anthropic import with_stable_mark  # here: rarely asked for
+
+        return with_stable_mark(self.fitted())
+
+    def output(self) -> Any:
+        """The body to send: the fitted body, with one Anthropic ``cache_control`` mark at
+        the end of its last message when :attr:`cache_mark` asks for it and the request
+        has fewer than four (:func:`~ctxwin.formats.anthropic.with_stable_mark`)."""
+        marked = self._with_mark()
+        return self.fitted() if marked is None else marked
+
+    @property
+    def marked(self) -> bool:
+        """Whether :meth:`output` adds a cache mark to the last kept message (the input's
+        entry ``result.keep[-1]``, sent as an edited copy)."""
+        return self._with_mark() is not None
 
     @property
     def request(self) -> Any:
@@ -229,6 +272,7 @@ class Plan:
             "truncated_results": a.truncated_results,
             "truncated_tokens": a.truncated_tokens,
             "cleared_thinking": a.cleared_thinking,
+            "status": self.status,
         }
 
 
@@ -258,7 +302,15 @@ def plan(
     calibration = s.calibration
     if calibration is None:
         calibration = seed_of(transcript.estimator, budget.spec.name)
-    return fit_plan(transcript, budget, calibration, s.strategy, overhead=overhead, learned=learned)
+    return fit_plan(
+        transcript,
+        budget,
+        calibration,
+        s.strategy,
+        overhead=overhead,
+        learned=learned,
+        cache_mark=s.cache_mark,
+    )
 
 
 def budget_for(view: View, settings: Settings) -> Budget:
@@ -283,8 +335,10 @@ def fit_plan(
     *,
     overhead: int = 0,
     learned: bool = False,
+    cache_mark: bool = False,
 ) -> Plan:
-    """Fit ``transcript`` to a resolved ``budget`` with ``strategy`` (see :func:`plan`).
+    """Fit ``transcript`` to a resolved ``budget`` with ``strategy`` (see :func:`plan`;
+    ``cache_mark``: :attr:`Plan.cache_mark`).
 
     Under a strategy that edits, the edited body is read again and fitted;
     the result's ``estimated_tokens`` and ``fits`` still describe the input.
@@ -294,11 +348,11 @@ def fit_plan(
     est = transcript.estimator
     applied = Applied(strategy)
     if strategy.edits:
+        if view.tighten is not None:  # the planner weighs every item's cost: price them all
+            view.tighten(range(len(view.items)))
+            view.tighten = None
         applied = plan_edits(
-            transcript.body,
-            view,
-            adapter,
-            est,
+            transcript,
             budget.budget,
             calibration,
             strategy,
@@ -334,7 +388,8 @@ def fit_plan(
             raw_tokens=original.raw_tokens,
             fits=False,
         )
-    return Plan(fitted, budget, result, applied, None if fitted is transcript else transcript)
+    given = None if fitted is transcript else transcript
+    return Plan(fitted, budget, result, applied, given, cache_mark=cache_mark)
 
 
 def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[Any, Plan]:

@@ -23,6 +23,36 @@ def floor_words(needed: int, budget: int) -> str:
     )
 
 
+NO_PROMPT_FITS = "the window is at most reserve + safety, so no prompt fits"
+"""Why a budget that is not positive fits nothing, where its figures are not at hand
+(a count of transcripts, a help text); :func:`budget_words` names them."""
+
+
+def budget_words(
+    window: int,
+    window_from: str,
+    reserve: int,
+    reserve_from: str,
+    safety: int,
+    budget: int,
+    input_cap: int | None = None,
+) -> str:
+    """How ctxwin says there is no budget, figure by figure: the one wording that the
+    exception (:class:`NoBudget`), the command line and the proxy all use. ``window_from``
+    and ``reserve_from`` say where each figure came from (a source such as ``flag`` or
+    ``body``; the command line names its flag); ``input_cap`` is named where it binds."""
+    capped = (
+        f", capped at {input_cap:,} input tokens,"
+        if input_cap is not None and input_cap < window - reserve
+        else ""
+    )
+    return (
+        f"the {window:,}-token window ({window_from}) less the {reserve:,}-token reserve "
+        f"({reserve_from}){capped} and {safety:,} tokens of safety leaves {budget:,} for "
+        "the prompt"
+    )
+
+
 @unique
 class ExitCode(IntEnum):
     """Process exit codes of the ``ctxwin`` command."""
@@ -130,14 +160,17 @@ class NoBudget(ContextTruncated):
         self.safety = budget.safety
         self.max_input_tokens = spec.max_input_tokens
         self.budget = budget.budget
-        CtxwinError.__init__(
-            self,
-            f"no budget: the {self.context_length:,}-token window "
-            f"({self.context_length_source}) less the {self.reserve:,}-token reserve "
-            f"({self.reserve_source}) and {self.safety:,} tokens of safety leaves "
-            f"{self.budget:,} tokens for the prompt"
-            + (f" (model {self.model})" if self.model else ""),
+        words = budget_words(
+            self.context_length,
+            self.context_length_source,
+            self.reserve,
+            self.reserve_source,
+            self.safety,
+            self.budget,
+            self.max_input_tokens,
         )
+        model = f" (model {self.model})" if self.model else ""
+        CtxwinError.__init__(self, f"no budget: {words}{model}")
 
 
 def truncated(result: FitResult, budget: Budget) -> ContextTruncated:

@@ -96,8 +96,8 @@ class ContextWindowManager:
 
         ``model`` is the setting ``model``; ``calibration_seed`` is the former name of
         the setting ``calibration`` (deprecated, still accepted; giving both is a
-        ``TypeError``). ``estimator`` is a name (``content``, ``tokenizer:o200k_base``)
-        or an estimator. ``learn_overhead`` learns
+        ``TypeError``). ``estimator`` is a name (``bound``, the default; ``content``,
+        ``tokenizer:o200k_base``) or an estimator. ``learn_overhead`` learns
         an overhead the requests do not show from usage (see the module docstring);
         ``fresh_factor`` is its factor until two reports measure one
         (:class:`~ctxwin.fitting.calibration.OverheadLearner`; 1.0 when the requests show
@@ -210,6 +210,7 @@ class ContextWindowManager:
                     Applied(strategy),
                     sent=request,
                     sent_raw=whole.raw_tokens,
+                    cache_mark=self.settings.cache_mark,
                 )
             managed = self.evaluate_transcript(transcript)
             if managed.changed:
@@ -217,7 +218,7 @@ class ContextWindowManager:
             return managed
         fitted = self.evaluate_prefix(prefixes, n, transcript)
         result = fitted.result
-        if not result.pruned:
+        if not fitted.changed:
             return fitted._replace(sent=request, sent_raw=result.raw_tokens)
         sent = transcript.write(result.keep)
         items = sent if isinstance(sent, list) else sent.get(transcript.adapter.items_key)
@@ -228,7 +229,7 @@ class ContextWindowManager:
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
         """:meth:`evaluate` for a request that is already read."""
         p = self.plan(transcript)
-        return p._replace(sent=p.output(), sent_raw=p.raw_tokens_sent)
+        return p._replace(sent=p.fitted(), sent_raw=p.raw_tokens_sent)
 
     def plan(self, transcript: Transcript) -> Plan:
         """The :class:`~ctxwin.core.Plan` of ``transcript`` at what this run has learned."""
@@ -261,7 +262,7 @@ class ContextWindowManager:
             learned=learner is not None,
             block=self.settings.strategy.block,
         )
-        return Plan(transcript, budget, result)
+        return Plan(transcript, budget, result, cache_mark=self.settings.cache_mark)
 
     def _prefix_budget(self, prefixes: Prefixes) -> Budget:
         """The budget of the requests ``prefixes`` holds (fixing the run's seed first)."""

@@ -45,10 +45,11 @@ class Settings(NamedTuple):
     fmt: str = AUTO
     """Wire format, or ``auto`` to detect it from the body's shape."""
     estimator: str | Estimator | None = None
-    """The estimator's name (:func:`~ctxwin.tokens.get_estimator`): ``content``,
-    ``bound``, ``seed``, or ``tokenizer:ENCODING`` to count exactly with a BPE encoding
-    (``o200k_base``, ``cl100k_base``, ``llama3``, ``qwen3``; the ``bpe`` extra);
-    ``None``: the default (:func:`~ctxwin.tokens.default_estimator`). An estimator
+    """The estimator's name (:func:`~ctxwin.tokens.get_estimator`): ``bound`` (an upper
+    bound), ``content`` (alias ``fast``: a faster fit, not a bound), ``seed``, or
+    ``tokenizer:ENCODING`` to count exactly with a BPE encoding (``o200k_base``,
+    ``cl100k_base``, ``llama3``, ``qwen3``; the ``bpe`` extra); ``None``: the default,
+    ``bound`` (:func:`~ctxwin.tokens.default_estimator`). An estimator
     object is accepted too (see :meth:`portable`)."""
     tokenizer: str | None = None
     """``auto``: count exactly when the model's tokenizer is one the ``bpe`` extra has,
@@ -57,6 +58,13 @@ class Settings(NamedTuple):
     strategy: Strategy = DEFAULT_STRATEGY
     """The steps that fit a request (:mod:`ctxwin.fitting.strategy`); by default drop turns only,
     the cut moving in blocks of :data:`~ctxwin.fitting.strategy.DEFAULT_BLOCK` of the budget."""
+
+    cache_mark: bool = False
+    """Add one Anthropic ``cache_control`` mark at the end of the stable prefix, the last
+    block of the request's last message (what the next request of a growing run sends
+    again), unless the request holds Anthropic's limit of four marks already or that
+    block is marked (:func:`~ctxwin.formats.anthropic.with_stable_mark`); Anthropic
+    Messages requests only. Off by default: a request that fits is sent as it is."""
 
     def make_estimator(self, model: str | None = None) -> Estimator:
         """The estimator these settings name (a fresh one when named). ``model`` names

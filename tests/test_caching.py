@@ -8,7 +8,17 @@ from typing import Any, NamedTuple, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwin.cost.caching import LOOKBACK, Block, Cache, Laid, Sent, Use, cache_use
+from ctxwin.cost.caching import (
+    LOOKBACK,
+    Block,
+    Cache,
+    Laid,
+    Places,
+    Sent,
+    Use,
+    _shared,
+    cache_use,
+)
 
 
 class Rules(NamedTuple):
@@ -169,3 +179,39 @@ def test_never_reads_more_than_it_shares_with_an_earlier_request(
             best = max(best, shared)
         assert 0 <= u.read <= min(best, total)
         assert 0 <= u.written <= total
+
+
+_runs = st.lists(
+    st.tuples(st.integers(0, 30), st.integers(0, 12)).map(lambda t: range(t[0], t[0] + t[1])),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=_runs, b=_runs, first_a=st.sampled_from(["x", "y"]), first_b=st.sampled_from(["x"]))
+def test_places_share_what_their_lists_share(
+    a: list[range], b: list[range], first_a: str, first_b: str
+) -> None:
+    """Keys laid out as runs of places (a replay's growing transcript) share exactly the
+    prefix their lists share, with each other and with a list of keys."""
+    pa, pb = Places(first_a, a), Places(first_b, b)
+    la, lb = pa.listed(), pb.listed()
+    assert len(pa) == len(la) and [pa[i] for i in range(len(pa))] == la
+    assert _shared(pa, pb) == _shared(la, lb) == _shared(pa, lb) == _shared(la, pb)
+
+
+def test_a_growing_transcript_laid_out_as_places_is_priced_as_its_list() -> None:
+    """The same requests, keyed by lists or by runs of places, read and write the same."""
+    requests = [(0, 2, 2, n) for n in range(3, 40)] + [(0, 2, 20, n) for n in range(40, 60)]
+    for rules in (OPENAI, ANTHROPIC):
+        by_list, by_runs = Cache(rules), Cache(rules)
+        read = 0
+        for _, head, cut, n in requests:
+            places = Places("before", [range(head), range(cut, n)])
+            keys = places.listed()
+            tokens = [0, *accumulate(300 for _ in keys)]
+            marks = [len(keys) - 1]
+            use = by_list.send(Sent(Laid(keys, tokens), marks))
+            assert by_runs.send(Sent(Laid(places, tokens), marks)) == use
+            read += use.read
+        assert read > 0  # the cut at call 40 and the calls that extend it read a prefix

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from ctxwin import core
-from ctxwin.cli.report import pipe_width, plain_summary, render_summary
+from ctxwin.cli.report import pipe_width, plain_summary, render_summary, summary_rows
 from tests.conftest import Cli
 from tests.test_cli_fastargs import IMPORTTIME, imported
 
@@ -129,3 +129,27 @@ def test_a_summary_to_a_pipe_imports_no_rich(cli: Cli) -> None:
     assert wrapped.returncode == 0
     assert "rich" not in {m.split(".")[0] for m in imported(wrapped)}
     assert max(map(len, wrapped.stdout.decode().splitlines())) == 40
+
+
+@pytest.mark.parametrize(
+    ("changes", "status"),
+    [
+        ({"context_length": 200_000}, core.FITS),
+        ({}, core.NEEDS_PRUNING),
+        ({"context_length": 400, "max_tokens": 100}, core.TRUNCATED),
+        ({"context_length": 1_000, "max_tokens": 2_000}, core.NO_BUDGET),
+    ],
+)
+def test_the_verdict_words_the_status_the_plan_computed(
+    changes: dict[str, Any], status: str
+) -> None:
+    """The report carries the plan's status, and the summary's verdict, its colour and a
+    table's label all come from the one table of statuses."""
+    from ctxwin.cli.verdicts import HEADLINE, LABEL, STYLE, verdict
+
+    report = example_report(**changes)
+    assert report["status"] == status
+    assert list(report)[-1] == "status"
+    assert verdict(report).startswith(HEADLINE[status] + ": ")
+    assert set(LABEL) == set(STYLE) == set(HEADLINE) == set(core.STATUSES)
+    assert dict(summary_rows(report))["verdict"] == verdict(report)

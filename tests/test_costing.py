@@ -26,9 +26,9 @@ from ctxwin.runs.billing import (
     body_marks,
     body_ttl,
     input_cost,
-    policies,
     session_marks,
 )
+from ctxwin.runs.policies import policies
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
@@ -607,12 +607,15 @@ def run_rules() -> Any:
 
 def test_replay_with_edits_keys_messages_by_content() -> None:
     """Under clear-results (each request read whole) a cleared result is a new message:
-    the cache reads only up to it."""
+    the cache reads only up to it. At ``block=0`` every call clears one more; in batches
+    (the default block) calls that keep the cleared set read more from the cache."""
     [run] = read_runs(_session(10))
-    settings = Settings(context_length=19_000, max_tokens=1000)
+    settings = Settings(context_length=20_000, max_tokens=1000)  # the first calls fit
     plain = replay_run(run, settings)
-    strategy = Strategy(("clear-results", "drop-turns"), 1)
+    strategy = Strategy(("clear-results", "drop-turns"), 1, block=0)
     cleared = replay_run(run, settings._replace(strategy=strategy))
+    batched = replay_run(run, settings._replace(strategy=strategy._replace(block=0.45)))
+    assert (batched["cached_tokens"] or 0) > (cleared["cached_tokens"] or 0) > 0
     rows = cleared["rows"]
     edited = [r for r in rows if r.get("cleared_results")]
     assert edited

@@ -542,3 +542,19 @@ def test_bounds_indentation_mixing_spaces_and_tabs(parts: list[str]) -> None:
     assert raw(text) >= adversarial.worst_real(text, _encoders())
     deep = "\n" + " \t\t\t\t\t" * 3 + "x"
     assert raw(deep) >= adversarial.worst_real(deep, _encoders())
+
+
+def test_letters_alone_never_cost_more_than_a_token_a_byte() -> None:
+    """An any-prefix record may count a token for the byte before the letters; a piece of
+    the letters alone is not priced at it when that is more than its bytes (every 7th
+    record: the exact price of such a piece stays within a token a byte)."""
+    vocab = bound_vocabulary()
+    over = [
+        letters
+        for piece, _ in itertools.islice(vocab.records(), 0, None, 7)
+        if piece.startswith(ANY_PREFIX)
+        and (letters := piece[len(ANY_PREFIX) :])
+        and (cents := fixed_cents(letters, vocab)) is not None
+        and cents > 100 * len(letters)
+    ]
+    assert over == []

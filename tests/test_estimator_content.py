@@ -38,9 +38,11 @@ def cost(text: str) -> list[int]:
     return c
 
 
-def test_default_is_content() -> None:
-    assert default_estimator().name == "content"
+def test_default_is_the_bound_and_content_is_named() -> None:
+    assert default_estimator().name == "bound"
     assert get_estimator("content").name == "content"
+    assert get_estimator("fast").name == "content"  # the alias
+    assert isinstance(get_estimator("fast"), ContentEstimator)
     assert get_estimator("seed").name == "seed"
 
 
@@ -217,9 +219,14 @@ def test_cli_default_estimator_and_calibration(cli: Cli) -> None:
     report = _report(
         cli,
     )
-    assert report["estimator"] == "content"
+    assert report["estimator"] == "bound"
     assert report["calibration"] == 1.0
     assert report["estimated_tokens"] == report["raw_tokens"]
+    for name in ("content", "fast"):
+        content = _report(cli, "--estimator", name)
+        assert content["estimator"] == "content"
+        assert content["calibration"] == 1.0
+        assert content["estimated_tokens"] == content["raw_tokens"]
 
 
 def test_cli_seed_keeps_the_adr_formula(cli: Cli) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,7 @@ def check_all_prefixes(
     growing = Prefixes(view, EST, rules)
     complete = Prefixes(view, EST, rules, complete=True)
     for i in sorted(steps):
-        sub = replace(view, items=view.items[:i], notes=list(view.notes))
+        sub = view._replace(items=view.items[:i], notes=list(view.notes))
         want = outcome(sub, budget, calibration, rules)
         assert incremental_outcome(growing, i, budget, calibration) == want, i
         assert incremental_outcome(complete, i, budget, calibration) == want, i

@@ -380,13 +380,38 @@ def test_no_budget_is_not_forwarded_and_names_the_figures() -> None:
     assert fitted.body == b""
     message = floor_message(fitted)
     assert message.startswith("ctxwin proxy: request not forwarded: ctxwin has no budget")
-    assert "4,000-token window (flag)" in message and "4,000 tokens reserved" in message
-    assert "(body)" in message and "120 of safety" in message
+    assert "4,000-token window (flag)" in message and "4,000-token reserve" in message
+    assert "(body)" in message and "120 tokens of safety" in message
+
+
+def test_no_budget_is_worded_once() -> None:
+    """The exception, the command line and the proxy each worded a budget that is not
+    positive their own way: now each says :func:`ctxwin.errors.budget_words`."""
+    from ctxwin.cli.funnel import no_budget_message
+    from ctxwin.errors import budget_words
+
+    body = agent_body(1, max_tokens=4000)
+    fitted = fitter(context_length=4000).fit(CHAT, orjson.dumps(body))
+    assert fitted.plan is not None
+    b = fitted.plan.budget
+    with pytest.raises(ctxwin.NoBudget) as raised:
+        ctxwin.prune(body, context_length=4000)
+    exc = raised.value
+    assert (exc.budget, exc.safety) == (b.budget, b.safety) and b.budget <= 0
+    figures = (b.context_length, b.reserve, b.safety, b.budget)
+    words = budget_words(figures[0], "flag", figures[1], "body", *figures[2:])
+    assert f"{b.budget:,} for the prompt" in words and "120 tokens of safety" in words
+    assert str(exc).startswith(f"no budget: {words}")
+    assert f"has no budget for {b.spec.name or 'the model'}: {words}. " in floor_message(fitted)
+    flagged = budget_words(
+        figures[0], "--context-length", figures[1], "the body's max_tokens", *figures[2:]
+    )
+    assert f": {flagged}; nothing was written." in no_budget_message(exc)
 
 
 def test_the_floor_that_does_not_fit_is_worded_once() -> None:
     """The exception, the command line's verdict and the proxy each worded it their own way."""
-    from ctxwin.cli.report import verdict
+    from ctxwin.cli.verdicts import verdict
     from ctxwin.errors import floor_words
 
     body = agent_body(2, result_bytes=40_000)

@@ -16,7 +16,8 @@ from ctxwin.errors import CtxwinError
 from ctxwin.fitting.strategy import Strategy
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import read_runs, usage_of
-from ctxwin.runs.simulate import calibration_rows, check_run, replay_run
+from ctxwin.runs.calibrating import calibration_rows
+from ctxwin.runs.simulate import check_run, replay_run
 from ctxwin.settings import Settings
 from ctxwin.tokens.models import lookup_model
 from tests.builders import adr_transcript, assistant, system, tool, user

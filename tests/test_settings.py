@@ -47,7 +47,8 @@ def test_portable_settings_pickle_and_name_their_estimator() -> None:
     assert portable.estimator == "seed"
     assert pickle.loads(pickle.dumps(portable)) == portable
     assert portable.make_estimator().name == "seed"
-    assert Settings().make_estimator().name == "content"
+    assert Settings().make_estimator().name == "bound"
+    assert Settings(estimator="fast").make_estimator().name == "content"
 
 
 def test_the_manager_takes_settings_or_keywords() -> None:
@@ -122,7 +123,7 @@ def test_the_command_line_names_its_estimator() -> None:
     assert seed.estimator == "seed" and seed.context_length == 5000
     assert pickle.loads(pickle.dumps(seed)) == seed
     auto = build_settings(tokenizer="auto")
-    assert (auto.estimator, auto.tokenizer) == ("content", "auto")
+    assert (auto.estimator, auto.tokenizer) == ("bound", "auto")
     pytest.importorskip("quicktok")
     exact = build_settings(estimator="seed", tokenizer="o200k_base")
     assert (exact.estimator, exact.tokenizer) == ("tokenizer:o200k_base", None)

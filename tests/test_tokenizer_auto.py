@@ -246,6 +246,8 @@ def test_library_prune_with_tokenizer_auto() -> None:
     _, plan = ctxwin.prune(body("gpt-4o"), tokenizer="auto")
     assert plan.transcript.estimator.name == "tokenizer:o200k_base"
     _, plan = ctxwin.prune(body("claude-sonnet-4-5"), tokenizer="auto")
+    assert plan.transcript.estimator.name == "bound"
+    _, plan = ctxwin.prune(body("claude-sonnet-4-5"), tokenizer="auto", estimator="content")
     assert plan.transcript.estimator.name == "content"
     _, plan = ctxwin.prune(body(None), Settings(model="gpt-4", tokenizer="auto"))
     assert plan.transcript.estimator.name == "tokenizer:cl100k_base"
@@ -271,10 +273,17 @@ def test_cli_auto_names_the_estimator_it_used(cli: Cli) -> None:
     )
     # a tokenizer that is not shipped: the estimator, and the model's seed
     claude = _report(cli, "--tokenizer", "auto", model="claude-sonnet-4-5")
-    assert (claude["estimator"], claude["calibration"]) == ("content", 1.35)
+    seed = default_calibration("bound", "claude-sonnet-4-5")
+    assert (claude["estimator"], claude["calibration"]) == ("bound", seed)
+    claude_model = "claude-sonnet-4-5"
+    content = _report(cli, "--tokenizer", "auto", "--estimator", "content", model=claude_model)
+    assert (content["estimator"], content["calibration"]) == (
+        "content",
+        default_calibration("content", "claude-sonnet-4-5"),
+    )
     bound = _report(cli, "--tokenizer", "auto", "--estimator", "bound", model="gemini-3-pro")
     assert bound["estimator"] == "bound"
-    assert _report(cli, "--tokenizer", "auto", model=None)["estimator"] == "content"
+    assert _report(cli, "--tokenizer", "auto", model=None)["estimator"] == "bound"
 
 
 @needs_bpe
@@ -291,7 +300,7 @@ def test_proxy_auto_picks_each_requests_model() -> None:
         plan = fitter.fit(route, orjson.dumps(request)).plan
         assert plan is not None
         names.append(plan.transcript.estimator.name)
-    assert names == ["tokenizer:o200k_base", "content", "tokenizer:cl100k_base"]
+    assert names == ["tokenizer:o200k_base", "bound", "tokenizer:cl100k_base"]
     again = [fitter.fit(CHAT, orjson.dumps(body("gpt-4o"))).plan for _ in range(2)]
     assert again[0] is not None and again[1] is not None
     assert again[0].transcript.estimator is again[1].transcript.estimator
@@ -304,9 +313,10 @@ def test_auto_without_the_extra_uses_the_estimator(no_bpe: None, cli: Cli) -> No
     fallback = BoundEstimator()
     assert auto_estimator("gpt-4o", fallback) is fallback
     _, plan = ctxwin.prune(body("gpt-4o"), tokenizer="auto")
-    assert plan.transcript.estimator.name == "content"
+    assert plan.transcript.estimator.name == "bound"
     report = _report(cli, "--tokenizer", "auto")
-    assert report["estimator"] == "content"
+    assert report["estimator"] == "bound"
+    assert _report(cli, "--tokenizer", "auto", "--estimator", "fast")["estimator"] == "content"
     # naming an encoding still needs the extra (exit 2)
     out = cli("estimate", "-", "--tokenizer", "o200k_base", input=orjson.dumps(body()))
     assert out.exit_code == 2 and "ctxwin[bpe]" in out.stderr

@@ -24,7 +24,7 @@ from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import TypedDict, Unpack
+    from typing import NotRequired, TypedDict, Unpack
 
     from ctxwin.fitting.rows import Report
     from ctxwin.fitting.strategy import Strategy
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         exclude_tools: str
         clear_at_least: int
         block: float
+        cache_mark: NotRequired[bool]
 
 
 _kept: list[Any] | None = None
@@ -148,7 +149,7 @@ def build_settings(
     spec: Path | None = None,
     fmt: str = "auto",
     calibration: float | None = None,
-    estimator: str = "content",
+    estimator: str = "bound",
     tokenizer: str | None = None,
     strategy: str = "drop-turns",
     keep_results: int = 3,
@@ -178,10 +179,17 @@ def build_settings(
 
 
 def _plan(
-    *, input_: str, max_input_bytes: int, quiet: bool, run_format: str = "auto", **flags: Any
+    *,
+    input_: str,
+    max_input_bytes: int,
+    quiet: bool,
+    run_format: str = "auto",
+    lazy: bool = False,
+    **flags: Any,
 ) -> tuple[Any, bytes, Any]:
     """The plan of the input; the bytes read; the session run when the input is a
-    session file (its next request is planned) or ``None``."""
+    session file (its next request is planned) or ``None``. With ``lazy``, a request
+    body is priced exactly only where the fit needs it (:func:`ctxwin.core.load`)."""
     from ctxwin import codec, core
     from ctxwin.settings import body_model
 
@@ -195,7 +203,8 @@ def _plan(
         data = b""  # the session's next request is written, never the file: free it now
     if session is None:
         retain(body)
-        transcript = core.load(body, settings.fmt, settings.make_estimator(body_model(body)))
+        est = settings.make_estimator(body_model(body))
+        transcript = core.load(body, settings.fmt, est, lazy=lazy)
         plan = core.plan(transcript, settings)
     else:
         from ctxwin.runs.simulate import learned_manager
@@ -243,6 +252,22 @@ def read_body(data: bytes, run_format: str = "auto") -> tuple[Any, Any]:
         if session is not None:
             return None, session
     return body, None
+
+
+def check_engine(engine: str, scheduler: str | None, jobs: int, *, quiet: bool) -> str:
+    """``--engine`` read as one of :data:`ctxwin.runs.checking.ENGINES` (any case): exit 2
+    for another, and for ``--scheduler`` without ``--engine dask``; a warning for ``--jobs``
+    with it."""
+    from ctxwin.runs.checking import ENGINES
+
+    name = engine.lower()
+    if name not in ENGINES:
+        raise UsageError(f"{engine!r}: choose one of {', '.join(ENGINES)}", setting="engine")
+    if scheduler is not None and name != "dask":
+        raise UsageError("--scheduler needs --engine dask")
+    if jobs and name == "dask" and not quiet:
+        say("warning: --jobs is for --engine local; the Dask workers' threads do the work")
+    return name
 
 
 def check_run_format(run_format: str) -> None:
@@ -298,8 +323,11 @@ def _warn_problems(problems: list[Any]) -> None:
 
 
 def truncated_message(report: Report) -> str:
+    from ctxwin.cli.verdicts import HEADLINE
+    from ctxwin.core import TRUNCATED
+
     return (
-        f"context truncated: {floor_words(report['estimated_tokens_after'], report['budget'])} "
+        f"{HEADLINE[TRUNCATED]}: {floor_words(report['estimated_tokens_after'], report['budget'])} "
         f"({report['context_length']:,} window − {report['reserve']:,} reserve − "
         f"{report['safety']:,} safety). Use a model with a larger window, a smaller "
         "--max-tokens, or a shorter system prompt or newest turn."
@@ -347,7 +375,7 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     from ctxwin.cli.report import render_json
     from ctxwin.core import NEEDS_PRUNING
 
-    plan, data, session = _plan(**options)
+    plan, data, session = _plan(**options, lazy=True)
     result = plan.result
     report = plan.report()
     out = data
@@ -356,7 +384,7 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
         from ctxwin.codec import dumps
 
         out = dumps(plan.output(), indent=True, newline=True)  # the request, as a body
-    elif plan.status == NEEDS_PRUNING:
+    elif plan.status == NEEDS_PRUNING or (plan.marked and not plan.result.overflow_at_floor):
         from ctxwin.codec import dumps, find_big_integer, may_hold_big_number
         from ctxwin.errors import InputError
 

@@ -37,6 +37,8 @@ class Flag(NamedTuple):
     minimum: float | None = None
     panel: str | None = None
     show_default: bool = True
+    metavar: str | None = None
+    """What ``--help`` shows for the value (default: its kind)."""
 
 
 FLAGS: dict[str, Flag] = {
@@ -94,10 +96,10 @@ FLAGS: dict[str, Flag] = {
             "float",
             None,
             "Factor the raw estimate is scaled by (values below 1 count as 1). "
-            "Default: 1.15 for --estimator seed; 1.0 for content and bound, or the model "
-            "family's seed (content: Claude 1.35, Llama 4 1.3, DeepSeek 1.2; bound: Claude "
-            "1.4, Llama 4 1.45, DeepSeek 1.4; both: Claude Opus 4.7 and later 2.0); 1.0 "
-            "with --tokenizer.",
+            "Default: 1.0 for bound (the default estimator) and content, or the model "
+            "family's seed (bound: Claude 1.4, Llama 4 1.45, DeepSeek 1.4; content: Claude "
+            "1.35, Llama 4 1.3, DeepSeek 1.2; both: Claude Opus 4.7 and later 2.0); 1.15 "
+            "for --estimator seed; 1.0 with --tokenizer.",
             minimum=0.0,
             panel=EST_PANEL,
             show_default=False,
@@ -124,16 +126,15 @@ FLAGS: dict[str, Flag] = {
             "estimator",
             ("--estimator",),
             "str",
-            "content",
-            "Estimator: 'content' (default) costs each byte by its class (digits, "
-            "upper-case, punctuation, non-ASCII), fitted to bound o200k, cl100k, Llama 3 and "
-            "Qwen 3 on recorded transcripts; 'bound' prices the words, punctuation, "
-            "whitespace and digit runs whose count in all four it knows at that count, "
-            "non-ASCII runs at the most tokens BPE can give them, other bytes by class and the "
-            "class before, "
-            "and bounds them on every generated text class too, at about 1.13× the real "
-            "count; "
-            "'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+            "bound",
+            "Estimator: 'bound' (default) prices the words, punctuation, whitespace and "
+            "digit runs whose count in o200k, cl100k, Llama 3 and Qwen 3 it knows at the "
+            "largest of those counts, non-ASCII runs at the most tokens BPE can give them, "
+            "other bytes by class and the class before: an upper bound on all four on every "
+            "text class tried, at about 1.13× the real count; 'content' (alias 'fast') "
+            "costs each byte by its class (digits, upper-case, punctuation, non-ASCII), a "
+            "fit to recorded transcripts that is faster but not a bound (it under-counts "
+            "text unlike them); 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
             panel=EST_PANEL,
         ),
         Flag(
@@ -192,9 +193,20 @@ FLAGS: dict[str, Flag] = {
             "float",
             DEFAULT_BLOCK,
             "Move the cut in blocks of this share of the budget (0 to 1; 0: drop the "
-            "fewest turns that fit). Consecutive requests of a growing run then keep one "
-            "cut, and the provider's prompt cache, until what must go crosses the next block.",
+            "fewest turns that fit), and clear results and thinking in batches of it. "
+            "Consecutive requests of a growing run then keep one cut and one cleared set, "
+            "and the provider's prompt cache, until what must go crosses the next block.",
             minimum=0.0,
+            panel=STRATEGY_PANEL,
+        ),
+        Flag(
+            "cache_mark",
+            ("--cache-mark",),
+            "flag",
+            False,
+            "Anthropic requests: add one cache_control mark at the end of the stable prefix "
+            "(the last block of the last message, which the next request re-sends), unless "
+            "the request has 4 marks already (Anthropic's limit) or that block has one.",
             panel=STRATEGY_PANEL,
         ),
         Flag(
@@ -206,6 +218,34 @@ FLAGS: dict[str, Flag] = {
             minimum=0,
         ),
         Flag("quiet", ("--quiet", "-q"), "flag", False, "No info lines or warnings on stderr."),
+        Flag(
+            "jobs",
+            ("--jobs", "-j"),
+            "int",
+            0,
+            "Worker processes (0: all cores; --engine local).",
+            minimum=0,
+        ),
+        Flag(
+            "engine",
+            ("--engine",),
+            "str",
+            "local",
+            "Where the files are read and their runs worked through: 'local' (this "
+            "machine's processes) or 'dask' (the workers of a Dask cluster, --scheduler; "
+            "needs ctxwin\\[dask]).",
+            metavar="<local|dask>",
+        ),
+        Flag(
+            "scheduler",
+            ("--scheduler",),
+            "str",
+            None,
+            "The Dask scheduler for --engine dask: tcp://HOST:PORT, or the JSON file "
+            "of `dask scheduler --scheduler-file` (default: DASK_SCHEDULER_ADDRESS). "
+            "Workers must see the same paths.",
+            metavar="ADDRESS",
+        ),
         Flag(
             "explain",
             ("--explain",),
@@ -261,9 +301,17 @@ ESTIMATION = (
 STRATEGY = ("strategy", "keep_results", "exclude_tools", "clear_at_least", "block")
 """The flags that say how a request is fitted (:class:`~ctxwin.fitting.strategy.Strategy`)."""
 
-SHARED = ESTIMATION + STRATEGY
+CACHING = ("cache_mark",)
+"""The flags that change what is sent for a provider's prompt cache (a request that fits
+too), for the commands that send or price a body."""
+
+SHARED = ESTIMATION + STRATEGY + CACHING
 """The flags that make a :class:`~ctxwin.settings.Settings`
 (:func:`ctxwin.cli.commands.build_settings`)."""
+
+ENGINE = ("jobs", "engine", "scheduler")
+"""Where the per-file work of ``check`` and ``replay`` runs
+(:func:`ctxwin.runs.checking.on_engine`)."""
 
 _AT = ESTIMATION.index("estimator")
 _READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
@@ -271,15 +319,17 @@ _READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "estimate": (*_READ, "json_", "explain", "max_input_bytes", "quiet", *STRATEGY),
-    "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY),
+    "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY, *CACHING),
     "replay": (
         "select",
         *ESTIMATION,
         *STRATEGY,
+        *CACHING,
         "run_format",
         "json_tables",
         "max_input_bytes",
         "quiet",
+        *ENGINE,
     ),
 }
 """Each transcript command's flags, in the order ``--help`` lists them (each within its

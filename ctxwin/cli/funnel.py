@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ctxwin.errors import CtxwinError, ExitCode, NoBudget, UsageError
+from ctxwin.errors import CtxwinError, ExitCode, NoBudget, UsageError, budget_words
 
 INTERRUPTED = 130
 """Exit code after Ctrl-C: 128 + SIGINT, the shell convention."""
@@ -91,20 +91,16 @@ def no_budget_message(exc: NoBudget) -> str:
         fixes.append("a smaller --max-tokens (the response's reserve)")
     elif exc.reserve_source == "flag":
         fixes.append("a smaller --max-tokens")
-    capped = (
-        f", capped at {exc.max_input_tokens:,} input tokens,"
-        if exc.max_input_tokens is not None
-        and exc.max_input_tokens < exc.context_length - exc.reserve
-        else ""
+    words = budget_words(
+        exc.context_length,
+        _WINDOW_FROM.get(exc.context_length_source, exc.context_length_source),
+        exc.reserve,
+        _RESERVE_FROM.get(exc.reserve_source, exc.reserve_source),
+        exc.safety,
+        exc.budget,
+        exc.max_input_tokens,
     )
-    return (
-        f"no budget{model}: the {exc.context_length:,}-token window "
-        f"({_WINDOW_FROM.get(exc.context_length_source, exc.context_length_source)}) less "
-        f"the {exc.reserve:,}-token reserve "
-        f"({_RESERVE_FROM.get(exc.reserve_source, exc.reserve_source)}){capped} and "
-        f"{exc.safety:,} tokens of safety (3% of the window) leaves {exc.budget:,} for the "
-        f"prompt; nothing was written. Pass {' or '.join(fixes)}."
-    )
+    return f"no budget{model}: {words}; nothing was written. Pass {' or '.join(fixes)}."
 
 
 def flag_for(setting: str) -> str:

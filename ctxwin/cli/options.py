@@ -18,12 +18,13 @@ import typer
 
 from ctxwin.cli.flags import COMMAND_FLAGS, FLAGS
 from ctxwin.cli.funnel import exit_code_for
+from ctxwin.errors import NO_PROMPT_FITS
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 bad input (unreadable, invalid JSON, wrong shape, unsafe pairing, "
     "write failure); 2 usage error; 3 context truncated (even the head plus the newest turn "
-    "exceed the budget, or there is no budget: the window is at most reserve + safety; "
-    "nothing is written); 4 needs pruning (check only)."
+    f"exceed the budget, or there is no budget: {NO_PROMPT_FITS}; nothing is written); "
+    "4 needs pruning (check only)."
 )
 
 state = {"debug": False}
@@ -42,6 +43,8 @@ def _option(key: str) -> Any:
         extra["dir_okay"] = False
     if not flag.show_default:
         extra["show_default"] = False
+    if flag.metavar is not None:
+        extra["metavar"] = flag.metavar
     return typer.Option(*flag.names, help=flag.help, rich_help_panel=flag.panel, **extra)
 
 
@@ -56,6 +59,9 @@ InputArg = Annotated[
 RunFormatOpt = Annotated[str, _option("run_format")]
 MaxInputOpt = Annotated[int, _option("max_input_bytes")]
 QuietOpt = Annotated[bool, _option("quiet")]
+JobsOpt = Annotated[int, _option("jobs")]
+EngineOpt = Annotated[str, _option("engine")]
+SchedulerOpt = Annotated[str | None, _option("scheduler")]
 AnyFormatOpt = Annotated[
     str, typer.Option("--format", "-f", help="Wire format of the input; 'auto' detects it.")
 ]

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ctxwin.cli.flags import ESTIMATION
+from ctxwin.cli.flags import CACHING, ESTIMATION
 from ctxwin.cli.funnel import say
 from ctxwin.cli.options import QuietOpt, with_settings
 from ctxwin.errors import ExitCode, UsageError
@@ -37,8 +37,8 @@ def check_upstream(url: str) -> str:
 
 
 # The proxy reads the wire format from the route, so it takes no --format; of the
-# strategy flags, --strategy and --block.
-@with_settings(*(key for key in ESTIMATION if key != "fmt"), "strategy", "block")
+# strategy flags, --strategy and --block; and --cache-mark.
+@with_settings(*(key for key in ESTIMATION if key != "fmt"), "strategy", "block", *CACHING)
 def proxy(
     upstream: Annotated[
         str,

@@ -4,36 +4,28 @@
 (:func:`ctxwin.cli.runs.replay`) and the Typer-free command line
 (:mod:`ctxwin.cli.fastargs`) both pass, and returns the exit code, so a plain
 ``ctxwin replay RUN --json`` never imports Typer or Click. The work happens in
+:mod:`ctxwin.runs.replaying` (on the engine ``--engine`` names) and
 :mod:`ctxwin.runs.simulate`; rich is imported only when tables are shown.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import STDIO, read_input, write_stdout
-from ctxwin.errors import ExitCode, InputError
+from ctxwin.cli.verdicts import HEADLINE, LABEL, STYLE
+from ctxwin.core import NO_BUDGET, TRUNCATED
+from ctxwin.errors import NO_PROMPT_FITS, ExitCode, InputError
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ctxwin.fitting.rows import ReplayReport
-    from ctxwin.runs import Run
-    from ctxwin.settings import Settings
-
-STYLE = {
-    "fits": "green",
-    "needs_pruning": "yellow",
-    "truncated": "red",
-    "no_budget": "bold red",
-    "invalid": "magenta",
-}
-"""The colour of each verdict."""
+    from ctxwin.runs.replaying import Replayed
 
 
 COMPARE_WIDTH = 110
@@ -62,65 +54,64 @@ def replay(
     max_input_bytes: int,
     quiet: bool = False,
     compare: list[str] | None = None,
+    jobs: int = 0,
+    engine: str = "local",
+    scheduler: str | None = None,
     **flags: Any,
 ) -> int:
     """Replay the runs in ``run_files`` (``flags``: the model, budget, estimation and
     strategy flags, :func:`ctxwin.cli.commands.build_settings`); with ``compare``, once
-    per cutting policy (:func:`ctxwin.runs.billing.policies`), side by side; the exit code."""
-    from ctxwin.cli.commands import build_settings, check_run_format, retain
-    from ctxwin.errors import CtxwinError
-    from ctxwin.runs import join_recorded, read_runs
+    per cutting policy (:func:`ctxwin.runs.policies.policies`), side by side; the exit code.
+    The files are read and replayed on ``engine`` (:func:`ctxwin.runs.replaying.replay_files`)."""
+    from ctxwin.cli.commands import build_settings, check_engine, check_run_format, retain
     from ctxwin.runs.checking import find_files
-    from ctxwin.runs.simulate import replay_run
+    from ctxwin.runs.replaying import replay_files
 
     settings = build_settings(**flags)
     check_run_format(run_format)
+    engine = check_engine(engine, scheduler, jobs, quiet=quiet)
     chosen = None
     if compare:
-        from ctxwin.runs.billing import policies
+        from ctxwin.runs.policies import policies
 
         chosen = policies(compare)
-    runs: list[Run] = []
-    files = [p for p in run_files if p == STDIO]
+    files = [STDIO] if STDIO in run_files else []
     found = find_files([p for p in run_files if p != STDIO])
     if found.missing:
         raise InputError(f"{found.missing[0]}: no such file, folder or match")
     if found.unreadable:
         raise InputError(": ".join(found.unreadable[0]))
     files += found.files
-    for path in files:
-        file_runs = read_runs(read_input(path, max_input_bytes), run_format)
-        retain(file_runs)
-        if not quiet:
-            for warning in dict.fromkeys(w for r in file_runs for w in r.warnings):
-                say(f"warning: {path}: {warning}")
-        if len(files) > 1:
-            for r in file_runs:
-                r.name = f"{path} {r.name}".strip()
-        runs.extend(file_runs)
     if not files:
         raise InputError("no recorded runs: the folders hold no .json, .jsonl or .traj files")
-    run_file = files[0]
-    if len(files) > 1:
-        try:
-            run_file = os.path.commonpath(files)
-        except ValueError:  # stdin among files
-            run_file = "(inputs)"
-    runs = join_recorded(runs, "" if len(files) == 1 else run_file)
-    if select is not None:
-        runs = [r for r in runs if select in r.name]
-        if not runs:
-            raise InputError(f"--run: no run in {run_file} is named like {select!r}")
+    given = {STDIO: read_input(STDIO, max_input_bytes)} if STDIO in files else None
+    replayed = replay_files(
+        files,
+        settings,
+        blocks=None if chosen is None else [share for _, share in chosen],
+        engine=engine,
+        scheduler=scheduler,
+        jobs=jobs,
+        max_bytes=max_input_bytes,
+        run_format=run_format,
+        select=select,
+        given=given,
+    )
+    retain(replayed)
+    for done in replayed.files:
+        if not quiet:
+            for warning in done.warnings:
+                say(f"warning: {done.path}: {warning}")
+        if done.error is not None:
+            hint = " (raise it with --max-input-bytes, 0 for no limit)" if done.over_limit else ""
+            raise InputError(done.error + hint)
+    run_file = replayed.label
+    if select is not None and not replayed.runs:
+        raise InputError(f"--run: no run in {run_file} is named like {select!r}")
     if chosen is not None:
-        return _compare(runs, settings, chosen, run_file, json_=json_, quiet=quiet)
-    reports = []
-    errors: list[str] = []
-    for run in runs:
-        try:
-            reports.append(replay_run(run, settings))
-        except CtxwinError as exc:
-            errors.append(f"{run.name}: {exc}" if run.name else str(exc))
-    retain(reports)
+        return _compare(replayed, [name for name, _ in chosen], json_=json_, quiet=quiet)
+    reports = replayed.reports()
+    errors = [f"{name}: {why}" if name else why for name, why in replayed.errors()]
     if errors and not reports:
         raise InputError(errors[0])
     if not quiet:
@@ -150,14 +141,13 @@ def replay(
         if not quiet:
             for rep in truncated:
                 row = rep["rows"][(rep["first_truncated"] or 1) - 1]
-                what = "no budget" if row["status"] == "no_budget" else "context truncated"
+                what = HEADLINE[NO_BUDGET if row["status"] == NO_BUDGET else TRUNCATED]
                 say(
                     f"{what}: {rep['run'] or run_file} would stop at call "
                     f"{rep['first_truncated']} of {rep['calls']}"
                     + (
-                        f" (a budget of {row['budget']:,} tokens: the window is at most "
-                        "reserve + safety)"
-                        if row["status"] == "no_budget"
+                        f" (a budget of {row['budget']:,} tokens: {NO_PROMPT_FITS})"
+                        if row["status"] == NO_BUDGET
                         else ""
                     )
                 )
@@ -167,34 +157,20 @@ def replay(
     return 0
 
 
-def _compare(
-    runs: list[Run],
-    settings: Settings,
-    chosen: list[tuple[str, float]],
-    run_file: str,
-    *,
-    json_: bool,
-    quiet: bool,
-) -> int:
-    """``replay --compare``: the runs replayed once per policy; the exit code."""
-    from ctxwin.errors import CtxwinError
-    from ctxwin.runs.billing import compare_row
-    from ctxwin.runs.simulate import replay_run
+def _compare(replayed: Replayed, names: list[str], *, json_: bool, quiet: bool) -> int:
+    """``replay --compare``: the runs replayed once per policy (``names``); the exit code."""
+    from ctxwin.runs.policies import compare_row
 
     rows = []
     first: list[ReplayReport] = []
     truncated = invalid = False
-    for name, share in chosen:
-        policy = settings._replace(strategy=settings.strategy._replace(block=share))
-        reports = []
-        for run in runs:
-            try:
-                reports.append(replay_run(run, policy))
-            except CtxwinError as exc:
-                if not first and not quiet:
-                    say(f"warning: skipped {run.name}: {exc}" if run.name else f"warning: {exc}")
+    for i, name in enumerate(names):
+        reports = replayed.reports(i)
+        if not first and not quiet:
+            for run, why in replayed.errors(i):
+                say(f"warning: skipped {run}: {why}" if run else f"warning: {why}")
         if not any(rep["calls"] for rep in reports):
-            raise InputError(f"{run_file}: no provider calls (no model messages) to replay")
+            raise InputError(f"{replayed.label}: no provider calls (no model messages) to replay")
         first = first or reports
         rows.append(compare_row(name, reports))
         truncated = truncated or any(rep["first_truncated"] is not None for rep in reports)
@@ -215,7 +191,7 @@ def _compare(
     if truncated:
         if not quiet:
             worst = [r["policy"] for r in rows if r["truncated_calls"]]
-            say(f"context truncated: some call would stop the run under {', '.join(worst)}")
+            say(f"{HEADLINE[TRUNCATED]}: some call would stop the run under {', '.join(worst)}")
         return int(ExitCode.CONTEXT_TRUNCATED)
     if invalid:
         return int(ExitCode.BAD_INPUT)
@@ -316,7 +292,7 @@ def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
             num(r.get("budget")),
             num(r.get("calibration")),
             num(r.get("dropped_turns")),
-            Text(status.replace("_", " "), style=STYLE[status]),
+            Text(LABEL[status], style=STYLE[status]),
         )
     console.print(table)
     if chart:

@@ -11,9 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ctxwin.errors import floor_words
-from ctxwin.words import plural
-
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -48,36 +45,6 @@ def render_json(report: Report) -> bytes:
     return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 
-def verdict(report: Report) -> str:
-    """One sentence saying what pruning does (or would do)."""
-    if not report["enforced"]:
-        return "no budget: the window is at most reserve + safety, no prompt fits"
-    if report["overflow_at_floor"]:
-        return (
-            f"context truncated: {floor_words(report['estimated_tokens_after'], report['budget'])}"
-        )
-    if report["fits"]:
-        return "fits: nothing to drop"
-    dropped = report["messages_in"] - report["messages_out"]
-    edits = []
-    if report["cleared_results"]:
-        edits.append(
-            f"clear {plural(report['cleared_results'], 'tool result')} "
-            f"({report['cleared_tokens']:,} tokens)"
-        )
-    if report["cleared_thinking"]:
-        edits.append(f"clear {plural(report['cleared_thinking'], 'thinking block')}")
-    if dropped or not edits:
-        edits.append(
-            f"drop {report['dropped_turns']:,} of "
-            f"{plural(report['dropped_turns'] + report['kept_turns'], 'turn')} "
-            f"({plural(dropped, 'message')})"
-        )
-    if report["truncated_results"]:
-        edits.append(f"cut {plural(report['truncated_results'], 'tool result')}")
-    return f"needs pruning: {', '.join(edits)} → {report['estimated_tokens_after']:,} tokens"
-
-
 def _estimate_text(report: Report) -> str:
     """The estimate and its arithmetic: ``raw × calibration``, plus the overhead a
     session's usage taught (``overhead + ceil(raw × calibration)`` is the estimate)."""
@@ -91,6 +58,8 @@ def _estimate_text(report: Report) -> str:
 
 def summary_rows(report: Report) -> list[tuple[str, str]]:
     """The summary for people: ``(label, text)`` lines."""
+    from ctxwin.cli.verdicts import verdict  # here: --json says no verdict
+
     model = report["model"] or "(no model named)"
     return [
         ("format", report["format"]),
@@ -118,7 +87,9 @@ def render_summary(report: Report, console: Console) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    style = "red" if report["overflow_at_floor"] else "green" if report["fits"] else "yellow"
+    from ctxwin.cli.verdicts import STYLE
+
+    style = STYLE[report["status"]]
     for label, text in summary_rows(report):
         table.add_row(label, Text(text, style=style if label == "verdict" else ""))
     console.print(table)

@@ -20,19 +20,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ctxwin.cli.commands import check_run_format
+from ctxwin.cli.commands import check_engine, check_run_format
 from ctxwin.cli.flags import ESTIMATION, STRATEGY
 from ctxwin.cli.funnel import say as _say
 from ctxwin.cli.options import (
+    EngineOpt,
+    JobsOpt,
     MaxInputOpt,
     QuietOpt,
     RunFormatOpt,
+    SchedulerOpt,
     with_flags,
     with_settings,
 )
-from ctxwin.cli.replay import STYLE, num, render_chart, render_replay
+from ctxwin.cli.replay import num, render_chart, render_replay
 from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write_stdout
-from ctxwin.errors import InputError, UsageError
+from ctxwin.cli.verdicts import LABEL, STYLE
+from ctxwin.core import STATUSES
+from ctxwin.errors import NO_PROMPT_FITS, InputError, UsageError
 from ctxwin.runs.checking import check_exit_code
 from ctxwin.settings import DEFAULT, Settings
 from ctxwin.words import plural
@@ -53,7 +58,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines i
 
 
 _num = num
-_STYLE = STYLE
 
 
 # --- replay ------------------------------------------------------------------
@@ -121,11 +125,6 @@ class FailOn(StrEnum):
     never = "never"
 
 
-class Engine(StrEnum):
-    local = "local"
-    dask = "dask"
-
-
 @with_settings(*ESTIMATION, *STRATEGY)
 def check(
     paths: Annotated[
@@ -136,31 +135,9 @@ def check(
             "'-' reads stdin.",
         ),
     ],
-    jobs: Annotated[
-        int,
-        typer.Option(
-            "--jobs", "-j", min=0, help="Worker processes (0: all cores; --engine local)."
-        ),
-    ] = 0,
-    engine: Annotated[
-        Engine,
-        typer.Option(
-            "--engine",
-            help="Where the files are checked: 'local' (this machine's processes) or 'dask' "
-            "(the workers of a Dask cluster, --scheduler; needs ctxwin[dask]).",
-            case_sensitive=False,
-        ),
-    ] = Engine.local,
-    scheduler: Annotated[
-        str | None,
-        typer.Option(
-            "--scheduler",
-            metavar="ADDRESS",
-            help="The Dask scheduler for --engine dask: tcp://HOST:PORT, or the JSON file "
-            "of `dask scheduler --scheduler-file` (default: DASK_SCHEDULER_ADDRESS). "
-            "Workers must see the same paths.",
-        ),
-    ] = None,
+    jobs: JobsOpt = 0,
+    engine: EngineOpt = "local",
+    scheduler: SchedulerOpt = None,
     fail_on: Annotated[
         FailOn,
         typer.Option(
@@ -196,10 +173,7 @@ def check(
 
     if json_ and jsonl:
         raise UsageError("--json and --jsonl: choose one")
-    if scheduler is not None and engine is not Engine.dask:
-        raise UsageError("--scheduler needs --engine dask")
-    if jobs and engine is Engine.dask and not quiet:
-        _say("warning: --jobs is for --engine local; the Dask workers' threads do the work")
+    engine = check_engine(engine, scheduler, jobs, quiet=quiet)
     check_run_format(run_format)
     stdin_rows: list[CheckRow] = []
     if STDIO in paths:
@@ -211,13 +185,13 @@ def check(
     if not (found.files or found.missing or found.unreadable or stdin_rows):
         raise InputError("no files to check: the folders hold no .json, .jsonl or .traj files")
     workers = jobs or default_jobs()
-    label = f"checking ({workers} workers)" if engine is Engine.local else "checking on Dask"
+    label = f"checking ({workers} workers)" if engine == "local" else "checking on Dask"
 
     def run(advance: Callable[[int], None] | None = None) -> list[CheckRow]:
         checked = check_files(
             found,
             settings,
-            engine=engine.value,
+            engine=engine,
             scheduler=scheduler,
             jobs=workers,
             max_bytes=max_input_bytes,
@@ -260,8 +234,8 @@ def check(
         n = summary["not_enforced"]
         _say(
             f"no budget: {plural(n, 'transcript')} {'has' if n == 1 else 'have'} a budget "
-            "that is not positive (the window is at most reserve + safety, so no request "
-            "fits); pass a larger --context-length or a smaller --max-tokens"
+            f"that is not positive ({NO_PROMPT_FITS}); pass a larger --context-length or a "
+            "smaller --max-tokens"
         )
     if jsonl:
         write_stdout(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))
@@ -297,15 +271,9 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
     table.add_column("verdict")
     table.add_column("count", justify="right")
     table.add_column("share", justify="right")
-    for status, label in (
-        ("fits", "fits"),
-        ("needs_pruning", "needs pruning"),
-        ("truncated", "truncated"),
-        ("no_budget", "no budget"),
-        ("invalid", "invalid"),
-    ):
+    for status in STATUSES:
         n = counts[status]
-        table.add_row(Text(label, style=_STYLE[status]), f"{n:,}", f"{100 * n / total:.1f}%")
+        table.add_row(Text(LABEL[status], style=STYLE[status]), f"{n:,}", f"{100 * n / total:.1f}%")
     console.print(table)
     if base:
         console.print(Text(f"files below {base}", style="dim"))
@@ -320,7 +288,7 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
                 _num(r["estimated_tokens"]),
                 _num(r["budget"]),
                 _num(r["over_by"]),
-                Text(r["status"].replace("_", " "), style=_STYLE[r["status"]]),
+                Text(LABEL[r["status"]], style=STYLE[r["status"]]),
             )
         console.print(w)
     if summary["invalid"]:
@@ -367,8 +335,8 @@ def calibrate(
     and the waste at that factor. Exit 1 when no call has usable usage.
     """
     from ctxwin.runs import read_runs
+    from ctxwin.runs.calibrating import calibration_rows, calibration_summary, overhead_fits
     from ctxwin.runs.checking import find_files
-    from ctxwin.runs.simulate import calibration_rows, calibration_summary, overhead_fits
 
     check_run_format(run_format)
     found = find_files(logs)

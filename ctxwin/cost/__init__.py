@@ -2,8 +2,8 @@
 
 - :mod:`~ctxwin.cost.pricing`: the ``price`` and ``cache`` objects of the model table.
 - :mod:`~ctxwin.cost.caching`: how much of each request a provider reads from its cache.
-- :mod:`~ctxwin.runs.billing`: each replayed call's cached tokens and input cost, and
-  ``replay --compare``'s policies.
+- :mod:`~ctxwin.runs.billing`: each replayed call's cached tokens and input cost;
+  :mod:`~ctxwin.runs.policies`: ``replay --compare``'s policies.
 
 Importing this package imports none of its modules.
 """

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar, overload
+
+T = TypeVar("T")
 
 LOOKBACK = 20
 """Anthropic looks for a cache hit at most this many blocks before each cache mark."""
@@ -58,12 +60,98 @@ class Block(NamedTuple):
     tokens: int
 
 
+class Computed(Sequence[T]):
+    """A sequence of :attr:`n` items, each computed when read (:meth:`at`) instead of
+    stored: what a cache reads of a long request is a few of its keys and ends."""
+
+    __slots__ = ("n",)
+
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | Sequence[T]:
+        if isinstance(i, slice):
+            return self.sliced(i)
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return self.at(i)
+
+    def at(self, i: int) -> T:
+        """Item ``i``, ``0 <= i < n``."""
+        raise NotImplementedError
+
+    def sliced(self, s: slice) -> Sequence[T]:
+        """The items ``s`` selects, as a list."""
+        return [self.at(k) for k in range(*s.indices(self.n))]
+
+
+class Places(Computed[object]):
+    """The keys ``[first, *range(a, b), …]`` of a request made of runs of places, without
+    the list: a replay's growing transcript keys each message by its place, and its
+    requests are the head and a run of the newest messages. Two of them share a prefix
+    worked out from their runs (:meth:`shared`), so a run of n calls is priced in O(n), not
+    in O(n²) list building and comparing."""
+
+    __slots__ = ("first", "runs")
+
+    def __init__(self, first: object, runs: Sequence[range]) -> None:
+        self.first = first
+        self.runs = [r for r in runs if r]
+        self.n = 1 + sum(len(r) for r in self.runs)
+
+    def at(self, i: int) -> object:
+        if i == 0:
+            return self.first
+        for r in self.runs:
+            if i <= len(r):
+                return r[i - 1]
+            i -= len(r)
+        raise IndexError(i)  # not reached: 0 < i < n
+
+    def sliced(self, s: slice) -> Sequence[object]:
+        return self.listed()[s]
+
+    def listed(self) -> list[object]:
+        """The keys as a list."""
+        keys: list[object] = [self.first]
+        for r in self.runs:
+            keys.extend(r)
+        return keys
+
+    def shared(self, other: Places) -> int:
+        """How many leading keys ``self`` and ``other`` share: runs are compared by their
+        starts (two runs that start at the same place agree as far as both go)."""
+        if self.first != other.first:
+            return 0
+        k = 1
+        mine, theirs = iter(self.runs), iter(other.runs)
+        a, b = next(mine, None), next(theirs, None)
+        while a is not None and b is not None:
+            if a[0] != b[0]:
+                break
+            step = min(len(a), len(b))
+            k += step
+            a = a[step:] or next(mine, None)
+            b = b[step:] or next(theirs, None)
+        return k
+
+
 class Laid(NamedTuple):
     """A request's blocks laid out already: their keys and where each ends, for a caller
     that knows them without making a :class:`Block` per message (a replay's growing
-    transcript: its keys are a list of places, its ends computed only where read)."""
+    transcript: its keys are runs of places, its ends computed only where read)."""
 
-    keys: list[object]
+    keys: Sequence[object]
     ends: Sequence[int]
     """``ends[i]``: the tokens of blocks ``[0, i)`` (``len(keys) + 1`` of them); only
     the ends the cache needs are read."""
@@ -178,7 +266,7 @@ class _Entry:
 
     def __init__(
         self,
-        keys: list[object],
+        keys: Sequence[object],
         tokens: Sequence[int],
         marks: Sequence[int],
         at: float | None,
@@ -200,9 +288,16 @@ def _alive(entry: _Entry, now: float | None, ttl: int | None) -> bool:
     return now is None or entry.at is None or life is None or now - entry.at <= life
 
 
-def _shared(a: list[object], b: list[object]) -> int:
+def _shared(a: Sequence[object], b: Sequence[object]) -> int:
     """How many leading keys ``a`` and ``b`` share (list comparisons run in C: a request
-    that extends the one before costs one comparison)."""
+    that extends the one before costs one comparison; two :class:`Places` compare runs)."""
+    if isinstance(a, Places) or isinstance(b, Places):
+        if isinstance(a, Places) and isinstance(b, Places):
+            return a.shared(b)
+        if not a or not b or a[0] != b[0]:
+            return 0
+        a = a.listed() if isinstance(a, Places) else a
+        b = b.listed() if isinstance(b, Places) else b
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n

@@ -51,7 +51,17 @@ class Kept:
     dataclass would cost its generated code at every start.)
     """
 
-    __slots__ = ("estimator", "gap", "known", "less", "options", "prefix", "start", "total")
+    __slots__ = (
+        "block_raw",
+        "estimator",
+        "gap",
+        "known",
+        "less",
+        "options",
+        "prefix",
+        "start",
+        "total",
+    )
 
     def __init__(
         self,
@@ -71,6 +81,12 @@ class Kept:
         self.gap = gap
         self.less = less
         self.known: dict[int, int] = {}
+        self.block_raw: Callable[[Sequence[int]], int] = getattr(
+            estimator, "block_raw", estimator.raw
+        )
+        """What :meth:`dropped` measures a cost in: the estimator's ``block_raw`` when it
+        has one (``bound``'s cheap tier: :meth:`ctxwin.tokens.tiered.TieredBound.block_raw`),
+        else its raw estimate."""
 
     def cost(self, k: int) -> list[int]:
         """The summed cost vector of what option ``k`` keeps."""
@@ -95,9 +111,10 @@ class Kept:
         return raw
 
     def dropped(self, k: int) -> int:
-        """The raw estimate of what option ``k`` drops, unedited: the items from the head's
-        end to its cut (and the superseded block when it goes). A function of the
-        history alone: appending items never changes it."""
+        """What option ``k`` drops, unedited, in :attr:`block_raw`: the items from the
+        head's end to its cut (and the superseded block when it goes). A function of the
+        history alone: appending items never changes it, and neither does pricing items
+        at the bound's own price (:attr:`ctxwin.view.View.tighten`)."""
         dropped_gap, c = self.options[k]
         start = self.start
         cost = [p[c] - p[start] for p in self.prefix]
@@ -105,7 +122,7 @@ class Kept:
         if dropped_gap and gap is not None:
             a, b = gap
             cost = [x + p[b] - p[a] for x, p in zip(cost, self.prefix, strict=True)]
-        return self.estimator.raw(cost)
+        return self.block_raw(cost)
 
     def stable(self, limit: int, block: float, near: int = 0) -> int:
         """The option a cache-stable cut takes: :meth:`fewest` when that drops nothing or

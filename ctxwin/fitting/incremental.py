@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import replace
 from operator import is_
 from typing import Any
 
@@ -441,7 +440,7 @@ class Prefixes:
     def view_of(self, i: int) -> View:
         """A view of ``items[:i]`` (for code that needs one; the fit does not)."""
         view = self.view
-        return replace(view, items=view.items[:i], notes=list(view.notes))
+        return view._replace(items=view.items[:i], notes=list(view.notes))
 
 
 def _index(p: Problem) -> int:
@@ -493,7 +492,7 @@ class Reader:
         if prefixes is None:
             t = load(body, self.fmt, self.estimator)
             self.messages_read += len(t.view.items)
-            view = replace(t.view, items=list(t.view.items), notes=list(t.view.notes))
+            view = t.view._replace(items=list(t.view.items), notes=list(t.view.notes))
             prefixes = Prefixes(view, self.estimator, adapter.problems)
         self._adapter = adapter
         self._rest = rest
@@ -504,7 +503,7 @@ class Reader:
         self._prefixes = prefixes
         n = len(prefixes.view.items)
         view = prefixes.view
-        snapshot = replace(view, items=view.items[:n], notes=list(view.notes))
+        snapshot = view._replace(items=view.items[:n], notes=list(view.notes))
         return Transcript(body, adapter, snapshot, self.estimator), prefixes
 
     def sent(self, messages: list[Any], keep: list[int], view: View | None = None) -> None:
@@ -548,7 +547,7 @@ class Reader:
                 return None
             if part.notes or view.notes or part.base != view.base:
                 return None
-        target = view if items is None else replace(view, items=items, notes=[])
+        target = view if items is None else view._replace(items=items, notes=[])
         if part is not None:
             if not adapter.extend_view(target, part):
                 return None

@@ -298,13 +298,25 @@ def fit(
     total = total_cost(view, columns)
     raw = estimator.raw(total)
     estimate = scale.estimate(raw)
+    seg: Segments | None = None
+    if budget > 0 and estimate > budget and view.tighten is not None:
+        # priced at a cheap upper bound and over the budget: price what the fit may keep
+        seg = segment(items, view.pinned)
+        options = drop_options(view, seg, drop)
+        tighten_kept(view, options, seg.head_end, scale.raw_limit(budget), estimator)
+        columns = cost_columns(view)
+        total = total_cost(view, columns)
+        raw = estimator.raw(total)
+        estimate = scale.estimate(raw)
     if budget <= 0 or estimate <= budget:
-        return passed(n, estimate, budget, scale, segment(items, view.pinned).turn_count(), raw)
+        turns = (seg or segment(items, view.pinned)).turn_count()
+        return passed(n, estimate, budget, scale, turns, raw)
     from ctxwin.fitting.cut import Kept, prefix_sums  # here: only a fit that drops needs them
 
     problems = refuse_broken(view, rules)
-    seg = segment(items, view.pinned)
-    options = drop_options(view, seg, drop)
+    if seg is None:
+        seg = segment(items, view.pinned)
+        options = drop_options(view, seg, drop)
     start = seg.head_end
     gap = view.superseded
     kept = Kept(total, prefix_sums(columns), start, options, estimator, gap)
@@ -331,6 +343,46 @@ def fit(
             found = rules(view, result.keep) if rules is not None else []
         guard(found, problems)
     return result
+
+
+def tighten_kept(
+    view: View, options: Sequence[tuple[bool, int]], start: int, limit: int, estimator: Estimator
+) -> None:
+    """Price at the estimator's own price (:attr:`~ctxwin.view.View.tighten`) the items
+    a fit to ``limit`` (a raw estimate) may keep: the head, then the items of each option
+    of ``options`` (:func:`drop_options`) walking back from the newest, until what the
+    option keeps (with the smallest head any option keeps) is over ``limit``, or all are.
+
+    The cut is then the one pricing every item would give: every option that keeps an
+    item still at the cheap price keeps all that the last option walked does, which is
+    over ``limit`` at the exact price, and the cheap price is never below it; the options
+    that keep less are priced exactly. (What a fit drops is measured for its blocks on
+    the cheap tier either way: :meth:`ctxwin.fitting.cut.Kept.dropped`.)"""
+    tighten = view.tighten
+    if tighten is None:
+        return
+    items = view.items
+    tighten(range(start))
+    gap = view.superseded if options[-1][0] else None
+    kept = list(view.base)
+    width = len(kept)
+    for i in range(start):
+        if gap is None or not gap[0] <= i < gap[1]:
+            cost = items[i].cost
+            for s in range(width):
+                kept[s] += cost[s]
+    end = len(items)
+    for k in range(len(options) - 1, -1, -1):
+        c = options[k][1]
+        if c < end:
+            tighten(range(c, end))
+            for i in range(c, end):
+                cost = items[i].cost
+                for s in range(width):
+                    kept[s] += cost[s]
+            end = c
+        if estimator.raw(kept) > limit:
+            return
 
 
 def drop_options(view: View, seg: Segments, drop: bool = True) -> list[tuple[bool, int]]:

@@ -328,6 +328,8 @@ class Report(TypedDict):
     truncated_results: int
     truncated_tokens: int
     cleared_thinking: int
+    status: Status
+    """The verdict (:attr:`ctxwin.core.Plan.status`)."""
     session: NotRequired[SessionInfo]
     """Only for a session file: which run of it was estimated (its next request)."""
     overhead: NotRequired[int]

@@ -12,7 +12,9 @@ A strategy is a comma-separated list of steps (``--strategy``):
   estimate alone ``20260212165422`` (25 tokens; 5 in o200k_base, 14 in Qwen 3)
   would make way for a placeholder it puts at 12 (14 in o200k_base, 15 in Qwen 3).
   Once it clears anything it clears at least ``clear_at_least`` tokens (fewer
-  edits that break a prompt cache).
+  edits that break a prompt cache). Under a block strategy it clears in batches
+  (:attr:`Step.batched`), so the cleared set changes only when what must be saved
+  crosses the next block.
 * ``clear-thinking``: remove thinking of earlier turns (never the head's or
   the newest turn's) where the provider lets a client leave it out (each
   adapter's :meth:`~ctxwin.formats.base.Adapter.parts` says where).
@@ -29,8 +31,9 @@ provider's cache, between moves; ``block=0`` drops the fewest turns that fit (ju
 Steps before ``drop-turns`` are preferred to dropping: the fewest turns are
 dropped such that the steps before it, applied to what is kept, make the
 request fit; they then edit only the kept items, oldest first, no more than
-needed. Steps after it run only when even the floor overflows. Editing never
-adds, removes or reorders entries, so call ids, pairing and turns stay as
+needed (at ``block=0``) or up to the end of a batch (:attr:`Step.batched`).
+Steps after it run only when even the floor overflows. Editing never adds,
+removes or reorders entries, so call ids, pairing and turns stay as
 they were; an edited body is read again and fitted by :func:`ctxwin.fitting.pruning.fit`,
 whose estimate and rule checks are the ones reported.
 
@@ -57,6 +60,7 @@ from ctxwin.fitting.pruning import (
     segment,
     total_cost,
 )
+from ctxwin.fitting.transcript import Transcript
 from ctxwin.formats.base import RESULT, THINKING, Adapter, Part, Path
 from ctxwin.tokens.base import Estimator, Kind, calibrated
 from ctxwin.view import View
@@ -105,7 +109,8 @@ class _StrategyFields(NamedTuple):
     """Once ``clear-results`` clears anything, it clears at least this many tokens."""
     block: float = DEFAULT_BLOCK
     """The cut moves in blocks of this share of the budget (0: the fewest turns, just
-    fit): see :meth:`ctxwin.fitting.cut.Kept.stable`."""
+    fit): see :meth:`ctxwin.fitting.cut.Kept.stable`; the clearing steps clear in batches
+    of it (:attr:`Step.batched`; 0: no more than needed)."""
 
 
 class Strategy(_StrategyFields):
@@ -235,7 +240,7 @@ class Step:
     step would cost its creation at every start. Read-only by convention.
     """
 
-    __slots__ = ("at_least", "candidates", "edits", "incremental", "name", "take")
+    __slots__ = ("at_least", "batched", "candidates", "edits", "incremental", "name", "take")
 
     def __init__(
         self,
@@ -246,6 +251,7 @@ class Step:
         incremental: bool = False,
         at_least: Callable[[Strategy], int] = _none_at_least,
         take: Callable[[_Planner, Offer, list[int]], Offer] = _all_of,
+        batched: bool = False,
     ) -> None:
         self.name = name
         self.candidates = candidates
@@ -268,6 +274,14 @@ class Step:
         self.take = take
         """What the step takes of an offer when the kept items cost ``current``: all of
         it unless the step can take part."""
+        self.batched = batched
+        """Whether the step takes its offers in batches, as the cut drops turns in blocks
+        (:meth:`ctxwin.fitting.cut.Kept.stable`): under a strategy whose ``block`` is
+        positive it takes, oldest first, at least the next multiple of ``block × budget``
+        (raw tokens saved, counted from the cut) at or above what it must save, so the
+        set of edited items, and the prompt prefix a provider caches, stays the same over
+        consecutive requests of a growing run until what must be saved crosses the next
+        multiple (:func:`_batch`)."""
 
 
 def _clearable_results(pl: _Planner) -> list[Offer]:
@@ -344,8 +358,10 @@ def _cut_no_more_than_needed(pl: _Planner, offer: Offer, current: list[int]) -> 
 
 STEP_OF: Mapping[str, Step] = MappingProxyType(
     {
-        CLEAR_RESULTS: Step(CLEAR_RESULTS, _clearable_results, at_least=_clear_at_least),
-        CLEAR_THINKING: Step(CLEAR_THINKING, _removable_thinking),
+        CLEAR_RESULTS: Step(
+            CLEAR_RESULTS, _clearable_results, at_least=_clear_at_least, batched=True
+        ),
+        CLEAR_THINKING: Step(CLEAR_THINKING, _removable_thinking, batched=True),
         DROP_TURNS: Step(DROP_TURNS, edits=False, incremental=True),
         TRUNCATE_RESULTS: Step(TRUNCATE_RESULTS, _cuttable_results, take=_cut_no_more_than_needed),
     }
@@ -359,15 +375,13 @@ class _Planner:
 
     def __init__(
         self,
-        body: Any,
-        view: View,
-        adapter: Adapter,
-        estimator: Estimator,
+        transcript: Transcript,
         budget: int,
         calibration: float,
         strategy: Strategy,
         scale: Scale | None = None,
     ) -> None:
+        body, adapter, view, estimator = transcript
         self.adapter = adapter
         self.estimator = estimator
         self.calibration = calibration
@@ -415,16 +429,13 @@ def clearable(
     """What a clearing step may clear in ``body``, oldest first, whatever the budget:
     the results of ``clear-results`` (``kind`` :data:`RESULT`), or the thinking of
     ``clear-thinking`` (:data:`THINKING`)."""
-    planner = _Planner(body, view, adapter, estimator, 0, calibration, strategy)
+    planner = _Planner(Transcript(body, adapter, view, estimator), 0, calibration, strategy)
     step = STEP_OF[CLEAR_RESULTS if kind == RESULT else CLEAR_THINKING]
     return [o.part for o in step.candidates(planner)]
 
 
 def plan_edits(
-    body: Any,
-    view: View,
-    adapter: Adapter,
-    estimator: Estimator,
+    transcript: Transcript,
     budget: int,
     calibration: float,
     strategy: Strategy,
@@ -433,7 +444,7 @@ def plan_edits(
     overhead: int = 0,
     learned: bool = False,
 ) -> Applied:
-    """The content edits ``strategy`` makes so that ``body`` (read into ``view``) fits.
+    """The content edits ``strategy`` makes so that ``transcript``'s body fits.
 
     ``overhead`` and ``learned`` are :func:`~ctxwin.fitting.pruning.fit`'s: the plan checks
     the estimate the fit checks.
@@ -450,6 +461,7 @@ def plan_edits(
     """
     if not strategy.edits or budget <= 0:
         return Applied(strategy)
+    view, estimator = transcript.view, transcript.estimator
     columns = cost_columns(view)
     total = total_cost(view, columns)
     scale = Scale(calibration, overhead, learned)
@@ -457,7 +469,7 @@ def plan_edits(
         return Applied(strategy)
     from ctxwin.fitting.cut import Kept, prefix_sums  # here: not imported at start
 
-    pl = _Planner(body, view, adapter, estimator, budget, calibration, strategy, scale)
+    pl = _Planner(transcript, budget, calibration, strategy, scale)
     refuse_broken(view, rules)
     steps = strategy.actions
     offered = {}  # the offers of the steps before drop-turns, found once
@@ -485,11 +497,21 @@ def plan_edits(
             break
         at_least = step.at_least(strategy)
         taken = 0
-        for offer in offered[step.name] if step.name in offered else step.candidates(pl):
+        offers: Iterable[Offer] = (
+            offered[step.name] if step.name in offered else step.candidates(pl)
+        )
+        batch: int | None = None  # a batched step: how many of its kept offers it takes
+        if step.batched and strategy.block > 0:
+            offers = [o for o in offers if o.part.index >= pl.cut]
+            batch = _batch(pl, offers, current, at_least, strategy.block)
+        for j, offer in enumerate(offers):
             part = offer.part
             if part.index < pl.cut:
                 continue
-            if pl.fits(current) and (not taken or taken >= at_least):
+            if batch is not None:
+                if j >= batch:
+                    break
+            elif pl.fits(current) and (not taken or taken >= at_least):
                 break
             offer = step.take(pl, offer, current)
             current = _sub(current, offer.saving)
@@ -508,6 +530,37 @@ def plan_edits(
         truncated_tokens=sum(o.tokens for o in cut),
         edits={key: o.text for key, o in sorted(done.items(), key=lambda kv: kv[0][0])},
     )
+
+
+def _batch(
+    pl: _Planner, offers: Sequence[Offer], current: list[int], at_least: int, block: float
+) -> int:
+    """How many of ``offers`` (a batched step's, on the kept items, oldest first) it takes
+    when the kept items cost ``current``: the fewest that fit and take ``at_least``
+    tokens, rounded up to the first count whose raw saving reaches the next multiple of
+    ``block × budget`` at or above theirs. The savings are counted from the cut over the
+    offers' own costs, which appending items never changes. When no count reaches that
+    multiple, the fewest (a batch never takes every offer to reach a multiple); when even
+    all of them do not fit, all of them."""
+    raw = pl.estimator.raw
+    saved = [0] * len(current)
+    sums: list[int] = []  # raw saving of the first j + 1 offers
+    need: int | None = None
+    taken = 0
+    for j, offer in enumerate(offers):
+        saved = _add(saved, offer.saving)
+        sums.append(raw(saved))
+        taken += offer.tokens
+        if need is None and pl.fits(_sub(current, saved)) and taken >= at_least:
+            need = j + 1
+    if need is None:
+        return len(offers)
+    size = max(1, int(block * pl.limit))
+    target = -(-sums[need - 1] // size) * size
+    for j in range(need - 1, len(offers)):
+        if sums[j] >= target:
+            return j + 1
+    return need
 
 
 def _index(offer: Offer) -> int:

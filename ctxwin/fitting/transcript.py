@@ -60,8 +60,26 @@ class Transcript(NamedTuple):
         return rule_problems(self.view, self.adapter, keep)
 
 
-def load(body: Any, fmt: str = AUTO, estimator: Estimator | None = None) -> Transcript:
-    """Detect (or force) the format of ``body`` and read it into a view."""
+def load(
+    body: Any, fmt: str = AUTO, estimator: Estimator | None = None, *, lazy: bool = False
+) -> Transcript:
+    """Detect (or force) the format of ``body`` and read it into a view.
+
+    With ``lazy``, an estimator that has a cheap tier (``bound``:
+    :meth:`~ctxwin.tokens.tiered.TieredBound.lazy`) prices the items at it, and the view's
+    :attr:`~ctxwin.view.View.tighten` prices them at the estimator's own price when a fit
+    needs them: every estimate stays an upper bound of the estimator's, and a fit finds
+    the same cut (what ``prune`` and ``check`` do; ``estimate`` gives the exact total)."""
     est = estimator or default_estimator()
     adapter = get_adapter(body, fmt)
-    return Transcript(body, adapter, adapter.read(body, est), est)
+    reader = getattr(est, "lazy", None) if lazy else None
+    if reader is None:
+        return Transcript(body, adapter, adapter.read(body, est), est)
+    from ctxwin.tokens.tiered import tightener
+
+    cheap = reader()
+    view = adapter.read(body, cheap)
+    view.tighten = tightener(view, cheap)
+    if view.tighten is None:  # an adapter summed part costs: read it at the bound
+        view = adapter.read(body, est)
+    return Transcript(body, adapter, view, est)

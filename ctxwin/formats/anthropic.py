@@ -430,7 +430,17 @@ _TEXT_BLOCKS = frozenset({"text"})
 
 
 def _put(old: Any, path: Path, new: str | None) -> Any:
-    return u.REMOVE if new is None else new
+    """The new value at ``path``: a removed block, or a result's new text. A result whose
+    content blocks carry a ``cache_control`` mark keeps it: its text becomes one text
+    block with the last mark (a mark on the ``tool_result`` block itself is outside the
+    path and stays as it is)."""
+    if new is None:
+        return u.REMOVE
+    if isinstance(old, list):
+        marks = [b["cache_control"] for b in old if isinstance(b, dict) and "cache_control" in b]
+        if marks:
+            return [{"type": "text", "text": new, "cache_control": marks[-1]}]
+    return new
 
 
 TOOL_SEARCH_TOKENS = ANTHROPIC_TOOL_PROMPT
@@ -499,3 +509,65 @@ def _source(source: Any, where: str, kind: str) -> media.Media:
         f"unknown source type {st!r} (expected base64, url, file, text or content)",
         f"{where}.type",
     )
+
+
+MAX_CACHE_MARKS = 4
+"""Anthropic's limit of ``cache_control`` breakpoints in one request."""
+STABLE_MARK = {"type": "ephemeral"}
+"""The mark :func:`with_stable_mark` adds (Anthropic's default five-minute lifetime)."""
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def cache_marks(body: Any) -> int:
+    """How many ``cache_control`` breakpoints ``body`` (a Messages request) holds: on its
+    tools, its system blocks, its messages' blocks and the blocks inside a result."""
+
+    def count(value: Any) -> int:
+        if isinstance(value, list):
+            return sum(map(count, value))
+        if not isinstance(value, dict):
+            return 0
+        own = 1 if value.get("cache_control") is not None else 0
+        return own + count(value.get("content"))
+
+    if not isinstance(body, dict):
+        return 0
+    return count(body.get("tools")) + count(body.get("system")) + count(body.get("messages"))
+
+
+def with_stable_mark(body: Any) -> Any | None:
+    """``body`` with one ``cache_control`` mark (:data:`STABLE_MARK`) on the last block of
+    its last message, where the prefix the next request of a growing run re-sends ends;
+    ``None`` when nothing is added: the body holds :data:`MAX_CACHE_MARKS` marks already,
+    that block is marked already, or it cannot carry a mark (no message, an empty text,
+    only thinking). A string content becomes one text block. Only the last message is
+    copied; every other value is the body's own."""
+    if not isinstance(body, dict):
+        return None
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = messages[-1]
+    content = last.get("content")
+    if isinstance(content, str):
+        if not content:
+            return None
+        blocks: list[Any] = [{"type": "text", "text": content}]
+        k = 0
+    elif isinstance(content, list):
+        blocks = list(content)
+        k = len(blocks) - 1
+        while k >= 0 and isinstance(blocks[k], dict) and blocks[k].get("type") in _UNMARKABLE:
+            k -= 1
+        if k < 0 or not isinstance(blocks[k], dict):
+            return None
+    else:
+        return None
+    block = blocks[k]
+    empty = block.get("type") == "text" and not block.get("text")
+    if block.get("cache_control") is not None or empty:
+        return None
+    if cache_marks(body) >= MAX_CACHE_MARKS:
+        return None
+    blocks[k] = {**block, "cache_control": dict(STABLE_MARK)}
+    return {**body, "messages": [*messages[:-1], {**last, "content": blocks}]}

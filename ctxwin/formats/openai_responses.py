@@ -27,7 +27,6 @@ also rejects a call "provided without its required reasoning item").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.errors import InputError
@@ -65,15 +64,31 @@ ITEM_TYPES = frozenset(
 )
 
 
-@dataclass(slots=True)
 class ResponsesView(View):
-    """A view that also knows which items are ``reasoning`` items."""
+    """A view that also knows which items are ``reasoning`` items (a plain class, as
+    :class:`~ctxwin.view.View` is: its fields follow the view's)."""
 
-    reasoning: set[int] = field(default_factory=set)
-    refs: list[str] = field(default_factory=list)
+    _fields = (*View._fields, "reasoning", "refs", "compaction")
+    __slots__ = _fields[len(View._fields) :]
+
+    reasoning: set[int]
+    refs: list[str]
     """Paths of documents known only by URL or file id."""
-    compaction: int | None = None
+    compaction: int | None
     """Index of the latest ``compaction`` item."""
+
+    def __init__(
+        self,
+        *fields: Any,
+        reasoning: set[int] | None = None,
+        refs: list[str] | None = None,
+        compaction: int | None = None,
+        **view: Any,
+    ) -> None:
+        super().__init__(*fields, **view)
+        self.reasoning = set() if reasoning is None else reasoning
+        self.refs = [] if refs is None else refs
+        self.compaction = compaction
 
 
 class OpenAIResponses:

@@ -34,6 +34,7 @@ def settings_for(
     calibration: float | None = None,
     estimator: str | Estimator | None = None,
     strategy: Strategy = DEFAULT_STRATEGY,
+    cache_mark: bool = False,
     model_spec: Any = None,
 ) -> dict[str, Any]:
     """The settings a wrapper takes, by their :class:`~ctxwin.settings.Settings` names,
@@ -42,7 +43,8 @@ def settings_for(
     ``context_length``, ``max_output_tokens``, ``max_tokens`` (the response allocation,
     when the request names none), ``spec`` (a :class:`~ctxwin.fitting.budget.ModelSpec` or its
     dict), ``calibration`` (the seed factor), ``estimator`` (a name, or an estimator)
-    and ``strategy``. ``model_spec`` is the former name of ``spec`` (deprecated, still
+    ``strategy`` and ``cache_mark`` (one Anthropic ``cache_control`` mark at the end of the
+    stable prefix). ``model_spec`` is the former name of ``spec`` (deprecated, still
     accepted)."""
     if model_spec is not None:
         if spec is not None:
@@ -57,6 +59,7 @@ def settings_for(
         "calibration": calibration,
         "estimator": estimator,
         "strategy": strategy,
+        "cache_mark": cache_mark,
     }
 
 
@@ -148,7 +151,7 @@ class Fitting:
         self.last = fitted
         if self.record is not None:
             self.record.last = fitted
-        if not fitted.changed or not isinstance(messages, list | tuple):
+        if not (fitted.changed or fitted.marked) or not isinstance(messages, list | tuple):
             return kwargs, fitted
         return {**kwargs, key: sent_items(messages, fitted)}, fitted
 
@@ -164,10 +167,13 @@ class Fitting:
 
 def sent_items(items: Sequence[Any], fitted: ManagedFit) -> list[Any]:
     """The entries of ``items`` that ``fitted`` sends: the caller's own objects, untouched,
-    except the entries a strategy step edited (cleared or cut results, removed thinking),
-    which are sent as edited plain copies."""
+    except the entries a strategy step edited (cleared or cut results, removed thinking)
+    and the last one when a cache mark is added to it (``cache_mark``), which are sent as
+    edited plain copies."""
     keep = fitted.result.keep
     edited = {entry for entry, _ in fitted.applied.edits}
+    if keep and fitted.marked:
+        edited.add(keep[-1])
     if not edited:
         return [items[i] for i in keep]
     written = fitted.messages

@@ -37,7 +37,7 @@ from typing import Any
 
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
 from ctxwin.core import FITS, NEEDS_PRUNING, Plan, load
-from ctxwin.errors import InputError, floor_words
+from ctxwin.errors import InputError, budget_words, floor_words
 from ctxwin.formats import get_adapter
 from ctxwin.integrations._common import Conversations
 from ctxwin.manager import ContextWindowManager
@@ -169,9 +169,9 @@ class Fitter:
             # fitting needed, but it would break a pairing rule
             return Fitted(UNSAFE, raw, key=key, reason=str(exc), manager=manager)
         status = p.status
-        if status == FITS:
+        if status == FITS and not p.marked:
             return Fitted(FIT, raw, p, key, manager=manager)
-        if status != NEEDS_PRUNING:
+        if status not in (FITS, NEEDS_PRUNING):
             return Fitted(TRUNCATED, b"", p, key, manager=manager)
         out = dumps(p.request)
         if may_hold_big_number(out):
@@ -179,7 +179,7 @@ class Fitter:
             if big is not None:
                 reason = f"{big} does not fit 64 bits; fitting would rewrite it"
                 return Fitted(UNSAFE, raw, key=key, reason=reason, manager=manager)
-        action = PRUNED if p.result.pruned else CLEARED
+        action = FIT if status == FITS else PRUNED if p.result.pruned else CLEARED
         return Fitted(action, out, p, key, manager=manager)
 
     def estimator_for(self, model: str | None) -> Any:
@@ -219,13 +219,19 @@ def floor_message(fitted: Fitted) -> str:
     r, b = p.result, p.budget
     model = b.spec.name or "the model"
     if not r.enforced:
+        words = budget_words(
+            b.context_length,
+            b.spec.context_length_source,
+            b.reserve,
+            b.reserve_source,
+            b.safety,
+            b.budget,
+            b.spec.max_input_tokens,
+        )
         return (
-            f"ctxwin proxy: request not forwarded: ctxwin has no budget for {model}: its "
-            f"{b.context_length:,}-token window ({b.spec.context_length_source}) less "
-            f"{b.reserve:,} tokens reserved for the response ({b.reserve_source}) and "
-            f"{b.safety:,} of safety leaves {b.budget:,} for the prompt. Fix: lower "
-            "max_tokens, or restart the proxy with a larger --context-length (or a smaller "
-            "--max-tokens)."
+            f"ctxwin proxy: request not forwarded: ctxwin has no budget for {model}: {words}. "
+            "Fix: lower max_tokens, or restart the proxy with a larger --context-length (or "
+            "a smaller --max-tokens)."
         )
     return (
         f"ctxwin proxy: request not forwarded: after dropping every older turn, "

@@ -25,10 +25,9 @@ Pure functions and plain data, used by :func:`ctxwin.runs.simulate.replay_run`:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
-from ctxwin.core import FITS, NEEDS_PRUNING, NO_BUDGET, TRUNCATED
-from ctxwin.cost.caching import Cache, Laid, Sent, Use
+from ctxwin.cost.caching import Cache, Computed, Laid, Places, Sent, Use
 from ctxwin.cost.pricing import CacheRules
 from ctxwin.fitting.pruning import Scale
 
@@ -90,34 +89,19 @@ class ScaleNow:
         self.scale = Scale(1.0)
 
 
-class _Ends(Sequence[int]):
+class _Ends(Computed[int]):
     """The ends of a request's blocks, each computed when read at the run's latest
     scale: ``raw_at(i)`` is the raw estimate of blocks ``[1, i)`` with the body's fixed
     part (what comes before the messages)."""
 
-    __slots__ = ("n", "now", "raw_at")
+    __slots__ = ("now", "raw_at")
 
     def __init__(self, n: int, raw_at: Callable[[int], int], now: ScaleNow) -> None:
         self.n = n
         self.raw_at = raw_at
         self.now = now
 
-    def __len__(self) -> int:
-        return self.n
-
-    @overload
-    def __getitem__(self, i: int) -> int: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[int]: ...
-
-    def __getitem__(self, i: int | slice) -> int | Sequence[int]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self.n))]
-        if i < 0:
-            i += self.n
-        if not 0 <= i < self.n:
-            raise IndexError(i)
+    def at(self, i: int) -> int:
         return 0 if i == 0 else self.now.scale.estimate(self.raw_at(i))
 
 
@@ -125,7 +109,7 @@ def laid_prefix(prefixes: Prefixes, result: FitResult, now: ScaleNow) -> Laid:
     """The blocks of a growing transcript's request that ``result`` fitted (the fit of
     ``prefixes``' first ``result.items`` items), keyed by place: O(1) besides building
     the list of keys in C."""
-    keys: list[object] = [BEFORE, *range(result.head), *range(result.cut, result.items)]
+    keys = Places(BEFORE, [range(result.head), range(result.cut, result.items)])
     base = prefixes.view.base
     columns = prefixes.prefix
     raw = prefixes.estimator.raw
@@ -181,24 +165,19 @@ def _unmarked(value: Any) -> Any:
     out = {k: v for k, v in value.items() if k != "cache_control"}
     content = out.get("content")
     if isinstance(content, list):
-        out["content"] = [
-            {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, Mapping) else b
-            for b in content
-        ]
+        out["content"] = [_unmarked(b) if isinstance(b, Mapping) else b for b in content]
     return out
 
 
 def _marked(value: Any) -> bool:
     """Whether ``value`` (a content block, a tool, a message) or a block in its
-    ``content`` carries a ``cache_control`` mark."""
+    ``content`` (a message's blocks, a ``tool_result``'s) carries a ``cache_control`` mark."""
     if not isinstance(value, Mapping):
         return False
     if value.get("cache_control") is not None:
         return True
     content = value.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, Mapping) and b.get("cache_control") is not None for b in content
-    )
+    return isinstance(content, list) and any(map(_marked, content))
 
 
 def body_marks(body: Any) -> list[int] | None:
@@ -243,13 +222,23 @@ def body_ttl(body: Any) -> int | None:
         for value in values:
             if not isinstance(value, Mapping):
                 continue
-            blocks = value.get("content")
-            for block in [value, *(blocks if isinstance(blocks, list) else ())]:
-                if isinstance(block, Mapping) and block.get("cache_control") is not None:
-                    last = block["cache_control"]
+            last = _last_mark(value, last)
     if last is None:
         return None
     return HOUR if isinstance(last, Mapping) and last.get("ttl") == "1h" else FIVE_MINUTES
+
+
+def _last_mark(value: Any, last: Any) -> Any:
+    """The last ``cache_control`` mark of the blocks in ``value``'s ``content`` and of
+    ``value`` itself, which ends after them (in the order the prompt is read), else ``last``."""
+    if not isinstance(value, Mapping):
+        return last
+    blocks = value.get("content")
+    for block in blocks if isinstance(blocks, list) else ():
+        last = _last_mark(block, last)
+    if value.get("cache_control") is not None:
+        last = value["cache_control"]
+    return last
 
 
 def written_ttl(usage: Mapping[str, Any], before: int | None = None) -> int | None:
@@ -479,7 +468,7 @@ class Ledger:
         cost = input_cost(prompt, use.read, use.written, self.price, hour)
         if self.rules is None or self.rules.kind is None:
             cost = None
-        row["input_cost"] = _usd(cost)
+        row["input_cost"] = usd(cost)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
         if isinstance(usage, Mapping):
             got_read, got_written = cache_tokens_from_usage(usage)
@@ -495,7 +484,7 @@ class Ledger:
                 self.reported_written_1h = (self.reported_written_1h or 0) + got_hour
             if reported is not None and got_read is not None:
                 paid = input_cost(reported, got_read, got_written or 0, self.price, got_hour or 0)
-                row["reported_input_cost"] = _usd(paid)
+                row["reported_input_cost"] = usd(paid)
                 if paid is None:
                     self.priced_reports = False
                 else:
@@ -511,11 +500,11 @@ class Ledger:
             "cached_tokens": self.read if known else None,
             "cache_write_tokens": self.written if known else None,
             "cache_write_1h_tokens": self.written_1h if known else None,
-            "input_cost": _usd(self.cost) if known else None,
+            "input_cost": usd(self.cost) if known else None,
             "reported_cached_tokens": self.reported_read,
             "reported_cache_write_tokens": self.reported_written,
             "reported_cache_write_1h_tokens": self.reported_written_1h,
-            "reported_input_cost": _usd(self.reported_cost) if self.priced_reports else None,
+            "reported_input_cost": usd(self.reported_cost) if self.priced_reports else None,
             "reported_cache_breaks": self.logged.breaks if checked else None,
             "reported_cache_break_tokens": self.logged.tokens if checked else None,
             "reported_uncached_calls": self.logged.uncached if self.logged.checked else None,
@@ -528,81 +517,10 @@ class Ledger:
         }
 
 
-def _usd(value: float | None) -> float | None:
+def usd(value: float | None) -> float | None:
     """A dollar amount to a millionth of a dollar."""
     return None if value is None else round(value, 6)
 
 
 _NO_RULES = CacheRules()
 """A model whose caching is unknown: nothing is read from or written to a cache."""
-
-
-JUST_FIT = "just-fit"
-
-
-def policy_block(policy: str) -> float:
-    """The :attr:`~ctxwin.fitting.strategy.Strategy.block` a cutting policy names: ``just-fit``
-    (0: the fewest turns dropped) or ``block=SHARE`` (0 < SHARE ≤ 1). Raises
-    :class:`~ctxwin.errors.UsageError` for anything else."""
-    from ctxwin.errors import UsageError
-
-    text = policy.strip()
-    if text == JUST_FIT:
-        return 0.0
-    name, sep, value = text.partition("=")
-    if sep and name.strip() == "block":
-        try:
-            share = float(value)
-        except ValueError:
-            share = -1.0
-        if 0 < share <= 1:
-            return share
-    raise UsageError(
-        f"unknown cutting policy {policy!r} (choose just-fit or block=SHARE, 0 < SHARE <= 1)"
-    )
-
-
-def policies(texts: Sequence[str]) -> list[tuple[str, float]]:
-    """``(name, block)`` of each policy in ``texts`` (each one or comma-separated), in
-    order, each once."""
-    out: dict[str, float] = {}
-    for text in texts:
-        for part in text.split(","):
-            if part.strip():
-                share = policy_block(part)
-                out.setdefault(JUST_FIT if share == 0 else f"block={share:g}", share)
-    return list(out.items())
-
-
-def compare_row(policy: str, reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What replaying ``reports``' runs under ``policy`` sent and cost, over their calls
-    that were sent (``None``: unknown for some run)."""
-    sent = [
-        r["estimated_tokens_after"]
-        for rep in reports
-        for r in rep["rows"]
-        if "estimated_tokens_after" in r and r["status"] in (FITS, NEEDS_PRUNING)
-    ]
-
-    def total(key: str) -> Any:
-        values = [rep.get(key) for rep in reports]
-        known = [v for v in values if v is not None]
-        if len(known) < len(values):
-            return None
-        return _usd(sum(known)) if key == "input_cost" else sum(known)
-
-    return {
-        "policy": policy,
-        "calls": sum(rep["calls"] for rep in reports),
-        "pruned_calls": sum(
-            1 for rep in reports for r in rep["rows"] if r["status"] == NEEDS_PRUNING
-        ),
-        "truncated_calls": sum(
-            1 for rep in reports for r in rep["rows"] if r["status"] in (TRUNCATED, NO_BUDGET)
-        ),
-        "mean_tokens_sent": round(sum(sent) / len(sent)) if sent else None,
-        "min_tokens_sent": min(sent) if sent else None,
-        "cached_tokens": total("cached_tokens"),
-        "cache_write_tokens": total("cache_write_tokens"),
-        "input_cost": total("input_cost"),
-    }

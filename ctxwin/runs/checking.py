@@ -15,7 +15,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.core import INVALID, NEEDS_PRUNING, NO_BUDGET, STATUSES, TRUNCATED
@@ -26,12 +25,16 @@ from ctxwin.runs.simulate import check_run
 from ctxwin.settings import Settings, settings_with
 from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
-if TYPE_CHECKING:  # the pool's modules are imported when a pool starts (replay never does)
+if TYPE_CHECKING:  # the pool's modules are imported when a pool starts
     import multiprocessing.context
 
+    from ctxwin.cluster import Row, Work
+
 ENGINES = ("local", "dask")
-"""Where :func:`check_files` runs the per-file check: this machine's processes, or the
-workers of a Dask cluster (the ``dask`` extra)."""
+"""Where :func:`check_files` (and :func:`ctxwin.runs.replaying.replay_files`) run their
+per-file work: this machine's processes, or the workers of a Dask cluster (the ``dask``
+extra)."""
+
 
 MISSING = "no such file, folder or match"
 """The error of the row for an argument that names nothing."""
@@ -274,10 +277,37 @@ def check_paths(
     Rows come in completion order; ``on_file_done(n)`` is called as each
     chunk of ``n`` files finishes.
     """
+    return work_paths(
+        paths,
+        settings,
+        check_chunk,
+        jobs=jobs,
+        max_bytes=max_bytes,
+        on_file_done=on_file_done,
+        run_format=run_format,
+    )
+
+
+def work_paths(
+    paths: list[str],
+    settings: Settings,
+    work: Work[Row],
+    *,
+    jobs: int = 0,
+    max_bytes: int = 0,
+    on_file_done: Callable[[int], None] | None = None,
+    run_format: str = "auto",
+) -> Iterator[Row]:
+    """``work``'s rows for every file in ``paths``, made by ``jobs`` processes of this
+    machine (0: all cores; one file, or one job: in this process).
+
+    Rows come chunk by chunk in completion order; ``on_file_done(n)`` is called as each
+    chunk of ``n`` files finishes.
+    """
     jobs = jobs or default_jobs()
     if jobs == 1 or len(paths) <= 1:
         for path in paths:
-            yield from check_file(path, settings, max_bytes, run_format)
+            yield from work([path], settings, max_bytes, run_format)
             if on_file_done is not None:
                 on_file_done(1)
         return
@@ -287,7 +317,9 @@ def check_paths(
     # alone, so workers neither scan them nor copy their pages.
     gc.freeze()
     try:
-        yield from _pooled(parts, settings, jobs, max_bytes, context, on_file_done, run_format)
+        yield from _pooled(
+            parts, settings, work, jobs, max_bytes, context, on_file_done, run_format
+        )
     finally:
         gc.unfreeze()
 
@@ -295,18 +327,18 @@ def check_paths(
 def _pooled(
     parts: list[list[str]],
     settings: Settings,
+    work: Work[Row],
     jobs: int,
     max_bytes: int,
     context: multiprocessing.context.BaseContext,
     on_file_done: Callable[[int], None] | None,
     run_format: str = "auto",
-) -> Iterator[CheckRow]:
+) -> Iterator[Row]:
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=context) as pool:
-        pending: dict[Future[list[CheckRow]], int] = {
-            pool.submit(check_chunk, part, settings, max_bytes, run_format): len(part)
-            for part in parts
+        pending: dict[Future[list[Row]], int] = {
+            pool.submit(work, part, settings, max_bytes, run_format): len(part) for part in parts
         }
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -315,6 +347,52 @@ def _pooled(
                 yield from fut.result()
                 if on_file_done is not None:
                     on_file_done(n)
+
+
+def on_engine(
+    paths: list[str],
+    settings: Settings,
+    work: Work[Row],
+    *,
+    run_format: str = "auto",
+    max_bytes: int = 0,
+    engine: str = "local",
+    scheduler: Any = None,
+    jobs: int = 0,
+    on_file_done: Callable[[int], None] | None = None,
+) -> Iterator[Row]:
+    """``work``'s rows for every file in ``paths`` (read as ``run_format``, none over
+    ``max_bytes``), made on ``engine``: ``local``, by
+    ``jobs`` processes of this machine (:func:`work_paths`); ``dask``, by the workers of
+    the Dask scheduler ``scheduler`` (:func:`ctxwin.cluster.check_paths_on_dask`), in
+    chunks balanced by size (:func:`chunks`). Rows come chunk by chunk in completion
+    order: the caller puts them in its order."""
+    if engine not in ENGINES:
+        raise UsageError(f"{engine!r}: choose one of {', '.join(ENGINES)}", setting="engine")
+    if engine == "dask":
+        from ctxwin.cluster import check_paths_on_dask
+
+        return check_paths_on_dask(
+            paths,
+            settings,
+            work=work,
+            split=chunks,
+            scheduler=scheduler,
+            max_bytes=max_bytes,
+            on_file_done=on_file_done,
+            run_format=run_format,
+        )
+    if scheduler is not None:
+        raise UsageError("a scheduler is for engine 'dask'", setting="scheduler")
+    return work_paths(
+        paths,
+        settings,
+        work,
+        jobs=jobs,
+        max_bytes=max_bytes,
+        on_file_done=on_file_done,
+        run_format=run_format,
+    )
 
 
 # --- the whole check: engine, stable order, summary, exit code -----------------------
@@ -364,25 +442,18 @@ def check_files(
     ``context_length=``, ``estimator=`` …) say what to check against; ``run_format``
     names a session reader (:mod:`ctxwin.sessions`) instead of detecting shapes.
     """
-    if engine not in ENGINES:
-        raise UsageError(f"{engine!r}: choose one of {', '.join(ENGINES)}", setting="engine")
     found = paths if isinstance(paths, Found) else find_files(paths)
     settings = settings_with(settings, changes).portable()
-    run: Callable[..., Iterable[CheckRow]]  # the engine, given what only it takes
-    if engine == "dask":
-        from ctxwin.cluster import check_paths_on_dask
-
-        run = partial(check_paths_on_dask, work=check_chunk, split=chunks, scheduler=scheduler)
-    else:
-        if scheduler is not None:
-            raise UsageError("a scheduler is for engine 'dask'", setting="scheduler")
-        run = partial(check_paths, jobs=jobs)
-    rows = run(
+    rows = on_engine(
         found.files,
         settings,
-        max_bytes=max_bytes,
-        on_file_done=on_file_done,
+        check_chunk,
         run_format=run_format,
+        max_bytes=max_bytes,
+        engine=engine,
+        scheduler=scheduler,
+        jobs=jobs,
+        on_file_done=on_file_done,
     )
     ordered = in_file_order(rows, found.files)
     ordered += [_invalid(arg, MISSING) for arg in found.missing]

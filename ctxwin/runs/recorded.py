@@ -7,7 +7,7 @@ for the files agent tools write) build these; :mod:`ctxwin.runs.simulate` replay
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.core import Transcript, load
@@ -154,8 +154,8 @@ def prepared_calls(
             # and an earlier request may not hold it at all, so each is read whole
             out.append((call, load(request, t.format, t.estimator)))
             continue
-        # replace keeps the view's class (a Responses view knows its reasoning items)
-        sub = replace(view, items=view.items[:i], notes=list(view.notes))
+        # _replace keeps the view's class (a Responses view knows its reasoning items)
+        sub = view._replace(items=view.items[:i], notes=list(view.notes))
         out.append((call, Transcript(request, t.adapter, sub, t.estimator)))
     return out
 

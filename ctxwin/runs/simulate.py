@@ -1,4 +1,5 @@
-"""What recorded runs say: replay a run through the manager, fit-check, calibrate.
+"""What recorded runs say: replay a run through the manager, fit-check
+(:mod:`ctxwin.runs.calibrating` calibrates).
 
 Pure functions over :mod:`ctxwin.runs`: no typer, no rich, no stdin/stdout.
 Every result is plain data (dicts of JSON values) so the CLI can print it
@@ -7,25 +8,20 @@ and worker processes can return it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from ctxwin.core import INVALID, STATUSES, Transcript, load
 from ctxwin.errors import CtxwinError, InputError
-from ctxwin.fitting.calibration import fit_overhead, prompt_tokens_from_usage
+from ctxwin.fitting.calibration import prompt_tokens_from_usage
 from ctxwin.fitting.incremental import Prefixes
 from ctxwin.fitting.pruning import FitResult, total_cost
 from ctxwin.fitting.rows import (
-    CalibrationRow,
-    CalibrationSummary,
     NextRequest,
     Reason,
     ReplayReport,
     ReplayRow,
     RunCheck,
-    RunOverhead,
-    SessionLines,
 )
 from ctxwin.formats import get_adapter
 from ctxwin.manager import ContextWindowManager
@@ -34,7 +30,7 @@ from ctxwin.runs.billing import Ledger, body_marks, body_ttl, laid_plan, laid_pr
 from ctxwin.runs.recorded import model_messages
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
-from ctxwin.tokens.base import Estimator, calibrated
+from ctxwin.tokens.base import Estimator
 
 SESSION_SHAPES = frozenset(session_names())
 """Run shapes of agent-tool session files (:mod:`ctxwin.sessions`)."""
@@ -72,7 +68,8 @@ def run_manager(
     )
 
 
-def _reported(usage: Mapping[str, Any] | None) -> int | None:
+def reported_tokens(usage: Mapping[str, Any] | None) -> int | None:
+    """The prompt tokens ``usage`` reports, if it is a usage object that does."""
     return prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
 
 
@@ -85,7 +82,8 @@ def run_model(run: Run) -> str | None:
     return body_model(run.body)
 
 
-def _hint(call: Call) -> str | None:
+def call_model(call: Call) -> str | None:
+    """The model ``call`` names outside its body, when its body names none."""
     body = call.request
     if call.model and not (isinstance(body, dict) and isinstance(body.get("model"), str)):
         return call.model
@@ -149,7 +147,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         else:
             read = [(call, None) for call in run.recorded]
         prepared = [(c.request, c.usage, c.where, t, c.at) for c, t in read]
-        hint = next((h for h in (_hint(c) for c, _ in read) if h), None)
+        hint = next((h for h in (call_model(c) for c, _ in read) if h), None)
     learn = learns_overhead(run, learn_overhead)
     manager = run_manager(settings, run, hint, estimator, learn)
     ledger = Ledger(run.shape, grows=run.recorded is None)
@@ -164,7 +162,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             manager.reset()
         elif prev[0] is not None:
             manager.observe(prev[0], raw_tokens=prev[1])
-        reported = _reported(usage)
+        reported = reported_tokens(usage)
         ttl = marked_ttl if whole is not None else body_ttl(request)
         try:
             if prefixes is not None and whole is not None:
@@ -210,6 +208,9 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             if prefixes is not None and r.gap is None:
                 laid = laid_prefix(prefixes, r, ledger.now)
                 marks = _kept_marks(marked, r)
+                if fitted.marked:  # the setting cache_mark adds one: read it from the body
+                    sent = fitted.output()
+                    marks, ttl = body_marks(sent), body_ttl(sent)
             else:
                 laid = laid_plan(fitted, ledger.now)
                 sent = fitted.output()
@@ -338,12 +339,12 @@ def learned_manager(
     else:
         calls = list(run.recorded)
         transcripts = [None] * len(calls)
-    hint = next((h for h in map(_hint, calls) if h), None)
+    hint = next((h for h in map(call_model, calls) if h), None)
     manager = run_manager(settings, run, hint, estimator, learns_overhead(run, learn_overhead))
     manager.reset()
     started = False
     for call, transcript in zip(calls, transcripts, strict=True):
-        if _reported(call.usage) is None:
+        if reported_tokens(call.usage) is None:
             continue
         t = transcript if transcript is not None else load(call.request, fmt, estimator)
         if not started:  # the run's seed depends on its model, as in replay_run
@@ -392,10 +393,16 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
     first_pruned: int | None = None
     first_truncated: int | None = None
     peak: tuple[float, int] | None = None
+    # a request body alone: its verdict needs the bound's price only of what a fit keeps
+    lazy = run.recorded is None and not learns_overhead(run)
     for k, call in enumerate(calls, 1):
-        manager = run_manager(settings, run, _hint(call), estimator)
+        manager = run_manager(settings, run, call_model(call), estimator)
         try:
-            fitted = manager.evaluate(call.request)
+            if lazy:
+                transcript = load(call.request, manager.fmt, manager.estimator, lazy=True)
+                fitted = manager.evaluate_transcript(transcript)
+            else:
+                fitted = manager.evaluate(call.request)
         except CtxwinError as exc:
             where = f"{call.where}: " if run.recorded is not None and call.where else ""
             reason = _reason(call.request, fmt)
@@ -416,7 +423,7 @@ def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) 
         if r.overflow_at_floor and first_truncated is None:
             first_truncated = k
         if b.context_length > 0:
-            reported = _reported(call.usage) or 0
+            reported = reported_tokens(call.usage) or 0
             use = max(r.estimated_tokens, reported) / b.context_length
             if peak is None or use > peak[0]:
                 peak = (use, k)
@@ -479,131 +486,3 @@ def _check_session(run: Run, settings: Settings, row: RunCheck) -> None:
                 "where": "next request",
             }
         )
-
-
-# --- calibrate ---------------------------------------------------------------
-
-
-def calibration_rows(run: Run, settings: Settings) -> list[CalibrationRow]:
-    """One row per call of ``run`` that recorded usage: estimate against reported."""
-    estimator = settings.make_estimator(run_model(run))
-    rows: list[CalibrationRow] = []
-    if run.error is not None:
-        return [{"run": run.name, "error": run.error}]
-    try:
-        calls = run.calls(estimator, settings.fmt)
-    except CtxwinError as exc:
-        return [{"run": run.name, "error": str(exc)}]
-    for k, call in enumerate(calls, 1):
-        reported = _reported(call.usage)
-        if reported is None:
-            continue
-        row: CalibrationRow = {"run": run.name, "call": k, "where": call.where}
-        if run.shape in SESSION_SHAPES:
-            row["shape"] = run.shape
-        manager = run_manager(settings, run, _hint(call), estimator)
-        try:
-            fitted = manager.evaluate(call.request)
-        except CtxwinError as exc:
-            row.update({"reported_tokens": reported, "error": str(exc)})
-            rows.append(row)
-            continue
-        raw = fitted.result.raw_tokens
-        estimate = fitted.result.estimated_tokens
-        row.update(
-            {
-                "format": fitted.transcript.format,
-                "model": fitted.budget.spec.name,
-                "raw_tokens": raw,
-                "calibration": fitted.result.calibration,
-                "estimated_tokens": estimate,
-                "reported_tokens": reported,
-                "ratio": round(estimate / reported, 4) if reported else None,
-                "needed": round(reported / raw, 4) if raw else None,
-            }
-        )
-        rows.append(row)
-    return rows
-
-
-def overhead_fits(rows: list[CalibrationRow]) -> list[RunOverhead]:
-    """``reported ≈ overhead + factor × raw`` fitted per run and model
-    (:func:`~ctxwin.fitting.calibration.fit_overhead`) over calibration rows."""
-    groups: dict[tuple[str, str, str], list[CalibrationRow]] = {}
-    for r in rows:
-        if "raw_tokens" in r and r.get("reported_tokens"):
-            key = (str(r.get("path", "")), str(r.get("run", "")), str(r.get("model") or ""))
-            groups.setdefault(key, []).append(r)
-    out: list[RunOverhead] = []
-    for (path, run, model), rs in groups.items():
-        fit = fit_overhead([(r["raw_tokens"], r["reported_tokens"]) for r in rs])
-        out.append({"path": path, "run": run, "model": model or None, **fit})
-    return out
-
-
-def _ceil4(x: float) -> float:
-    """Round up to 4 decimals, so a factor rounded for display stays safe."""
-    return math.ceil(x * 10_000 - 1e-9) / 10_000
-
-
-def session_lines(fits: list[RunOverhead]) -> SessionLines:
-    """The per-run lines of session runs (:func:`overhead_fits`), pooled."""
-    ratios = sorted(x for f in fits for x in f.get("ratios", []))
-    calls = sum(f["calls"] for f in fits)
-    reported = sum(f.get("reported_tokens", 0) for f in fits)
-    waste = sum(f.get("waste_tokens", 0) for f in fits)
-    import statistics
-
-    return {
-        "calls": calls,
-        "runs": sum(1 for f in fits if f["calls"]),
-        "median_ratio": round(statistics.median(ratios), 4) if ratios else None,
-        "waste_percent": round(100 * waste / reported, 2) if reported else None,
-    }
-
-
-def calibration_summary(rows: list[CalibrationRow]) -> CalibrationSummary:
-    """The factor that makes every estimate safe, and the waste at that factor, over the
-    calls of runs that are no agent tool's session (a session's log omits its system
-    prompt and tools: :func:`overhead_fits` fits its line, and ``sessions`` pools them)."""
-    sessions = [r for r in rows if "shape" in r]
-    rows = [r for r in rows if "shape" not in r]
-    usable = [r for r in rows if "raw_tokens" in r and r["raw_tokens"] > 0]
-    seeds = sorted({r["calibration"] for r in usable})
-    out: CalibrationSummary = {
-        "calls": len(usable),
-        "skipped": len(rows) - len(usable),
-        "seed_calibration": seeds[0] if len(seeds) == 1 else seeds or None,
-    }
-    if sessions:
-        out["sessions"] = session_lines(overhead_fits(sessions))
-    if not usable:
-        out["safe_calibration"] = None
-        return out
-    need = max(r["reported_tokens"] / r["raw_tokens"] for r in usable)
-    factor = max(1.0, _ceil4(need))
-    reported = sum(r["reported_tokens"] for r in usable)
-    estimates = [calibrated(r["raw_tokens"], factor) for r in usable]
-    waste = [
-        (e - r["reported_tokens"]) / r["reported_tokens"]
-        for e, r in zip(estimates, usable, strict=True)
-        if r["reported_tokens"]
-    ]
-    ratios = [ratio for r in usable if (ratio := r.get("ratio")) is not None]
-    out.update(
-        {
-            "needed_max": round(need, 4),
-            "under_estimates_at_seed": sum(
-                1 for r in usable if r["estimated_tokens"] < r["reported_tokens"]
-            ),
-            "ratio_min": min(ratios) if ratios else None,
-            "ratio_max": max(ratios) if ratios else None,
-            "safe_calibration": factor,
-            "waste_tokens": sum(estimates) - reported,
-            "waste_percent": round(100 * (sum(estimates) - reported) / reported, 2)
-            if reported
-            else None,
-            "waste_percent_max": round(100 * max(waste), 2) if waste else None,
-        }
-    )
-    return out

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     )
     from ctxwin.tokens.models import name_family
     from ctxwin.tokens.registry import (
+        DEFAULT_ESTIMATOR,
         ESTIMATORS,
         check_estimator,
         default_calibration,
@@ -77,6 +78,7 @@ _SOURCES = {
     "CLAUDE_NEXT_SEED": "seeds",
     "CLAUDE_TOKENIZER_GROWTH": "seeds",
     "ContentEstimator": "content",
+    "DEFAULT_ESTIMATOR": "registry",
     "ESTIMATORS": "registry",
     "check_estimator": "registry",
     "estimator_for": "registry",
@@ -127,6 +129,7 @@ __all__ = [
     "BPE_MISSING",
     "CLAUDE_NEXT_SEED",
     "CLAUDE_TOKENIZER_GROWTH",
+    "DEFAULT_ESTIMATOR",
     "ESTIMATORS",
     "MODEL_CALIBRATION",
     "OPENAI_REASONING_PREAMBLE",

@@ -47,7 +47,7 @@ BOUND_BYTE_CENTS = (0, 0, 0, 0, 0, 0, 0, 0, 51, 61, 109, 100)
 """u: what a byte of each class costs, in 1/100 token (by class code), unless it
 follows a word byte and is one itself (then :data:`BOUND_WORD_CENTS` applies)."""
 
-BOUND_RUN_CENTS = (0, 80, 56, 62, 62, 73, 0, 101, 132, 63, 0, 0)
+BOUND_RUN_CENTS = (0, 80, 47, 62, 72, 73, 0, 101, 132, 63, 0, 0)
 """s: what a byte costs on top of u when it starts a run of its class (the byte
 before it is of another class, or it opens the string)."""
 
@@ -56,12 +56,12 @@ BOUND_WORD = (0, 1, 2, 3, 4, 5, 7)
 between two of them a pair price applies in place of u and s."""
 
 BOUND_WORD_CENTS = (
-    (37, 67, 95, 87, 111, 0, 0),
-    (63, 62, 40, 21, 65, 0, 0),
-    (0, 60, 59, 56, 59, 0, 0),
-    (0, 74, 64, 63, 66, 0, 0),
-    (0, 46, 86, 62, 84, 0, 0),
-    (60, 66, 80, 72, 92, 73, 0),
+    (37, 77, 94, 87, 113, 0, 0),
+    (53, 62, 28, 11, 60, 0, 0),
+    (0, 70, 61, 51, 75, 0, 0),
+    (0, 81, 69, 63, 68, 0, 0),
+    (0, 57, 60, 63, 81, 0, 0),
+    (60, 66, 79, 72, 100, 73, 0),
     (0, 0, 0, 0, 0, 0, 0),
 )
 """w[x][y]: what a byte of word class y costs after one of word class x (by the

@@ -222,7 +222,10 @@ breaks (the ``[^\\r\\n\\p{L}\\p{N}]?`` of the tokenizers' patterns)."""
 def prefixed_count(piece: bytes, vocab: Mapping[bytes, int]) -> int | None:
     """The any-prefix count (:data:`ANY_PREFIX`) of a piece the vocabulary lacks: that of
     its letters after the one of :data:`PREFIX_BYTES` that opens it, if one does, else of
-    the whole piece; ``None`` if the vocabulary has no such record, or the piece is ASCII
+    the whole piece, unless that is more than its bytes (a record may count a token for the
+    byte before the letters; a piece of the letters alone would then cost more than a token
+    a byte, which no byte-level BPE gives it and ``tiered.cheap_cents`` assumes it never
+    does); ``None`` if the vocabulary has no such record, or the piece is ASCII
     and its letters are not a letter run that is lower-case, capitalized or upper-case (the
     only ASCII shapes with records: a mixed run of a base64 blob, ``AAAAABoy``, is not
     looked up, so its miss costs nothing)."""
@@ -231,7 +234,10 @@ def prefixed_count(piece: bytes, vocab: Mapping[bytes, int]) -> int | None:
         letters.isalpha() and (letters.islower() or letters.istitle() or letters.isupper())
     ):  # ASCII: a letter run of one of the three shapes the records are kept for
         return None
-    return vocab.get(ANY_PREFIX + letters)
+    count = vocab.get(ANY_PREFIX + letters)
+    if count is not None and letters is piece and count > len(piece):
+        return None  # letters alone: never more tokens than bytes (a byte before them may add one)
+    return count
 
 
 def fixed_cents(piece: bytes, vocab: Mapping[bytes, int]) -> int | None:
