@@ -610,7 +610,8 @@ def test_replay_with_edits_keys_messages_by_content() -> None:
     the cache reads only up to it. At ``block=0`` every call clears one more; in batches
     (the default block) calls that keep the cleared set read more from the cache."""
     [run] = read_runs(_session(10))
-    settings = Settings(context_length=19_750, max_tokens=1000)  # the first calls fit
+    # content's sizes: the first calls fit, every call is sent, and three calls clear
+    settings = Settings(context_length=19_000, max_tokens=1000, estimator="content")
     plain = replay_run(run, settings)
     strategy = Strategy(("clear-results", "drop-turns"), 1, block=0)
     cleared = replay_run(run, settings._replace(strategy=strategy))
