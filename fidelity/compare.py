@@ -31,6 +31,8 @@ from typing import Any
 
 import orjson
 
+from ctxwin.cli.replay import COMPARE_COLUMNS
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAT_RUN = "examples/cache-loop-chat.json"
 ANTHROPIC_RUN = "examples/cache-loop-anthropic.json"
@@ -170,17 +172,8 @@ def replay(run: str, flags: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-COLUMNS = {
-    "policy": "policy",
-    "calls": "calls",
-    "pruned_calls": "pruned",
-    "mean_tokens_sent": "mean sent",
-    "min_tokens_sent": "least sent",
-    "cached_tokens": "cache read",
-    "cache_write_tokens": "cache write",
-    "input_cost": "input USD",
-}
-"""The columns of ``replay --compare``'s table, with its labels."""
+COLUMNS = COMPARE_COLUMNS
+"""The columns of ``replay --compare``'s table, with its labels (the command's own)."""
 
 
 def _cell(key: str, value: Any) -> str:

@@ -9,7 +9,6 @@ the tokens just-fit sends on average, and never overflows."""
 
 from __future__ import annotations
 
-import random
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ openai = pytest.importorskip("openai")
 
 from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy  # noqa: E402
 from ctxwin.integrations.openai import wrap  # noqa: E402
+from fidelity.compare import SYSTEM, TASK, source_file  # noqa: E402
 from tests.provider_standin import READ_FILE, Standin, serve, tokens  # noqa: E402
 from tests.proxy_support import config_for, serve_proxy  # noqa: E402
 
@@ -28,27 +28,12 @@ CALLS = 100
 MODEL = "gpt-4o-mini"
 FUNCTIONS = 8
 """Functions per tool result (about 35 tokens each)."""
-SYSTEM = "You are a coding agent. Read files with read_file until the task is done."
-TASK = "Find where the retry budget is computed and explain it."
-WORDS = [
-    *("retry", "budget", "backoff", "handler", "request", "route", "attempt", "capped"),
-    *("window", "token", "cache", "prefix", "value", "error", "config", "parse"),
-    *("module", "loader", "result", "stream", "lock", "queue"),
-]
 
 
 def result(turn: int) -> str:
-    """Tool output of about 300 tokens (a source file read), different at every turn."""
-    rng = random.Random(turn)
-    out = []
-    for _ in range(FUNCTIONS):
-        a, b, c = (rng.choice(WORDS) for _ in range(3))
-        out.append(
-            f"def {a}_{b}(request, {c}=None):\n"
-            f'    """Return the {a} {c} of the {b} for this request."""\n'
-            f"    return request.{b}.get({c!r}) or {a}_{c}(request)\n"
-        )
-    return "".join(out)
+    """Tool output of about 300 tokens (a source file read), different at every turn: the
+    loop's tool result, as ``python -m fidelity.compare`` writes it into its runs."""
+    return source_file(turn, FUNCTIONS)
 
 
 def loop(client: Any, calls: int = CALLS) -> None:

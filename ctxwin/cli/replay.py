@@ -28,6 +28,18 @@ if TYPE_CHECKING:
     from ctxwin.runs.replaying import Replayed
 
 
+COMPARE_COLUMNS = {
+    "policy": "policy",
+    "calls": "calls",
+    "pruned_calls": "pruned",
+    "mean_tokens_sent": "mean sent",
+    "min_tokens_sent": "least sent",
+    "cached_tokens": "cache read",
+    "cache_write_tokens": "cache write",
+    "input_cost": "input USD",
+}
+"""The columns of ``replay --compare``'s table (report keys), with their labels."""
+
 COMPARE_WIDTH = 110
 """The width ``replay --compare`` lays its table out in when printing to a pipe."""
 
@@ -253,20 +265,10 @@ def render_compare(
     from rich.text import Text
 
     table = Table(title=Text("cutting policies"), title_justify="left")
-    cols = {
-        "policy": "policy",
-        "calls": "calls",
-        "pruned_calls": "pruned",
-        "mean_tokens_sent": "mean sent",
-        "min_tokens_sent": "least sent",
-        "cached_tokens": "cache read",
-        "cache_write_tokens": "cache write",
-        "input_cost": "input USD",
-    }
-    for key, label in cols.items():
+    for key, label in COMPARE_COLUMNS.items():
         table.add_column(label, justify="left" if key == "policy" else "right")
     for r in rows:
-        table.add_row(*(_cell(key, r[key]) for key in cols))
+        table.add_row(*(_cell(key, r[key]) for key in COMPARE_COLUMNS))
     console.print(table)
     for p in prices:
         console.print(Text(price_words(p)))
