@@ -63,6 +63,17 @@ WORDS = [
 ]
 
 
+READ_FILE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a source file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+}
+"""The loop's one tool, as a Chat Completions tool (the stand-in provider answers with it)."""
+
+
 def source_file(turn: int, functions: int = 8) -> str:
     """A generated source file (``functions`` functions of about 35 tokens), different at
     every turn: the loop's tool result (``tests/test_cache_loop.py`` reads the same)."""
@@ -102,15 +113,7 @@ def chat_run(calls: int = 100) -> dict[str, Any]:
         )
         messages.append({"role": "tool", "tool_call_id": call, "content": source_file(turn)})
     messages.append({"role": "assistant", "content": "The retry budget is computed in route."})
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a source file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    }
-    return {"model": "gpt-4o-mini", "messages": messages, "tools": [tool]}
+    return {"model": "gpt-4o-mini", "messages": messages, "tools": [READ_FILE]}
 
 
 def anthropic_run(calls: int = 60) -> dict[str, Any]:

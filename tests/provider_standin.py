@@ -43,6 +43,7 @@ import quicktok
 
 from ctxwin.fitting.calibration import grow
 from ctxwin.tokens.seed import SeedEstimator
+from fidelity import compare
 
 ENCODING = quicktok.get_encoding("o200k_base")
 COMPLETION_TOKENS = 12
@@ -59,15 +60,9 @@ FRAMING = 0xFFFFFFFF
 
 UNDER_COUNTING = SeedEstimator(prose_bytes_per_token=8.0, dense_bytes_per_token=8.0)
 """An estimator that counts fewer tokens than the stand-in's tokenizer: usage must teach it."""
-READ_FILE = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a source file",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    },
-}
-"""The tool every answer calls, as a Chat Completions tool."""
+READ_FILE = compare.READ_FILE
+"""The tool every answer calls, as a Chat Completions tool (the cache loop's, as
+``python -m fidelity.compare`` writes it into its runs)."""
 IMAGE_URL = "https://example.com/a.png"
 EXAMPLE_VIEW: list[dict[str, Any]] = [
     {"role": "system", "content": "be brief"},
