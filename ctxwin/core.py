@@ -47,6 +47,10 @@ def _of_result(name: str) -> Any:
     return property(attrgetter(f"result.{name}"))
 
 
+_UNMARKED: Any = object()
+"""A :class:`Plan`'s marked body before it is built."""
+
+
 class Plan:
     """The outcome of fitting one request: the budget, the pruner's result, the edits,
     and what is sent.
@@ -59,6 +63,7 @@ class Plan:
     """
 
     __slots__ = (
+        "_marked_body",
         "applied",
         "budget",
         "cache_mark",
@@ -88,6 +93,8 @@ class Plan:
     cache_mark: bool
     """The setting :attr:`~ctxwin.settings.Settings.cache_mark`: :meth:`output` adds an
     Anthropic ``cache_control`` mark at the end of the stable prefix (:attr:`marked`)."""
+    _marked_body: Any
+    """What :meth:`_with_mark` built, once asked (:data:`_UNMARKED` before)."""
 
     def __init__(
         self,
@@ -109,6 +116,7 @@ class Plan:
         init(self, "sent", sent)
         init(self, "sent_raw", sent_raw)
         init(self, "cache_mark", cache_mark)
+        init(self, "_marked_body", _UNMARKED)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a Plan is frozen: {name} cannot be set")
@@ -141,12 +149,15 @@ class Plan:
         return self.transcript.write(self.result.keep)
 
     def _with_mark(self) -> Any | None:
-        """The fitted body with the mark :attr:`cache_mark` adds, ``None`` when none is."""
+        """The fitted body with the mark :attr:`cache_mark` adds, ``None`` when none is;
+        built once (:attr:`marked` and :meth:`output` both ask)."""
         if not self.cache_mark or self.transcript.format != "anthropic":
             return None
-        from ctxwin.formats.anthropic import with_stable_mark  # here: rarely asked for
+        if self._marked_body is _UNMARKED:
+            from ctxwin.formats.anthropic import with_stable_mark  # here: rarely asked for
 
-        return with_stable_mark(self.fitted())
+            object.__setattr__(self, "_marked_body", with_stable_mark(self.fitted()))
+        return self._marked_body
 
     def output(self) -> Any:
         """The body to send: the fitted body, with one Anthropic ``cache_control`` mark at
