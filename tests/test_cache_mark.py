@@ -98,6 +98,39 @@ def test_the_mark_goes_on_the_last_block_of_the_last_message() -> None:
     assert with_stable_mark({"messages": [{"role": "user", "content": ""}]}) is None
 
 
+def test_parallel_results_mark_the_last_result_only() -> None:
+    """Parallel tool calls answered in one user message (several tool_result blocks, text
+    after them or not): the mark goes on the last block, the others stay as they were."""
+    results = [
+        {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"result {i}"}
+        for i in range(3)
+    ]
+    body: dict[str, Any] = {
+        "messages": [
+            {"role": "user", "content": "task"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"toolu_{i}", "name": "read", "input": {}}
+                    for i in range(3)
+                ],
+            },
+            {"role": "user", "content": results},
+        ]
+    }
+    out = with_stable_mark(body)
+    assert out is not None
+    last = out["messages"][-1]["content"]
+    assert last[:2] == results[:2] and last[2] == {**results[2], "cache_control": MARK}
+    assert out["messages"][:2] == body["messages"][:2] and cache_marks(out) == 1
+    with_text = copy.deepcopy(body)
+    with_text["messages"][-1]["content"].append({"type": "text", "text": "go on"})
+    out = with_stable_mark(with_text)
+    assert out is not None
+    assert out["messages"][-1]["content"][:3] == results
+    assert out["messages"][-1]["content"][3]["cache_control"] == MARK
+
+
 def test_never_more_than_four_marks() -> None:
     body = _request(6)
     for n in range(MAX_CACHE_MARKS + 1):
