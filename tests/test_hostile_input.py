@@ -593,6 +593,46 @@ def test_find_big_integer_agrees_with_a_full_tokenizer(value: Any) -> None:
         assert found is not None and f"(byte {expected:,})" in found, (data, found)
 
 
+@given(
+    value=_JSON,
+    space=st.sampled_from(["", " ", "\n" + " " * 70, "\t" * 200]),
+    slice_=st.integers(1, 8),
+)
+@settings(max_examples=300, deadline=None)
+def test_find_big_integer_agrees_across_slices_and_whitespace(
+    value: Any, space: str, slice_: int
+) -> None:
+    """Quotes are counted a slice at a time and whitespace skipped a window at a time:
+    with slices of a few bytes (runs of backslashes cross every boundary) and long
+    whitespace between tokens, the answer is the full tokenizer's still."""
+    data = json.dumps(value, separators=("," + space, ":" + space)).encode()
+    expected = _reference_big_integer(data)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codec, "_SLICE", slice_)
+        found = codec.find_big_integer(data)
+    if expected is None:
+        assert found is None, data
+    else:
+        assert found is not None and f"(byte {expected:,})" in found, (data, found)
+
+
+_ODD_BACKSLASHES_QUOTE = re.compile(rb'(?<!\\)(?:\\\\)*\\"')
+
+
+@given(
+    data=st.lists(st.sampled_from([b"\\", b'"', b"a", b"\\" * 7, b"\\" * 8]), max_size=40),
+    slice_=st.integers(1, 6),
+)
+@settings(max_examples=300, deadline=None)
+def test_unescaped_quotes_agrees_with_a_regex(data: list[bytes], slice_: int) -> None:
+    raw = b"a" + b"".join(data)
+    expected = raw.count(b'"') - len(_ODD_BACKSLASHES_QUOTE.findall(raw))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codec, "_SLICE", slice_)
+        assert codec._unescaped_quotes(raw, 0, len(raw)) == expected
+        assert codec._unescaped_quotes(raw, 1, len(raw)) == expected
+
+
 def test_a_refused_prune_writes_no_report_either(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(VALID.replace(b'"model"', b'"seed": 123456789012345678901234567890, "model"'))
