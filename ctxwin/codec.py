@@ -244,18 +244,48 @@ def _number_at(raw: bytes, pos: int, quotes: int, counted: int) -> tuple[str | N
     return f"integer {shown} at {_byte_at(raw, begin)}", quotes, counted
 
 
-def dumps(body: Any, *, indent: bool = False, newline: bool = False) -> bytes:
-    """Serialize ``body`` as compact (or 2-space indented) UTF-8 JSON.
+ORJSON_DEPTH = 200
+"""Values nested deeper than this are written by the standard library, not orjson.
 
-    orjson refuses nesting deeper than 254 levels when writing although it
-    reads up to 1024; such a body is written by the standard library instead.
+orjson refuses to write nesting deeper than 254 levels although it reads up to
+:data:`MAX_DEPTH`; and orjson 3.13 corrupts its heap (the process aborts with
+``realloc(): invalid next size``) writing arrays nested 243 to 253 deep, e.g. 300
+arrays each 243 deep. Either would let one request body take the process down."""
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON-like ``value`` (dicts, lists, tuples, scalars) nests containers
+    more than ``limit`` levels deep. Iterative: one pass over the containers, whatever
+    the depth."""
+    if not isinstance(value, dict | list | tuple):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list | tuple):
+                push((child, depth + 1))
+    return False
+
+
+def dumps(
+    body: Any, *, indent: bool = False, newline: bool = False, sort_keys: bool = False
+) -> bytes:
+    """Serialize ``body`` as compact (or 2-space indented) UTF-8 JSON, keys sorted
+    with ``sort_keys``.
+
+    A body nested deeper than :data:`ORJSON_DEPTH` levels (up to :data:`MAX_DEPTH`,
+    what :func:`parse` reads) is written by the standard library instead of orjson.
     """
     option = (orjson.OPT_INDENT_2 if indent else 0) | (orjson.OPT_APPEND_NEWLINE if newline else 0)
-    try:
+    if sort_keys:
+        option |= orjson.OPT_SORT_KEYS
+    if not deeper_than(body, ORJSON_DEPTH):
         return orjson.dumps(body, option=option)
-    except TypeError as exc:
-        if "Recursion limit" not in str(exc):
-            raise
     import json
     import sys
 
@@ -268,6 +298,7 @@ def dumps(body: Any, *, indent: bool = False, newline: bool = False) -> bytes:
             allow_nan=False,
             indent=2 if indent else None,
             separators=(",", ": ") if indent else (",", ":"),
+            sort_keys=sort_keys,
         )
     finally:
         sys.setrecursionlimit(limit)

@@ -6,8 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-import orjson
-
+from ctxwin.codec import dumps
 from ctxwin.errors import InputError
 from ctxwin.formats import media
 from ctxwin.formats.base import Edits, Path
@@ -75,7 +74,7 @@ def optional_model(body: dict[str, Any]) -> str | None:
 
 def add_json(cost: list[int], value: Any, estimator: Estimator) -> None:
     """Count a JSON value by its serialized bytes, as dense text."""
-    estimator.add_bytes(cost, orjson.dumps(value), Kind.DENSE)
+    estimator.add_bytes(cost, dumps(value), Kind.DENSE)
 
 
 def dense_cost(text: str, estimator: Estimator) -> list[int]:

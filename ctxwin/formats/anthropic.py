@@ -522,17 +522,18 @@ def cache_marks(body: Any) -> int:
     """How many ``cache_control`` breakpoints ``body`` (a Messages request) holds: on its
     tools, its system blocks, its messages' blocks and the blocks inside a result."""
 
-    def count(value: Any) -> int:
-        if isinstance(value, list):
-            return sum(map(count, value))
-        if not isinstance(value, dict):
-            return 0
-        own = 1 if value.get("cache_control") is not None else 0
-        return own + count(value.get("content"))
-
     if not isinstance(body, dict):
         return 0
-    return count(body.get("tools")) + count(body.get("system")) + count(body.get("messages"))
+    marks = 0
+    stack = [body.get("tools"), body.get("system"), body.get("messages")]
+    while stack:  # iterative: blocks inside results nest as deep as the body does
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            marks += value.get("cache_control") is not None
+            stack.append(value.get("content"))
+    return marks
 
 
 def with_stable_mark(body: Any) -> Any | None:

@@ -27,8 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
+from ctxwin.codec import dumps
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
 from ctxwin.formats import media
@@ -292,7 +291,7 @@ class Gemini:
                         path = (*path, "response", single)
                         text = value[single]
                     else:
-                        text = orjson.dumps(value).decode()
+                        text = dumps(value).decode()
                 found.append(Part(i, path, RESULT, response["name"], cost, text))
             if i < current and thoughts and len(thoughts) < len(parts):
                 for k in thoughts:

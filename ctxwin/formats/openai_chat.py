@@ -23,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
+from ctxwin.codec import dumps
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
 from ctxwin.formats import media
@@ -83,7 +82,7 @@ class OpenAIChat:
             has_tools = tools is not None
             if has_tools:
                 u.expect_list(tools, "tools")
-                estimator.add_bytes(base, orjson.dumps(tools), Kind.DENSE)
+                estimator.add_bytes(base, dumps(tools), Kind.DENSE)
             functions = body.get("functions")
             if functions is not None:
                 u.add_json(base, u.expect_list(functions, "functions"), estimator)

@@ -13,8 +13,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import orjson
-
+from ctxwin.codec import dumps
 from ctxwin.errors import truncated
 from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.manager import ContextWindowManager, ManagedFit
@@ -65,22 +64,69 @@ def settings_for(
 
 def plain(value: Any) -> Any:
     """``value`` as JSON-like data: SDK objects (pydantic models) are dumped, without
-    their unset ``None`` fields; anything already plain is returned as it is."""
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    if isinstance(value, dict):
-        converted = {k: plain(v) for k, v in value.items()}
-        same = all(converted[k] is v for k, v in value.items())
-        return value if same else converted
-    if isinstance(value, list | tuple):
-        items = [plain(v) for v in value]
-        if isinstance(value, list) and all(a is b for a, b in zip(items, value, strict=True)):
+    their unset ``None`` fields; anything already plain is returned as it is (a dict
+    or list whose items are all plain already is the same object).
+
+    Iterative, so nesting as deep as JSON allows (:data:`ctxwin.codec.MAX_DEPTH`) is
+    no trouble; deeper than :data:`PLAIN_DEPTH` (a structure that refers to itself)
+    raises :class:`RecursionError`."""
+    frame = _open(value)
+    if not isinstance(frame, _Frame):
+        return frame
+    stack = [frame]
+    while True:
+        top = stack[-1]
+        if len(top.out) < len(top.items):
+            child = _open(top.items[len(top.out)])
+            if isinstance(child, _Frame):
+                if len(stack) >= PLAIN_DEPTH:
+                    raise RecursionError(f"nested deeper than {PLAIN_DEPTH} levels")
+                stack.append(child)
+            else:
+                top.out.append(child)
+            continue
+        done = stack.pop().close()
+        if not stack:
+            return done
+        stack[-1].out.append(done)
+
+
+PLAIN_DEPTH = 10_000
+"""How deep :func:`plain` follows containers."""
+
+
+class _Frame:
+    """A container :func:`plain` is converting: its items, and theirs converted so far."""
+
+    __slots__ = ("items", "out", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.items: list[Any] | tuple[Any, ...] = (
+            list(value.values()) if isinstance(value, dict) else value
+        )
+        self.out: list[Any] = []
+
+    def close(self) -> Any:
+        value, out = self.value, self.out
+        same = all(a is b for a, b in zip(out, self.items, strict=True))
+        if isinstance(value, dict):
+            return value if same else dict(zip(value, out, strict=True))
+        return value if same and isinstance(value, list) else out
+
+
+def _open(value: Any) -> Any:
+    """A scalar or an object that is not an SDK model as it is; a container as a
+    :class:`_Frame` to convert; an SDK model dumped first."""
+    while True:
+        if isinstance(value, str | int | float | bool) or value is None:
             return value
-        return items
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return plain(dump(mode="json", exclude_none=True))
-    return value
+        if isinstance(value, dict | list | tuple):
+            return _Frame(value)
+        dump = getattr(value, "model_dump", None)
+        if not callable(dump):
+            return value
+        value = dump(mode="json", exclude_none=True)
 
 
 class Fitting:
@@ -238,7 +284,7 @@ class Conversations:
         """The conversation of ``model`` whose entries are ``items``: ``name``, else a
         digest of ``extra`` and the head of ``items``."""
         if name is None:
-            head = orjson.dumps([plain(extra), plain(_head(items))], option=orjson.OPT_SORT_KEYS)
+            head = dumps([plain(extra), plain(_head(items))], sort_keys=True)
             name = hashlib.blake2b(head, digest_size=16).hexdigest()
         return model, str(name)
 

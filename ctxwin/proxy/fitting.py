@@ -140,9 +140,17 @@ class Fitter:
     def fit(self, route: Route, raw: bytes, credentials: Iterable[str] = ()) -> Fitted:
         """Decide what to forward for ``raw`` posted to ``route``.
 
-        Raises :class:`InputError` when ``raw`` is not JSON (the caller answers 400).
+        Raises :class:`InputError` when ``raw`` is not JSON (the caller answers 400),
+        nested deeper than :data:`ctxwin.codec.MAX_DEPTH` included. A body that parses
+        but that ctxwin cannot follow to its depth is forwarded unread.
         """
         body = parse(raw)
+        try:
+            return self._fit(route, raw, body, credentials)
+        except RecursionError:
+            return Fitted(UNREAD, raw, reason="nested too deeply for ctxwin to read")
+
+    def _fit(self, route: Route, raw: bytes, body: Any, credentials: Iterable[str]) -> Fitted:
         settings = self.settings
         try:
             items_key = get_adapter(body, route.fmt).items_key

@@ -39,8 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-
+from ctxwin.codec import dumps
 from ctxwin.errors import InputError
 from ctxwin.runs.recorded import Run
 from ctxwin.sessions._common import as_dict, as_int, as_str, need, need_list
@@ -153,7 +152,7 @@ def _orphans_as_text(contents: list[dict[str, Any]]) -> list[str]:
                 made.add(call.get("id", call.get("name")))
             answer = part.get("functionResponse")
             if isinstance(answer, dict) and answer.get("id", answer.get("name")) not in made:
-                response = orjson.dumps(answer.get("response", {})).decode()
+                response = dumps(answer.get("response", {})).decode()
                 parts[k] = {"text": f"{answer.get('name', '')}: {response}"}
                 moved += 1
     if not moved:

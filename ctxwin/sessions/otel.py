@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from ctxwin.codec import dumps
 from ctxwin.runs.recorded import Call, Run
 from ctxwin.sessions._common import as_dict, as_int, as_str
 
@@ -187,7 +188,7 @@ def _from_parts(msg: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _stringify(value: Any) -> str:
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
+    return value if isinstance(value, str) else dumps(value).decode()
 
 
 def _messages(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
