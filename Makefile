@@ -48,8 +48,9 @@ demo: $(STAMP) ## Run ctxwin on the example agent run (installs ctxwin's runtime
 test: $(TEST_STAMP) ## Run the test suite (installs the test group)
 	$(BIN)/python -m pytest
 
-fuzz: $(TEST_STAMP) ## Fuzz the CLI with 10,000 mutated transcripts and the session readers with damaged samples
+fuzz: $(TEST_STAMP) ## Fuzz the CLI with 10,000 mutated transcripts and the session readers with damaged samples; time hostile bodies of 1-8 MiB
 	CTXWIN_FUZZ_EXAMPLES=$${CTXWIN_FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest tests/test_fuzz.py tests/test_fuzz_sessions.py -s -q
+	CTXWIN_LINEAR_MAX_BYTES=$${CTXWIN_LINEAR_MAX_BYTES:-8388608} $(BIN)/python -m pytest tests/test_linear.py -s -q
 
 slow: $(TEST_STAMP) ## Slow tests: SIGKILL in the middle of a 200 MB prune (not part of `make test`)
 	CTXWIN_SLOW=1 $(BIN)/python -m pytest tests/test_kill.py -q

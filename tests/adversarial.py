@@ -107,14 +107,15 @@ def _tool_turns(size: int) -> bytes:
         b'"function":{"name":"f","arguments":"{\\"p\\":\\"\\\\\\\\\\"}"}}]},'
         b'{"role":"tool","tool_call_id":"c%d","content":"r \\\\\\" 1234567890123456789"},'
     )
-    return b"".join(turn % (i, i) for i in range(max(1, size // 190)))
+    n = max(1, size // len(turn % (10**6, 10**6)))
+    return b"".join(turn % (i, i) for i in range(n))
 
 
 def _function_turns(size: int) -> bytes:
     """Many legacy function calls of one name, then their results, answered in order."""
-    n = max(1, size // 150)
     calls = b'{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}},'
     answer = b'{"role":"function","name":"f","content":"r"},'
+    n = max(1, size // (len(calls) + len(answer)))
     return calls * n + answer * n
 
 
@@ -163,16 +164,22 @@ def cli(args: list[str]) -> int:
 
     plain = parse(args)
     assert plain is not None, args
-    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-        return run_plain(*plain)
+    gc.disable()  # as the console script runs these commands (ctxwin.cli.main.run)
+    try:
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+            return run_plain(*plain)
+    finally:
+        gc.enable()
 
 
 def prune(path: Path) -> Callable[[], object]:
+    """``ctxwin prune`` of the body to a file; its exit code."""
     out = path.with_suffix(".out")
     return lambda: cli(["prune", str(path), str(out), "-c", str(CONTEXT_LENGTH), "-q"])
 
 
 def estimate(path: Path) -> Callable[[], object]:
+    """``ctxwin estimate --json`` of the body; its exit code."""
     return lambda: cli(["estimate", str(path), "-c", str(CONTEXT_LENGTH), "--json"])
 
 
@@ -197,30 +204,42 @@ PATHS: dict[str, Callable[[Path], Callable[[], object]]] = {
 }
 
 
-def timed(run: Callable[[], object]) -> float:
-    gc.collect()
-    start = perf_counter()
-    run()
-    return perf_counter() - start
+def body_file(kind: str, size: int, tmp: Path) -> Path:
+    """The body of ``kind`` and ``size`` written under ``tmp`` (once)."""
+    path = tmp / f"{KIND_NAMES[kind]}-{size}.json"
+    if not path.exists():
+        path.write_bytes(body(kind, size))
+    return path
 
 
-def doubling_ratio(
-    kind: str, way: str, size: int, tmp: Path, reps: int = 3
-) -> tuple[float, float, float]:
-    """``(best time at size, best time at 2 × size, their ratio)`` for ``kind`` read by
-    ``way`` (a key of :data:`PATHS`): the two sizes run in turn, ``reps`` times each,
-    so a busy machine slows both alike, and the best of each is kept."""
-    runs = []
-    for n in (size, 2 * size):
-        path = tmp / f"{abs(hash(kind)) % 10**8}-{n}.json"
-        if not path.exists():
-            path.write_bytes(body(kind, n))
-        runs.append(PATHS[way](path))
-    best = [float("inf"), float("inf")]
+KIND_NAMES = {kind: f"kind{i}" for i, kind in enumerate(KINDS)}
+
+
+def best_times(
+    kind: str, way: str, sizes: list[int], tmp: Path, reps: int = 3
+) -> tuple[list[float], list[object]]:
+    """The best of ``reps`` times of ``kind`` read by ``way`` (a key of :data:`PATHS`)
+    at each of ``sizes``, and what each run returned. The sizes run in turn, so a busy
+    machine slows each alike.
+
+    The cyclic garbage collector is off while a run is timed, as the console script
+    runs these commands: its full collections come after a count of allocations,
+    which at these sizes falls in one run and not in another (a step, not a slope:
+    over many requests it is amortized linear)."""
+    runs = [PATHS[way](body_file(kind, n, tmp)) for n in sizes]
+    best = [float("inf")] * len(sizes)
+    results: list[object] = [None] * len(sizes)
     for _ in range(reps):
         for i, run in enumerate(runs):
-            best[i] = min(best[i], timed(run))
-    return best[0], best[1], best[1] / best[0]
+            gc.collect()
+            gc.disable()
+            try:
+                start = perf_counter()
+                results[i] = run()
+                best[i] = min(best[i], perf_counter() - start)
+            finally:
+                gc.enable()
+    return best, results
 
 
 if __name__ == "__main__":  # write one body: python -m tests.adversarial KIND SIZE OUT

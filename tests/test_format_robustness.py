@@ -67,3 +67,33 @@ def test_damaged_body_reads_or_names_the_field(name: str, data: st.DataObject) -
         p.output()
     except InputError as exc:
         assert exc.where  # refusals to prune name the message
+
+
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "answer", "take"]),
+            st.sampled_from(["f", "g"]),
+            st.sampled_from(["a", "b", "c", ""]),
+        ),
+        max_size=40,
+    )
+)
+def test_pending_calls_answer_as_a_list_would(steps: list[tuple[str, str, str]]) -> None:
+    """``Pending`` (O(1) steps) pairs results with calls as the list it replaced did
+    (``pop(0)`` for a result by name, ``remove`` for one by id)."""
+    from ctxwin.formats._util import Pending
+
+    pending = Pending()
+    lists: dict[str, list[str]] = {}
+    for step, name, call_id in steps:
+        queue = lists.setdefault(name, [])
+        if step == "add":
+            pending.add(name, call_id)
+            queue.append(call_id)
+        elif step == "answer":
+            assert pending.answer(name, call_id) == (call_id in queue)
+            if call_id in queue:
+                queue.remove(call_id)
+        else:
+            assert pending.take(name) == (queue.pop(0) if queue else None)

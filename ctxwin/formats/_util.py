@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -70,6 +71,47 @@ def optional_model(body: dict[str, Any]) -> str | None:
     if model is None:
         return None
     return expect_str(model, "model")
+
+
+class Pending:
+    """The calls made and not yet answered, per function name, oldest first: a result
+    that names no call id answers its name's oldest call (:meth:`take`); one that names
+    an id answers that call. Every step is O(1) (amortized), so a run of calls answered
+    long after, in any order, is read in linear time."""
+
+    __slots__ = ("_live", "_queues", "_skip")
+
+    def __init__(self) -> None:
+        self._queues: dict[str, deque[str]] = {}
+        self._live: Counter[tuple[str, str]] = Counter()
+        self._skip: Counter[tuple[str, str]] = Counter()
+        """Calls answered by id and still in their queue (dropped when they reach its front)."""
+
+    def add(self, name: str, call_id: str) -> None:
+        self._queues.setdefault(name, deque()).append(call_id)
+        self._live[name, call_id] += 1
+
+    def answer(self, name: str, call_id: str) -> bool:
+        """Mark the call ``call_id`` of ``name`` answered; whether it was pending."""
+        key = (name, call_id)
+        if self._live[key] <= 0:
+            return False
+        self._live[key] -= 1
+        self._skip[key] += 1
+        return True
+
+    def take(self, name: str) -> str | None:
+        """The oldest pending call of ``name``, now answered (``None``: none pending)."""
+        queue = self._queues.get(name)
+        while queue:
+            call_id = queue.popleft()
+            key = (name, call_id)
+            if self._skip[key] > 0:
+                self._skip[key] -= 1
+                continue
+            self._live[key] -= 1
+            return call_id
+        return None
 
 
 def add_json(cost: list[int], value: Any, estimator: Estimator) -> None:

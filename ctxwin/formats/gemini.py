@@ -120,7 +120,16 @@ class Gemini:
                 if parts is not None:
                     for k, part in enumerate(u.expect_list(parts, f"{key}.parts")):
                         self._part(
-                            part, f"{key}.parts[{k}]", base, estimator, None, {}, [], [], "", refs
+                            part,
+                            f"{key}.parts[{k}]",
+                            base,
+                            estimator,
+                            None,
+                            u.Pending(),
+                            [],
+                            [],
+                            "",
+                            refs,
                         )
         tools = body.get("tools")
         if tools is not None:
@@ -138,7 +147,7 @@ class Gemini:
                     )
                 max_tokens = value
         view = View(self.name, [], base, u.optional_model(body), max_tokens, "contents")
-        pending: dict[str, list[str]] = {}
+        pending = u.Pending()
         for i, content in enumerate(contents):
             where = view.where(i)
             if not isinstance(content, dict):
@@ -178,7 +187,7 @@ class Gemini:
         cost: list[int],
         est: Estimator,
         role: str | None,
-        pending: dict[str, list[str]],
+        pending: u.Pending,
         calls: list[str],
         answers: list[str],
         synthetic: str,
@@ -201,7 +210,7 @@ class Gemini:
             est.add_text(cost, name, Kind.PROSE)
             u.add_json(cost, call.get("args"), est)
             cost[0] += est.per_tool_call
-            pending.setdefault(name, []).append(call_id)
+            pending.add(name, call_id)
             calls.append(call_id)
             return
         key, response = _get(part, "functionResponse", "function_response")
@@ -210,23 +219,22 @@ class Gemini:
             response, name = _function_part(
                 response, where, role == USER, "a function response", "user"
             )
-            queue = pending.get(name, [])
             response_id = response.get("id")
             if response_id is not None:
                 answered = u.expect_str(response_id, f"{where}.id")
                 est.add_text(cost, answered, Kind.DENSE)
-                if answered in queue:
-                    queue.remove(answered)
-            elif queue:
-                answered = queue.pop(0)
+                pending.answer(name, answered)
             else:
-                answered = f"{name} (by name)"
+                taken = pending.take(name)
+                answered = f"{name} (by name)" if taken is None else taken
             est.add_text(cost, name, Kind.PROSE)
             u.add_json(cost, response.get("response"), est)
             inner = response.get("parts")
             if inner is not None:
                 for j, p in enumerate(u.expect_list(inner, f"{where}.parts")):
-                    self._part(p, f"{where}.parts[{j}]", cost, est, None, {}, [], [], "", refs)
+                    self._part(
+                        p, f"{where}.parts[{j}]", cost, est, None, u.Pending(), [], [], "", refs
+                    )
             answers.append(answered)
             return
         blob = _blob(part, at, "inlineData", "inline_data")
@@ -282,7 +290,7 @@ class Gemini:
                 cost = [0] * estimator.width
                 u.add_json(cost, value, estimator)
                 for p in inner or ():
-                    self._part(p, "", cost, estimator, None, {}, [], [], "", [])
+                    self._part(p, "", cost, estimator, None, u.Pending(), [], [], "", [])
                 path: Path = ("parts", k, key)
                 text: str | None = None
                 if not inner:

@@ -95,7 +95,7 @@ class OpenAIChat:
         blank = [estimator.per_message] + [0] * (estimator.width - 1)
         per_tool_call = estimator.per_tool_call
         prose, dense = Kind.PROSE, Kind.DENSE
-        pending: dict[str, list[str]] = {}
+        pending = u.Pending()
         refs: list[str] = []
         for i, m in enumerate(messages):
             # Fast path for the common shapes: string or null content, well-formed
@@ -146,7 +146,7 @@ class OpenAIChat:
         i: int,
         view: View,
         estimator: Estimator,
-        pending: dict[str, list[str]],
+        pending: u.Pending,
         refs: list[str],
     ) -> Item:
         """Read one message with every check, naming the field that is wrong."""
@@ -179,7 +179,7 @@ class OpenAIChat:
                 add_text(cost, u.expect_str(args, f"{at}.arguments"), Kind.DENSE)
                 cost[0] += estimator.per_tool_call
                 synthetic = f"{name}#{i}"
-                pending.setdefault(name, []).append(synthetic)
+                pending.add(name, synthetic)
                 item.calls = (*item.calls, synthetic)
         elif m["role"] == "function":
             at = f"{view.where(i)}.name"
@@ -187,8 +187,8 @@ class OpenAIChat:
                 raise InputError('missing "name" on a function message', at)
             name = u.expect_str(m["name"], at)
             add_text(cost, name, Kind.PROSE)
-            queue = pending.get(name)
-            item.answers = (queue.pop(0) if queue else f"{name} (by name)",)
+            taken = pending.take(name)
+            item.answers = (f"{name} (by name)" if taken is None else taken,)
         elif role is TOOL:
             call_id = m.get("tool_call_id")
             where = f"{view.where(i)}.tool_call_id"

@@ -264,9 +264,17 @@ class Conversations:
     ``fresh_factor=1.0``); else usage teaches a calibration factor only."""
 
     def __init__(
-        self, fmt: str, settings: dict[str, Any], limit: int = 1024, learn_overhead: bool = True
+        self,
+        fmt: str,
+        settings: dict[str, Any],
+        limit: int = 1024,
+        learn_overhead: bool = True,
+        parsed: bool = False,
     ) -> None:
         self.fmt = fmt
+        self.parsed = parsed
+        """The entries are JSON data already (parsed from bytes, as the proxy's are):
+        read as they are, without :func:`plain`'s walk over every value."""
         self.settings = {**settings, "learn_overhead": learn_overhead, "fresh_factor": 1.0}
         self.limit = limit
         self.managers: OrderedDict[tuple[str | None, str], ContextWindowManager] = OrderedDict()
@@ -335,7 +343,7 @@ class Conversations:
                 same = False
             if same:
                 start, reused = n, read
-        added = [plain(m) for m in given[start:]]
+        added = given[start:] if self.parsed else [plain(m) for m in given[start:]]
         self.entries_read += len(added)
         converted = reused + added
         remember(self.seen, key, (given, converted), self.limit)

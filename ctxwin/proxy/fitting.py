@@ -132,7 +132,11 @@ class Fitter:
         self.settings = config.settings
         self.estimator = config.settings.make_estimator()
         self.conversations = Conversations(
-            "auto", {"settings": config.settings}, config.conversations, learn_overhead=False
+            "auto",
+            {"settings": config.settings},
+            config.conversations,
+            learn_overhead=False,
+            parsed=True,
         )
         """One manager per conversation; calibration only grows (no overhead is learned:
         the proxy sees every byte of each request)."""
