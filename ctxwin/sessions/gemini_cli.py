@@ -160,15 +160,25 @@ def _orphans_as_text(contents: list[dict[str, Any]]) -> list[str]:
     return [f"{moved} function responses answer no call (commands the user ran) and count as text"]
 
 
+_END = object()
+
+
 def _parts(content: Any, where: str) -> list[Any]:
     if isinstance(content, str):
         return [{"text": content}] if content else []
     if isinstance(content, dict):
         return [content]
-    if isinstance(content, list):
+    if isinstance(content, list):  # lists in lists flattened, iteratively
         out: list[Any] = []
-        for part in content:
-            out.extend(_parts(part, where))
+        stack = [iter(content)]
+        while stack:
+            part = next(stack[-1], _END)
+            if part is _END:
+                stack.pop()
+            elif isinstance(part, list):
+                stack.append(iter(part))
+            else:
+                out.extend(_parts(part, where))
         return out
     if content is None:
         return []
