@@ -166,7 +166,8 @@ def cli(args: list[str]) -> int:
     assert plain is not None, args
     gc.disable()  # as the console script runs these commands (ctxwin.cli.main.run)
     try:
-        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        out, err = io.TextIOWrapper(io.BytesIO()), io.TextIOWrapper(io.BytesIO())
+        with redirect_stdout(out), redirect_stderr(err):  # ctxwin writes bytes to .buffer
             return run_plain(*plain)
     finally:
         gc.enable()
