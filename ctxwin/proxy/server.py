@@ -22,6 +22,8 @@ import logging
 import socket
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from time import perf_counter
 from typing import Any
 
@@ -36,7 +38,7 @@ from ctxwin.proxy.fitting import (
     floor_message,
 )
 from ctxwin.proxy.metrics import Metrics
-from ctxwin.proxy.routes import error_body, flavor_for, route_for
+from ctxwin.proxy.routes import Route, error_body, flavor_for, route_for
 from ctxwin.proxy.upstream import Response, Upstream, UpstreamError
 from ctxwin.proxy.usage import MAX_BUFFER, UsageReader
 
@@ -90,6 +92,10 @@ class Proxy:
         self.fitter = Fitter(config)
         self.metrics = Metrics(lambda: len(self.fitter.conversations.managers))
         self.upstream = Upstream(config.upstream, config.connect_timeout, config.read_timeout)
+        self.fitting = ThreadPoolExecutor(1, thread_name_prefix="ctxwin-proxy-fit")
+        """The one thread that fits and learns: every use of the fitter's state (its
+        conversations, their managers) happens there, one at a time, so none is shared
+        between threads; the event loop only awaits it."""
 
     def server(self) -> web.Server:
         """The low-level aiohttp server for :meth:`handle` (no application, router or
@@ -109,8 +115,9 @@ class Proxy:
         )
 
     async def close(self) -> None:
-        """Close the upstream connection pool (after serving)."""
+        """Close the upstream connection pool and the fitting thread (after serving)."""
         await self.upstream.close()
+        self.fitting.shutdown(wait=False, cancel_futures=True)
 
     def _error(
         self, flavor: str, status: int, message: str, code: str, fitted: Fitted | None = None
@@ -138,7 +145,14 @@ class Proxy:
         status = 0
         action = "forwarded"
         try:
-            response, action = await self._serve(request, route, flavor, start)
+            try:
+                response, action = await self._serve(request, route, flavor, start)
+            except ConnectionError:  # the client went away
+                raise
+            except Exception as exc:  # a fault of the proxy's own, answered in the route's shape
+                action = "error"
+                message = f"ctxwin proxy: internal error ({type(exc).__name__})"
+                response = self._error(flavor, 500, message, "internal_error")
             status = response.status
             return response
         finally:
@@ -164,7 +178,7 @@ class Proxy:
         if route is not None:
             credentials = [request.headers.get(h, "") for h in CREDENTIAL_HEADERS]
             try:
-                fitted = self.fitter.fit(route, raw, credentials)
+                fitted = await self._fit(route, raw, credentials)
             except InputError as exc:
                 message = f"ctxwin proxy: the request body is not valid JSON ({exc}); not forwarded"
                 return self._error(flavor, 400, message, "invalid_json"), "invalid_json"
@@ -203,12 +217,12 @@ class Proxy:
             message = f"ctxwin proxy: cannot reach the upstream: {exc}"
             return self._error(flavor, 502, message, "upstream_unreachable", fitted)
         try:
-            return await self._relay(request, upstream, fitted)
+            return await self._relay(request, upstream, flavor, fitted)
         finally:
             upstream.close()
 
     async def _relay(
-        self, request: web.BaseRequest, upstream: Response, fitted: Fitted | None
+        self, request: web.BaseRequest, upstream: Response, flavor: str, fitted: Fitted | None
     ) -> web.StreamResponse:
         reader: UsageReader | None = None
         decoder: Any = None
@@ -225,9 +239,18 @@ class Proxy:
             decoder = _decoder(upstream.headers.get("Content-Encoding"))
         length = upstream.content_length
         if length is not None and length <= MAX_BUFFER:
-            data = await upstream.read()
+            try:
+                data = await upstream.read()
+            except TimeoutError:  # silent after its headers: nothing sent to the client yet
+                self.metrics.upstream_errors["timeout"] += 1
+                message = "ctxwin proxy: the upstream stopped answering after its headers"
+                return self._error(flavor, 504, message, "upstream_timeout", fitted)
+            except UpstreamError as exc:  # closed (or broke framing) before the body's end
+                self.metrics.upstream_errors["broken_response"] += 1
+                message = f"ctxwin proxy: the upstream broke off its response: {exc}"
+                return self._error(flavor, 502, message, "upstream_broken", fitted)
             if reader is not None and fitted is not None:  # after the response is written
-                asyncio.get_running_loop().call_soon(self._learn, fitted, reader, decoder, data)
+                self._in_fitting_thread(self._learn, fitted, reader, decoder, data)
             return web.Response(
                 status=upstream.status, reason=upstream.reason, body=data, headers=headers
             )
@@ -253,8 +276,18 @@ class Proxy:
             raise
         await response.write_eof()
         if reader is not None and fitted is not None:
-            self.fitter.learn(fitted, reader.result())
+            self._in_fitting_thread(self.fitter.learn, fitted, reader.result())
         return response
+
+    async def _fit(self, route: Route, raw: bytes, credentials: list[str]) -> Fitted:
+        """``fitter.fit`` in the fitting thread: the event loop stays free meanwhile."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.fitting, self.fitter.fit, route, raw, credentials)
+
+    def _in_fitting_thread(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` in the fitting thread, after the fits queued before it."""
+        with suppress(RuntimeError):  # the proxy is closing: nothing more is learned
+            self.fitting.submit(fn, *args)
 
     def _learn(self, fitted: Fitted, reader: UsageReader, decoder: Any, data: bytes) -> None:
         try:
