@@ -36,6 +36,33 @@ def check_upstream(url: str) -> str:
     return url
 
 
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+}
+
+
+def parse_size(flag: str, text: str) -> int:
+    """A size in bytes: a number and an optional unit (B, kB, MB, GB, KiB, MiB, GiB)."""
+    number = text.strip().rstrip("bBiIkKmMgG ")
+    unit = text.strip()[len(number) :].strip().lower()
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise UsageError(
+            f"{flag}: expected a size such as 512MiB, 2GiB or 300MB, got {text!r}"
+        ) from None
+    if not 1 <= value < 1 << 62:
+        raise UsageError(f"{flag}: expected a size of at least 1 byte, got {text!r}")
+    return int(value)
+
+
 # The proxy reads the wire format from the route, so it takes no --format; of the
 # strategy flags, --strategy and --block; and --cache-mark.
 @with_settings(*(key for key in ESTIMATION if key != "fmt"), "strategy", "block", *CACHING)
@@ -82,6 +109,15 @@ def proxy(
             rich_help_panel=SERVER_PANEL,
         ),
     ] = 10_000,
+    max_memory: Annotated[
+        str,
+        typer.Option(
+            "--max-memory",
+            help="Memory the remembered conversations may hold, e.g. 512MiB, 2GiB "
+            "(least recent go; a request that alone would hold more is fitted, not remembered).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = "512MiB",
     connect_timeout: Annotated[
         float,
         typer.Option(
@@ -128,6 +164,7 @@ def proxy(
         settings=settings,
         max_body_bytes=max_body_bytes,
         conversations=conversations,
+        max_memory=parse_size("--max-memory", max_memory),
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
     )

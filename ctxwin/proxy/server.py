@@ -90,7 +90,9 @@ class Proxy:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.fitter = Fitter(config)
-        self.metrics = Metrics(lambda: len(self.fitter.conversations.managers))
+        self.metrics = Metrics(
+            lambda: len(self.fitter.conversations.managers), lambda: self.fitter.held_total
+        )
         self.upstream = Upstream(config.upstream, config.connect_timeout, config.read_timeout)
         self.fitting = ThreadPoolExecutor(1, thread_name_prefix="ctxwin-proxy-fit")
         """The one thread that fits and learns: every use of the fitter's state (its
