@@ -136,6 +136,44 @@ def proxy(
             rich_help_panel=SERVER_PANEL,
         ),
     ] = 600.0,
+    head_timeout: Annotated[
+        float,
+        typer.Option(
+            "--head-timeout",
+            min=0.001,
+            help="Seconds a client has to send a request's head, from its connection's "
+            "opening or the request's first byte (then HTTP 408 and the connection closes).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            min=0.001,
+            help="Seconds a client has to send a request's body once its head is in "
+            "(then HTTP 408).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 60.0,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--idle-timeout",
+            min=0.001,
+            help="Seconds a kept-alive client connection may wait for its next request.",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 60.0,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            help="Client connections open at once; one more is answered HTTP 503 and closed.",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 512,
     quiet: QuietOpt = False,
 ) -> None:
     """Serve an HTTP proxy that fits every request to the model's window, then forwards it.
@@ -167,6 +205,10 @@ def proxy(
         max_memory=parse_size("--max-memory", max_memory),
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
+        head_timeout=head_timeout,
+        body_timeout=body_timeout,
+        idle_timeout=idle_timeout,
+        max_connections=max_connections,
     )
     log = logging.getLogger("ctxwin.proxy")
     if not quiet:

@@ -99,6 +99,15 @@ class ProxyConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
     """Seconds without a byte from the upstream before the request fails (504 before headers)."""
+    head_timeout: float = 10.0
+    """Seconds a client has to send a request head, from the connection's opening or from
+    the first byte of a later request on it (then 408, and the connection is closed)."""
+    body_timeout: float = 60.0
+    """Seconds a client has to send a request body, once its head is in (then 408)."""
+    idle_timeout: float = 60.0
+    """Seconds a kept-alive connection may wait for its next request."""
+    max_connections: int = 512
+    """Client connections open at once; one more is answered 503 and closed."""
 
 
 @dataclass(frozen=True, slots=True)

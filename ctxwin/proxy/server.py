@@ -8,11 +8,19 @@ and query, and relay the response, streamed or not, byte for byte, adding
 ``x-ctxwin-*`` headers. A copy of the response bytes is read for the usage
 that teaches the conversation's calibration.
 
+Fitting, and learning from a response's usage, run in one thread of their own
+(:attr:`Proxy.fitting`), so the event loop keeps serving other requests meanwhile.
+
 Faults: a body that is not JSON → 400, not forwarded; a floor overflow → 400
-in the provider's shape, not forwarded; body too large → 413; upstream
-unreachable → 502, silent past ``read_timeout`` → 504; a client that goes away
-cancels the upstream request (the handler is cancelled, the upstream
-connection closed). Bodies, query strings and credentials are never logged.
+in the provider's shape, not forwarded; body too large → 413, or not in within
+``body_timeout`` → 408 (the connection then closes, and the rest of the body is
+dropped as it arrives, never unpacked); upstream unreachable → 502, silent past
+``read_timeout`` → 504 (before its headers, or before the end of a response that is
+buffered), closing before the end of a buffered response → 502; a streamed response
+that breaks is cut short; a client that goes away cancels the upstream request (the
+handler is cancelled, the upstream connection closed). The head deadline and the
+connection cap are :mod:`ctxwin.proxy.connections`'. Bodies, query strings and
+credentials are never logged.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import Any
 
 from ctxwin.errors import InputError
 from ctxwin.extras import needs_extra
+from ctxwin.proxy.connections import Guard, Server
 from ctxwin.proxy.fitting import (
     CREDENTIAL_HEADERS,
     TRUNCATED,
@@ -91,8 +100,11 @@ class Proxy:
         self.config = config
         self.fitter = Fitter(config)
         self.metrics = Metrics(
-            lambda: len(self.fitter.conversations.managers), lambda: self.fitter.held_total
+            lambda: len(self.fitter.conversations.managers),
+            lambda: self.fitter.held_total,
+            lambda: self.guard.open,
         )
+        self.guard = Guard(config.head_timeout, config.max_connections, self.metrics)
         self.upstream = Upstream(config.upstream, config.connect_timeout, config.read_timeout)
         self.fitting = ThreadPoolExecutor(1, thread_name_prefix="ctxwin-proxy-fit")
         """The one thread that fits and learns: every use of the fitter's state (its
@@ -101,7 +113,8 @@ class Proxy:
 
     def server(self) -> web.Server:
         """The low-level aiohttp server for :meth:`handle` (no application, router or
-        middleware machinery: one handler sees every request)."""
+        middleware machinery: one handler sees every request), with the head deadline
+        and the connection cap (:mod:`ctxwin.proxy.connections`)."""
         loop = asyncio.get_running_loop()
         limit = self.config.max_body_bytes
 
@@ -112,8 +125,13 @@ class Proxy:
                 message, payload, protocol, writer, task, loop, client_max_size=limit
             )
 
-        return web.Server(
-            self.handle, request_factory=request, handler_cancellation=True, access_log=None
+        return Server(
+            self.handle,
+            guard=self.guard,
+            request_factory=request,
+            handler_cancellation=True,
+            access_log=None,
+            keepalive_timeout=self.config.idle_timeout,
         )
 
     async def close(self) -> None:
@@ -167,14 +185,22 @@ class Proxy:
         self, request: web.BaseRequest, route: Any, flavor: str, start: float
     ) -> tuple[web.StreamResponse, str]:
         try:
-            raw = await request.read()
+            async with asyncio.timeout(self.config.body_timeout):
+                raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             limit = self.config.max_body_bytes
             message = (
                 f"ctxwin proxy: request body over the proxy's limit of {limit:,} bytes; "
                 "not forwarded (restart the proxy with a larger --max-body-bytes)"
             )
-            return self._error(flavor, 413, message, "request_too_large"), "too_large"
+            response = self._error(flavor, 413, message, "request_too_large")
+            return _unread(request, response), "too_large"
+        except TimeoutError:
+            self.metrics.count("body_timeouts")
+            seconds = self.config.body_timeout
+            message = f"ctxwin proxy: the request body did not arrive within {seconds:g} s"
+            response = self._error(flavor, 408, message, "request_timeout")
+            return _unread(request, response), "body_timeout"
         fitted: Fitted | None = None
         body = raw
         if route is not None:
@@ -297,6 +323,15 @@ class Proxy:
         except zlib.error:
             return
         self.fitter.learn(fitted, reader.result())
+
+
+def _unread(request: web.BaseRequest, response: web.Response) -> web.Response:
+    """``response`` to a request whose body is left unread: the connection closes after
+    it, and the rest of the body is received and dropped, not parsed (aiohttp's lingering
+    close would otherwise unpack a compressed body's rest on the event loop)."""
+    response.force_close()
+    request.protocol.close()  # the protocol drops what arrives from now on
+    return response
 
 
 def bind(host: str, port: int) -> socket.socket:
