@@ -132,3 +132,21 @@ def test_an_upstream_that_breaks_off_or_stalls_after_its_head(
     assert any(line.startswith(f"POST {path} {status} ") for line in lines), lines
     if then == "stall":
         assert took < 20  # cut at the read timeout (0.5 s), not left hanging
+
+
+def test_a_body_that_cannot_be_unpacked_is_a_400_not_a_500() -> None:
+    from tests.proxy_support import proxied
+
+    with proxied() as (served, proxy, fake):
+        r = httpx.post(
+            served.url + "/v1/messages",
+            content=b"\x1f\x8b\x08\x00not gzip at all" * 10,
+            headers={"Content-Encoding": "gzip"},
+            timeout=30,
+        )
+        metrics = httpx.get(served.url + "/metrics").text
+    assert r.status_code == 400
+    assert r.json()["type"] == "error"
+    assert "cannot be read" in r.json()["error"]["message"]
+    assert 'action="invalid_body"} 1' in metrics
+    assert fake.received == []

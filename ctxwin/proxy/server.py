@@ -195,6 +195,13 @@ class Proxy:
             )
             response = self._error(flavor, 413, message, "request_too_large")
             return _unread(request, response), "too_large"
+        except web.RequestPayloadError:
+            message = (
+                "ctxwin proxy: the request body cannot be read (broken chunked framing or "
+                "compression); not forwarded"
+            )
+            response = self._error(flavor, 400, message, "invalid_body")
+            return _unread(request, response), "invalid_body"
         except TimeoutError:
             self.metrics.count("body_timeouts")
             seconds = self.config.body_timeout
