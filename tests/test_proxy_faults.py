@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from ctxwin.proxy.server import Proxy
-from tests.proxy_support import config_for, serve_proxy
+from tests.proxy_support import config_for, proxied, serve_proxy
 from tests.test_proxy_fitting import agent_body
 
 
@@ -135,9 +135,7 @@ def test_an_upstream_that_breaks_off_or_stalls_after_its_head(
 
 
 def test_a_body_that_cannot_be_unpacked_is_a_400_not_a_500() -> None:
-    from tests.proxy_support import proxied
-
-    with proxied() as (served, proxy, fake):
+    with proxied() as (served, _, fake):
         r = httpx.post(
             served.url + "/v1/messages",
             content=b"\x1f\x8b\x08\x00not gzip at all" * 10,
