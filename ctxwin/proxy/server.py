@@ -166,7 +166,7 @@ class Proxy:
         action = "forwarded"
         try:
             try:
-                response, action = await self._serve(request, route, flavor, start)
+                response, action = await self._serve(request, route, flavor)
             except ConnectionError:  # the client went away
                 raise
             except Exception as exc:  # a fault of the proxy's own, answered in the route's shape
@@ -182,7 +182,7 @@ class Proxy:
             log.info("%s %s %s %s %.1fms", method, path, status, action, elapsed * 1000)
 
     async def _serve(
-        self, request: web.BaseRequest, route: Any, flavor: str, start: float
+        self, request: web.BaseRequest, route: Any, flavor: str
     ) -> tuple[web.StreamResponse, str]:
         try:
             async with asyncio.timeout(self.config.body_timeout):
@@ -217,8 +217,6 @@ class Proxy:
             except InputError as exc:
                 message = f"ctxwin proxy: the request body is not valid JSON ({exc}); not forwarded"
                 return self._error(flavor, 400, message, "invalid_json"), "invalid_json"
-            finally:
-                self.metrics.fit_seconds.observe(perf_counter() - start)
             if fitted.action == TRUNCATED:
                 self.metrics.count("truncated")
                 message = floor_message(fitted)
@@ -317,7 +315,14 @@ class Proxy:
     async def _fit(self, route: Route, raw: bytes, credentials: list[str]) -> Fitted:
         """``fitter.fit`` in the fitting thread: the event loop stays free meanwhile."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.fitting, self.fitter.fit, route, raw, credentials)
+        return await loop.run_in_executor(self.fitting, self._timed_fit, route, raw, credentials)
+
+    def _timed_fit(self, route: Route, raw: bytes, credentials: list[str]) -> Fitted:
+        start = perf_counter()
+        try:
+            return self.fitter.fit(route, raw, credentials)
+        finally:
+            self.metrics.fit_seconds.observe(perf_counter() - start)
 
     def _in_fitting_thread(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` in the fitting thread, after the fits queued before it."""
