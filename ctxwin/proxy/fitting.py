@@ -36,7 +36,7 @@ import hashlib
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
 from ctxwin.core import FITS, NEEDS_PRUNING, Plan, load
@@ -168,6 +168,9 @@ class Fitter:
         """What each remembered conversation holds, in bytes (:func:`held_bytes`)."""
         self.held_total = 0
         """The sum of :attr:`held`: the ``ctxwin_proxy_conversation_bytes`` gauge."""
+        self.sized: dict[tuple[str | None, str], Sized] = {}
+        """What :func:`held_bytes` measured of each conversation's entries, for the next
+        request, which reuses them when it extends the conversation."""
 
     def fit(self, route: Route, raw: bytes, credentials: Iterable[str] = ()) -> Fitted:
         """Decide what to forward for ``raw`` posted to ``route``.
@@ -190,7 +193,8 @@ class Fitter:
             changes["model"] = model
         self._make_room(key, 0)  # one more conversation, within the count
         manager, read = self.conversations.entries(named, entries, key[1], changes=changes)
-        held = held_bytes(body, entries, read)
+        held, sized = held_bytes(body, entries, read, self.sized.get(key))
+        self.sized[key] = sized
         if held <= self.config.max_memory:
             self._make_room(key, held)
         if isinstance(messages, list):
@@ -235,6 +239,7 @@ class Fitter:
         self.conversations.managers.pop(key, None)
         self.conversations.seen.pop(key, None)
         self.held_total -= self.held.pop(key, 0)
+        self.sized.pop(key, None)
 
     def _decide(
         self,
@@ -287,10 +292,23 @@ class Fitter:
         return manager.observe({"prompt_tokens": prompt_tokens}, raw_tokens=p.raw_tokens_sent)
 
 
-def held_bytes(body: Any, entries: list[Any], read: list[Any]) -> int:
+class Sized(NamedTuple):
+    """What :func:`held_bytes` measured of a conversation's entries as handed to its
+    manager (``read``): the first of them, how many (``length``), and their size."""
+
+    first: Any
+    length: int
+    size: int
+
+
+def held_bytes(
+    body: Any, entries: list[Any], read: list[Any], before: Sized | None = None
+) -> tuple[int, Sized]:
     """An upper bound of what remembering a conversation whose last request is ``body``
-    holds, in bytes: ``entries`` is its message list, ``read`` what the conversation
-    table handed its manager for them (:meth:`Conversations.entries`).
+    holds, in bytes, and what to pass as ``before`` for its next request: ``entries`` is
+    the body's message list, ``read`` what the conversation table handed its manager for
+    them (:meth:`Conversations.entries`), ``before`` what this returned for the
+    conversation's previous request.
 
     The manager and the table keep the parsed body: its top-level fields other than the
     messages, its ``entries``, and the entries of ``read`` that are not those (the copies
@@ -300,11 +318,29 @@ def held_bytes(body: Any, entries: list[Any], read: list[Any]) -> int:
     counted, shared dict keys included), plus :data:`ITEM_BYTES` per message and
     :data:`CONVERSATION_BYTES`. (:meth:`Fitter.fit` adds, for a request the strategy
     edited, the size of each edited message again: the manager keeps an edited copy.)
-    One pass over the parsed body (linear in its size). Checked against ``tracemalloc``
-    by ``bench/proxy_memory.py --shapes`` and ``tests/test_proxy_memory.py``.
+    When ``read`` starts with the previous request's entries (the table reused them),
+    their size is ``before``'s and only the new entries are walked, and the equal
+    entries of this body are taken to be as large: each entry is walked once in the
+    conversation's life. Checked against ``tracemalloc`` by
+    ``bench/proxy_memory.py --shapes`` and ``tests/test_proxy_memory.py``.
     """
-    earlier = [r for r, e in zip(read, entries, strict=False) if r is not e]
-    return _size(body) + _size(earlier) + ITEM_BYTES * len(entries) + CONVERSATION_BYTES
+    if before is not None and 0 < before.length <= len(read) and read[0] is before.first:
+        earlier = before.size  # read[:count] are the previous request's entries
+        items = earlier + _items(read[before.length :])
+    else:
+        items = _items(entries)
+        earlier = _items([r for r, e in zip(read, entries, strict=False) if r is not e])
+    top = sys.getsizeof(entries)
+    if isinstance(body, dict):
+        top += sys.getsizeof(body)
+        top += sum(sys.getsizeof(k) + _size(v) for k, v in body.items() if v is not entries)
+    held = top + items + earlier + ITEM_BYTES * len(entries) + CONVERSATION_BYTES
+    return held, Sized(read[0] if read else None, len(read), items)
+
+
+def _items(values: list[Any]) -> int:
+    """The bytes of every object of the values of ``values`` (not of the list itself)."""
+    return _size(values) - sys.getsizeof(values)
 
 
 def _size(value: Any) -> int:
