@@ -255,3 +255,54 @@ def test_the_command_line_defaults_are_the_config_s() -> None:
     for name in shared:
         assert flags[name].default == getattr(config, name), name
     assert parse_size("--max-memory", flags["max_memory"].default) == config.max_memory
+
+
+def test_small_fits_wait_for_the_fitting_thread_and_never_run_beside_it() -> None:
+    """While a large body is fitted in the fitting thread, small fitted requests queue
+    after it there (the fitter's state is used by one thread at a time); once the thread
+    is idle, small bodies are fitted on the event loop again."""
+    big = orjson.dumps(agent_body(1500, 3000))
+    assert len(big) > 64 << 10
+    with proxied(context_length=8000, max_tokens=500) as (served, proxy, _):
+        fit = proxy.fitter.fit
+        inside: list[int] = []
+        overlaps: list[int] = []
+        threads: list[str] = []
+        lock = threading.Lock()
+
+        def watched(*args: Any) -> Any:
+            with lock:
+                inside.append(1)
+                if len(inside) > 1:
+                    overlaps.append(len(inside))
+            threads.append(threading.current_thread().name)
+            try:
+                return fit(*args)
+            finally:
+                with lock:
+                    inside.pop()
+
+        proxy.fitter.fit = watched  # type: ignore[method-assign,assignment]
+        statuses: list[int] = []
+
+        def post(raw: bytes) -> None:
+            r = httpx.post(served.url + "/v1/chat/completions", content=raw, timeout=120)
+            statuses.append(r.status_code)
+
+        posts = [threading.Thread(target=post, args=(big,))]
+        posts += [
+            threading.Thread(target=post, args=(orjson.dumps(agent_body(3)),)) for _ in range(6)
+        ]
+        for t in posts:
+            t.start()
+            time.sleep(0.005)
+        for t in posts:
+            t.join(120)
+        deadline = time.monotonic() + 30
+        while proxy.queued and time.monotonic() < deadline:
+            time.sleep(0.01)
+        post(orjson.dumps(agent_body(4)))  # the thread is idle: fitted on the loop
+    assert statuses == [200] * 8
+    assert overlaps == []
+    assert any(name.startswith("ctxwin-proxy-fit") for name in threads)
+    assert not threads[-1].startswith("ctxwin-proxy-fit")
