@@ -16,7 +16,9 @@ PURE = [
 ]
 
 
-@pytest.mark.parametrize("module", [*PURE, "ctxwin.proxy.server", "ctxwin.proxy.upstream"])
+@pytest.mark.parametrize(
+    "module", [*PURE, "ctxwin.proxy.server", "ctxwin.proxy.upstream", "ctxwin.proxy.connections"]
+)
 def test_imports_alone(module: str) -> None:
     code = (
         f"import sys, {module}\n"

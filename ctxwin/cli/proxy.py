@@ -36,6 +36,33 @@ def check_upstream(url: str) -> str:
     return url
 
 
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+}
+
+
+def parse_size(flag: str, text: str) -> int:
+    """A size in bytes: a number and an optional unit (B, kB, MB, GB, KiB, MiB, GiB)."""
+    number = text.strip().rstrip("bBiIkKmMgG ")
+    unit = text.strip()[len(number) :].strip().lower()
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise UsageError(
+            f"{flag}: expected a size such as 512MiB, 2GiB or 300MB, got {text!r}"
+        ) from None
+    if not 1 <= value < 1 << 62:
+        raise UsageError(f"{flag}: expected a size of at least 1 byte, got {text!r}")
+    return int(value)
+
+
 # The proxy reads the wire format from the route, so it takes no --format; of the
 # strategy flags, --strategy and --block; and --cache-mark.
 @with_settings(*(key for key in ESTIMATION if key != "fmt"), "strategy", "block", *CACHING)
@@ -82,6 +109,15 @@ def proxy(
             rich_help_panel=SERVER_PANEL,
         ),
     ] = 10_000,
+    max_memory: Annotated[
+        str,
+        typer.Option(
+            "--max-memory",
+            help="Memory the remembered conversations may hold, e.g. 512MiB, 2GiB "
+            "(least recent go; a request that alone would hold more is fitted, not remembered).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = "512MiB",
     connect_timeout: Annotated[
         float,
         typer.Option(
@@ -100,6 +136,44 @@ def proxy(
             rich_help_panel=SERVER_PANEL,
         ),
     ] = 600.0,
+    head_timeout: Annotated[
+        float,
+        typer.Option(
+            "--head-timeout",
+            min=0.001,
+            help="Seconds a client has to send a request's head, from its connection's "
+            "opening or the request's first byte (then HTTP 408 and the connection closes).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            min=0.001,
+            help="Seconds a client has to send a request's body once its head is in "
+            "(then HTTP 408).",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 60.0,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--idle-timeout",
+            min=0.001,
+            help="Seconds a kept-alive client connection may wait for its next request.",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 60.0,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            help="Client connections open at once; one more is answered HTTP 503 and closed.",
+            rich_help_panel=SERVER_PANEL,
+        ),
+    ] = 512,
     quiet: QuietOpt = False,
 ) -> None:
     """Serve an HTTP proxy that fits every request to the model's window, then forwards it.
@@ -128,8 +202,13 @@ def proxy(
         settings=settings,
         max_body_bytes=max_body_bytes,
         conversations=conversations,
+        max_memory=parse_size("--max-memory", max_memory),
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
+        head_timeout=head_timeout,
+        body_timeout=body_timeout,
+        idle_timeout=idle_timeout,
+        max_connections=max_connections,
     )
     log = logging.getLogger("ctxwin.proxy")
     if not quiet:

@@ -25,15 +25,18 @@ extends the conversation's last one incrementally (only its new messages). A
 conversation is named by what never changes within one agent run — the route, the
 model, a hash of the credentials and the head (system prompt and first user message,
 which ctxwin never drops) — and the least recently used are forgotten past
-``ProxyConfig.conversations``.
+``ProxyConfig.conversations`` or once the conversations remembered hold more than
+``ProxyConfig.max_memory`` bytes (:func:`held_bytes`); a request that alone would hold
+more is fitted and not remembered.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
 from ctxwin.core import FITS, NEEDS_PRUNING, Plan, load
@@ -56,6 +59,19 @@ ACTIONS = (FIT, PRUNED, CLEARED, TRUNCATED, UNREAD, UNSAFE)
 DEFAULT_MAX_BODY = 32 << 20
 """Request bodies above 32 MiB are refused with 413 unless configured otherwise."""
 
+DEFAULT_MAX_MEMORY = 512 << 20
+"""The conversations remembered hold at most 512 MiB (:func:`held_bytes`) unless configured
+otherwise."""
+
+ITEM_BYTES = 512
+"""What a remembered conversation holds per message beyond the message itself, at most
+(its reader's per-item state, list slots, edited copies of cleared results): measured
+at most 390 B per item beyond the objects :func:`held_bytes` walks, for plain, pruned,
+cleared and extended requests; see ``bench/proxy_memory.py --shapes``."""
+CONVERSATION_BYTES = 8 << 10
+"""What a remembered conversation holds besides its messages: its manager, reader and
+key (measured 3.0-3.7 KiB)."""
+
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 """Headers whose values separate tenants in the fingerprint (hashed, never stored or logged)."""
 
@@ -77,9 +93,21 @@ class ProxyConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY
     conversations: int = 10_000
     """How many conversations' calibrations are remembered (least recently used go first)."""
+    max_memory: int = DEFAULT_MAX_MEMORY
+    """Bytes the remembered conversations may hold (:func:`held_bytes`; least recently used
+    go first); a request that alone would hold more is fitted and not remembered."""
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
     """Seconds without a byte from the upstream before the request fails (504 before headers)."""
+    head_timeout: float = 10.0
+    """Seconds a client has to send a request head, from the connection's opening or from
+    the first byte of a later request on it (then 408, and the connection is closed)."""
+    body_timeout: float = 60.0
+    """Seconds a client has to send a request body, once its head is in (then 408)."""
+    idle_timeout: float = 60.0
+    """Seconds a kept-alive connection may wait for its next request."""
+    max_connections: int = 512
+    """Client connections open at once; one more is answered 503 and closed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +168,13 @@ class Fitter:
         )
         """One manager per conversation; calibration only grows (no overhead is learned:
         the proxy sees every byte of each request)."""
+        self.held: dict[tuple[str | None, str], int] = {}
+        """What each remembered conversation holds, in bytes (:func:`held_bytes`)."""
+        self.held_total = 0
+        """The sum of :attr:`held`: the ``ctxwin_proxy_conversation_bytes`` gauge."""
+        self.sized: dict[tuple[str | None, str], Sized] = {}
+        """What :func:`held_bytes` measured of each conversation's entries, for the next
+        request, which reuses them when it extends the conversation."""
 
     def fit(self, route: Route, raw: bytes, credentials: Iterable[str] = ()) -> Fitted:
         """Decide what to forward for ``raw`` posted to ``route``.
@@ -168,9 +203,65 @@ class Fitter:
         changes: dict[str, Any] = {"fmt": route.fmt, "estimator": self.estimator_for(named)}
         if model != settings.model:
             changes["model"] = model
+        self._make_room(key, 0)  # one more conversation, within the count
         manager, read = self.conversations.entries(named, entries, key[1], changes=changes)
+        held, sized = held_bytes(body, entries, read, self.sized.get(key))
+        self.sized[key] = sized
+        if held <= self.config.max_memory:
+            self._make_room(key, held)
         if isinstance(messages, list):
             body = read if body is messages else {**body, items_key: read}
+        fitted: Fitted | None = None
+        try:
+            fitted = self._decide(raw, body, route, manager, key)
+            return fitted
+        finally:
+            if fitted is not None and fitted.plan is not None:
+                # the edited copies the manager keeps of a request the strategy edited
+                edited = {entry for entry, _ in fitted.plan.applied.edits}
+                if edited:
+                    held += _size([entries[i] for i in edited if i < len(entries)])
+            if held <= self.config.max_memory:
+                self._make_room(key, held)
+                self.held_total += held - self.held.get(key, 0)
+                self.held[key] = held
+            else:  # fitted, not remembered: it alone would hold more than the cap
+                self._forget(key)
+
+    def _make_room(self, key: tuple[str | None, str], held: int) -> None:
+        """Forget the least recently used conversations (not ``key``) until one more, or
+        ``key`` holding ``held`` bytes, fits both the count and the memory caps."""
+        conversations = self.conversations.managers
+        cap = self.config.max_memory
+        limit = self.config.conversations
+        while conversations:
+            total = self.held_total - self.held.get(key, 0) + held
+            count = len(conversations) + (key not in conversations)
+            if total <= cap and count <= limit:
+                return
+            oldest = next(iter(conversations))
+            if oldest == key:  # only this one left to forget: it is renewed instead
+                if len(conversations) == 1:
+                    return
+                conversations.move_to_end(key)
+                continue
+            self._forget(oldest)
+
+    def _forget(self, key: tuple[str | None, str]) -> None:
+        self.conversations.managers.pop(key, None)
+        self.conversations.seen.pop(key, None)
+        self.held_total -= self.held.pop(key, 0)
+        self.sized.pop(key, None)
+
+    def _decide(
+        self,
+        raw: bytes,
+        body: Any,
+        route: Route,
+        manager: ContextWindowManager,
+        key: tuple[str | None, str],
+    ) -> Fitted:
+        """What to forward for ``body`` (``raw`` parsed, its entries read for ``manager``)."""
         try:
             p = manager.evaluate(body)
         except InputError as exc:
@@ -211,6 +302,75 @@ class Fitter:
         if p is None or manager is None or prompt_tokens is None:
             return None
         return manager.observe({"prompt_tokens": prompt_tokens}, raw_tokens=p.raw_tokens_sent)
+
+
+class Sized(NamedTuple):
+    """What :func:`held_bytes` measured of a conversation's entries as handed to its
+    manager (``read``): the first of them, how many (``length``), and their size."""
+
+    first: Any
+    length: int
+    size: int
+
+
+def held_bytes(
+    body: Any, entries: list[Any], read: list[Any], before: Sized | None = None
+) -> tuple[int, Sized]:
+    """An upper bound of what remembering a conversation whose last request is ``body``
+    holds, in bytes, and what to pass as ``before`` for its next request: ``entries`` is
+    the body's message list, ``read`` what the conversation table handed its manager for
+    them (:meth:`Conversations.entries`), ``before`` what this returned for the
+    conversation's previous request.
+
+    The manager and the table keep the parsed body: its top-level fields other than the
+    messages, its ``entries``, and the entries of ``read`` that are not those (the copies
+    read from an earlier request of a growing conversation, equal and distinct: those
+    messages are held twice); and per message a reader's state. So: the size of every
+    object of the body and of those earlier copies (``sys.getsizeof``, each occurrence
+    counted, shared dict keys included), plus :data:`ITEM_BYTES` per message and
+    :data:`CONVERSATION_BYTES`. (:meth:`Fitter.fit` adds, for a request the strategy
+    edited, the size of each edited message again: the manager keeps an edited copy.)
+    When ``read`` starts with the previous request's entries (the table reused them),
+    their size is ``before``'s and only the new entries are walked, and the equal
+    entries of this body are taken to be as large: each entry is walked once in the
+    conversation's life. Checked against ``tracemalloc`` by
+    ``bench/proxy_memory.py --shapes`` and ``tests/test_proxy_memory.py``.
+    """
+    if before is not None and 0 < before.length <= len(read) and read[0] is before.first:
+        earlier = before.size  # read[:count] are the previous request's entries
+        items = earlier + _items(read[before.length :])
+    else:
+        items = _items(entries)
+        earlier = _items([r for r, e in zip(read, entries, strict=False) if r is not e])
+    top = sys.getsizeof(entries)
+    if isinstance(body, dict):
+        top += sys.getsizeof(body)
+        top += sum(sys.getsizeof(k) + _size(v) for k, v in body.items() if v is not entries)
+    held = top + items + earlier + ITEM_BYTES * len(entries) + CONVERSATION_BYTES
+    return held, Sized(read[0] if read else None, len(read), items)
+
+
+def _items(values: list[Any]) -> int:
+    """The bytes of every object of the values of ``values`` (not of the list itself)."""
+    return _size(values) - sys.getsizeof(values)
+
+
+def _size(value: Any) -> int:
+    """The bytes of every object of a parsed JSON value (None, true and false are shared)."""
+    total = 0
+    stack = [value]
+    size = sys.getsizeof
+    while stack:
+        v = stack.pop()
+        if v is None or v is True or v is False:
+            continue
+        total += size(v)
+        if type(v) is dict:
+            stack += v.keys()
+            stack += v.values()
+        elif type(v) is list:
+            stack += v
+    return total
 
 
 def _extra(route: Route, body: Any, credentials: Iterable[str]) -> list[Any]:

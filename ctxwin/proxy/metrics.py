@@ -13,11 +13,20 @@ Served at ``GET /metrics``:
 * ``ctxwin_proxy_truncated_results_total`` — results cut by ``truncate-results``;
 * ``ctxwin_proxy_truncated_total`` — requests answered 400 because even the
   floor did not fit;
+* ``ctxwin_proxy_head_timeouts_total``, ``ctxwin_proxy_body_timeouts_total`` — clients
+  too slow to send a request head or body (408);
+* ``ctxwin_proxy_refused_connections_total`` — connections refused (503) while
+  ``--max-connections`` were open; gauge ``ctxwin_proxy_connections``: open now;
 * ``ctxwin_proxy_upstream_errors_total{kind}`` — ``unreachable`` (502),
-  ``timeout`` (504), ``disconnect`` (client gone mid-response);
+  ``timeout`` (504: silent before its headers, or after them before the end of a
+  buffered response), ``broken_response`` (502: it closed or broke framing before the
+  end of a buffered response), ``broken_stream`` (a streamed response cut short),
+  ``disconnect`` (client gone mid-response);
 * ``ctxwin_proxy_fit_seconds`` — histogram of the time spent parsing and fitting;
 * ``ctxwin_proxy_request_seconds`` — histogram of whole requests, to the last byte;
-* ``ctxwin_proxy_conversations`` — conversations currently remembered.
+* ``ctxwin_proxy_conversations`` — conversations currently remembered;
+* ``ctxwin_proxy_conversation_bytes`` — what they hold, in bytes (an upper bound:
+  :func:`ctxwin.proxy.fitting.held_bytes`), at most ``--max-memory``.
 """
 
 from __future__ import annotations
@@ -69,19 +78,29 @@ _COUNTERS = {
     "cleared": "Tool results and thinking parts cleared from forwarded requests.",
     "truncated_results": "Tool results whose middle was cut in forwarded requests.",
     "truncated": "Requests answered 400 because even the floor exceeded the budget.",
+    "head_timeouts": "Connections closed because a request head did not arrive in time (408).",
+    "body_timeouts": "Requests answered 408 because their body did not arrive in time.",
+    "refused_connections": "Connections answered 503 and closed: too many were open.",
 }
 
 
 class Metrics:
     """The proxy's counters and histograms; :meth:`render` writes the exposition text."""
 
-    def __init__(self, conversations: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self,
+        conversations: Callable[[], int] = lambda: 0,
+        conversation_bytes: Callable[[], int] = lambda: 0,
+        connections: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.requests: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.counters = dict.fromkeys(_COUNTERS, 0)
         self.upstream_errors: defaultdict[str, int] = defaultdict(int)
         self.fit_seconds = Histogram(FIT_BUCKETS)
         self.request_seconds = Histogram(REQUEST_BUCKETS)
         self.conversations = conversations
+        self.conversation_bytes = conversation_bytes
+        self.connections = connections
 
     def count(self, name: str, by: int = 1) -> None:
         self.counters[name] += by
@@ -122,5 +141,12 @@ class Metrics:
             "# HELP ctxwin_proxy_conversations Conversations whose calibration is remembered.",
             "# TYPE ctxwin_proxy_conversations gauge",
             f"ctxwin_proxy_conversations {self.conversations()}",
+            "# HELP ctxwin_proxy_conversation_bytes Bytes the remembered conversations hold "
+            "(an upper bound).",
+            "# TYPE ctxwin_proxy_conversation_bytes gauge",
+            f"ctxwin_proxy_conversation_bytes {self.conversation_bytes()}",
+            "# HELP ctxwin_proxy_connections Client connections open.",
+            "# TYPE ctxwin_proxy_connections gauge",
+            f"ctxwin_proxy_connections {self.connections()}",
         ]
         return ("\n".join(lines) + "\n").encode()
