@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
@@ -80,6 +80,12 @@ class ProxyConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
     """Seconds without a byte from the upstream before the request fails (504 before headers)."""
+    allow_remote: bool = False
+    """Listen on a host that is not loopback (refused otherwise: see :mod:`ctxwin.proxy.guard`)."""
+    allow_hosts: tuple[str, ...] = ()
+    """``Host`` names (``NAME`` or ``NAME:PORT``) accepted besides the proxy's own."""
+    token: str | None = field(default=None, repr=False)
+    """When set, every request but ``GET /healthz`` must carry it in ``x-ctxwin-token``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from ctxwin.proxy.fitting import (
     ProxyConfig,
     floor_message,
 )
+from ctxwin.proxy.guard import TOKEN_HEADER, Guard, Refusal, connection_named, loggable
 from ctxwin.proxy.metrics import Metrics
 from ctxwin.proxy.routes import error_body, flavor_for, route_for
 from ctxwin.proxy.upstream import Response, Upstream, UpstreamError
@@ -42,6 +43,7 @@ from ctxwin.proxy.usage import MAX_BUFFER, UsageReader
 
 with needs_extra("ctxwin.proxy.server", "proxy"):
     from aiohttp import web
+    from aiohttp.http_exceptions import HttpProcessingError
 
 log = logging.getLogger("ctxwin.proxy")
 
@@ -60,7 +62,7 @@ _HOP_BY_HOP = frozenset(
         "expect",
     }
 )
-_REQUEST_DROP = _HOP_BY_HOP | {"host", "content-length"}
+_REQUEST_DROP = _HOP_BY_HOP | {"host", "content-length", TOKEN_HEADER}
 _JSON = "application/json"
 
 
@@ -73,6 +75,11 @@ def _decoded(encoding: str | None) -> bool:
     """Whether a request body labelled ``encoding`` reaches the proxy decoded (the
     server decodes one encoding named alone, matched as aiohttp's parser does)."""
     return encoding is not None and encoding.isascii() and encoding.lower() in _UNPACKED
+
+
+def _dropped(base: frozenset[str], connection: list[str]) -> frozenset[str]:
+    """``base`` and the headers a ``Connection`` header names (hop-by-hop too)."""
+    return base | connection_named(connection) if connection else base
 
 
 def _decoder(encoding: str | None) -> Any:
@@ -90,6 +97,7 @@ class Proxy:
         self.fitter = Fitter(config)
         self.metrics = Metrics(lambda: len(self.fitter.conversations.managers))
         self.upstream = Upstream(config.upstream, config.connect_timeout, config.read_timeout)
+        self.guard = Guard.for_config(config)
 
     def server(self) -> web.Server:
         """The low-level aiohttp server for :meth:`handle` (no application, router or
@@ -105,7 +113,11 @@ class Proxy:
             )
 
         return web.Server(
-            self.handle, request_factory=request, handler_cancellation=True, access_log=None
+            self.handle,
+            request_factory=request,
+            handler_cancellation=True,
+            access_log=None,
+            logger=_ServerLog(self.metrics),
         )
 
     async def close(self) -> None:
@@ -126,26 +138,38 @@ class Proxy:
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         start = perf_counter()
         method, path = request.method, request.path
-        if method == "GET" and path == "/healthz":
-            return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
-        if method == "GET" and path == "/metrics":
-            return web.Response(
-                body=self.metrics.render(), content_type="text/plain", charset="utf-8"
-            )
+        refusal = self.guard.check(method, request.raw_path, request.headers, _local(request))
+        if refusal is None:
+            if method == "GET" and path == "/healthz":
+                return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
+            if method == "GET" and path == "/metrics":
+                return web.Response(
+                    body=self.metrics.render(), content_type="text/plain", charset="utf-8"
+                )
         route = route_for(method, path)
         label = route.name if route is not None else "passthrough"
         flavor = route.flavor if route is not None else flavor_for(path)
         status = 0
         action = "forwarded"
+        response: web.StreamResponse
         try:
-            response, action = await self._serve(request, route, flavor, start)
+            if refusal is not None:
+                response, action = self._refuse(flavor, refusal), f"refused:{refusal.reason}"
+            else:
+                response, action = await self._serve(request, route, flavor, start)
             status = response.status
             return response
         finally:
-            self.metrics.requests[label, action] += 1
+            self.metrics.requests[label, action.partition(":")[0]] += 1
             elapsed = perf_counter() - start
             self.metrics.request_seconds.observe(elapsed)
-            log.info("%s %s %s %s %.1fms", method, path, status, action, elapsed * 1000)
+            # the raw path (percent-encoded, no query), escaped: one request, one line
+            target = loggable(request.raw_path.partition("?")[0])
+            log.info("%s %s %s %s %.1fms", method, target, status, action, elapsed * 1000)
+
+    def _refuse(self, flavor: str, refusal: Refusal) -> web.Response:
+        self.metrics.refused[refusal.reason] += 1
+        return self._error(flavor, refusal.status, refusal.message, refusal.code)
 
     async def _serve(
         self, request: web.BaseRequest, route: Any, flavor: str, start: float
@@ -184,11 +208,13 @@ class Proxy:
     async def _forward(
         self, request: web.BaseRequest, body: bytes, flavor: str, fitted: Fitted | None
     ) -> web.StreamResponse:
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _REQUEST_DROP]
+        drop = _dropped(_REQUEST_DROP, request.headers.getall("Connection", []))
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in drop]
         if _decoded(request.headers.get("Content-Encoding")):
             # the server read the body unpacked: it goes on without that label
-            at = next(i for i, (k, _) in enumerate(headers) if k.lower() == "content-encoding")
-            del headers[at]
+            at = (i for i, (k, _) in enumerate(headers) if k.lower() == "content-encoding")
+            if (first := next(at, None)) is not None:  # (None: Connection named it)
+                del headers[first]
         has_body = bool(body) or request.body_exists
         try:
             upstream = await self.upstream.request(
@@ -214,10 +240,11 @@ class Proxy:
         decoder: Any = None
         # the upstream's headers, but a fitted request's x-ctxwin-* replace any it sent
         ours = fitted.headers() if fitted is not None else {}
+        drop = _dropped(_HOP_BY_HOP, upstream.headers.getall("Connection", []))
         headers = [
             (k, v)
             for k, v in upstream.headers.items()
-            if (low := k.lower()) not in _HOP_BY_HOP and low not in ours
+            if (low := k.lower()) not in drop and low not in ours
         ]
         headers += ours.items()
         if fitted is not None and fitted.plan is not None and upstream.status < 300:
@@ -262,6 +289,40 @@ class Proxy:
         except zlib.error:
             return
         self.fitter.learn(fitted, reader.result())
+
+
+def _local(request: web.BaseRequest) -> tuple[str, int] | None:
+    """The (address, port) the client connected to."""
+    transport = request.transport
+    name = transport.get_extra_info("sockname") if transport is not None else None
+    return (str(name[0]), int(name[1])) if isinstance(name, tuple) else None
+
+
+class _ServerLog(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's server logger, except that a request its HTTP parser refuses (a bad
+    head: ``Content-Length: ²``, a malformed target, an over-long line) is counted in
+    ``ctxwin_proxy_refused_total{reason="bad_request"}`` and logged as one escaped line,
+    not a traceback."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        super().__init__(logging.getLogger("aiohttp.server"), {})
+        self.metrics = metrics
+
+    def _refused(self, exc_info: Any) -> bool:
+        if not isinstance(exc_info, HttpProcessingError):
+            return False
+        self.metrics.refused["bad_request"] += 1
+        first = str(exc_info.message).strip().partition("\n")[0]
+        log.info("- - %s refused:bad_request (%s)", exc_info.code, loggable(first))
+        return True
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kw: Any) -> None:
+        if not self._refused(exc_info):
+            super().exception(msg, *args, exc_info=exc_info, **kw)
+
+    def debug(self, msg: object, *args: object, **kw: Any) -> None:
+        if not self._refused(kw.get("exc_info")):
+            super().debug(msg, *args, **kw)
 
 
 def bind(host: str, port: int) -> socket.socket:
