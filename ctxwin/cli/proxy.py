@@ -20,6 +20,8 @@ from ctxwin.errors import ExitCode, UsageError
 from ctxwin.settings import DEFAULT, Settings
 
 SERVER_PANEL = "Server"
+ACCESS_PANEL = "Access"
+TOKEN_ENV = "CTXWIN_PROXY_TOKEN"
 DEFAULT_PORT = 8787
 MISSING_EXTRA = "error: `ctxwin proxy` needs the optional extra: {hint} ({missing})"
 
@@ -34,6 +36,27 @@ def check_upstream(url: str) -> str:
     if parts.query or parts.fragment:
         raise UsageError(f"--upstream: a base URL has no query or fragment, got {url!r}")
     return url
+
+
+def check_access(host: str, allow_remote: bool, allow_hosts: list[str], token: str | None) -> None:
+    """Refuse a non-loopback --host without --allow-remote, a malformed --allow-host, a
+    token that cannot travel in a header."""
+    from ctxwin.proxy.guard import is_loopback, parse_allowed_host
+
+    if not allow_remote and not is_loopback(host):
+        raise UsageError(
+            f"--host {host}: not a loopback address, so anyone who can reach it could use the "
+            "proxy; pass --allow-remote to listen there (and set --token)"
+        )
+    for entry in allow_hosts:
+        try:
+            parse_allowed_host(entry)
+        except ValueError as exc:
+            raise UsageError(f"--allow-host: {exc}") from None
+    if token is not None and not (token and token.isascii() and token.isprintable()):
+        raise UsageError(f"--token ({TOKEN_ENV}): expected printable ASCII, not empty")
+    if token is not None and token != token.strip():
+        raise UsageError(f"--token ({TOKEN_ENV}): has leading or trailing spaces")
 
 
 # The proxy reads the wire format from the route, so it takes no --format; of the
@@ -100,6 +123,38 @@ def proxy(
             rich_help_panel=SERVER_PANEL,
         ),
     ] = 600.0,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="Listen on a --host that is not loopback (refused otherwise). "
+            "Set --token too: without it, anyone who can reach the port can use the proxy.",
+            rich_help_panel=ACCESS_PANEL,
+        ),
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar=TOKEN_ENV,
+            show_envvar=True,
+            help="Require this token in every request's x-ctxwin-token header (401 "
+            "otherwise; GET /healthz excepted). Prefer the environment variable: a "
+            "command line is visible to other users in ps.",
+            rich_help_panel=ACCESS_PANEL,
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            metavar="NAME[:PORT]",
+            help="Also accept requests whose Host (or browser Origin) is NAME (any port) or "
+            "NAME:PORT; the proxy's own address is always accepted, other Hosts get 421. "
+            "Repeatable.",
+            rich_help_panel=ACCESS_PANEL,
+        ),
+    ] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Serve an HTTP proxy that fits every request to the model's window, then forwards it.
@@ -109,8 +164,11 @@ def proxy(
     /v1/responses, /v1/messages and Gemini :generateContent/:streamGenerateContent
     are fitted; everything else passes through. Responses come back byte for byte
     with x-ctxwin-* headers; GET /healthz and /metrics (Prometheus). Needs:
-    pip install 'ctxwin\\[proxy]'. Runs until Ctrl-C (exit 0).
+    pip install 'ctxwin\\[proxy]'. Runs until Ctrl-C (exit 0). Listens on loopback
+    unless --allow-remote; see docs/proxy.md, "Running it safely".
     """
+    allow_hosts = allow_host or []
+    check_access(host, allow_remote, allow_hosts, token)
     try:
         from ctxwin.proxy import server
     except ImportError as exc:
@@ -130,6 +188,9 @@ def proxy(
         conversations=conversations,
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
+        allow_remote=allow_remote,
+        allow_hosts=tuple(allow_hosts),
+        token=token,
     )
     log = logging.getLogger("ctxwin.proxy")
     if not quiet:
@@ -140,6 +201,8 @@ def proxy(
 
     def ready(url: str) -> None:
         say(f"proxy listening on {url}, forwarding to {config.upstream} (Ctrl-C stops it)")
+        if allow_remote and token is None:
+            say(f"warning: no --token ({TOKEN_ENV}): anyone who can reach {url} can use it")
 
     try:
         server.run(config, ready)
