@@ -76,7 +76,8 @@ def proxy(
         str,
         typer.Option(
             "--host",
-            help="Address to listen on (127.0.0.1: this machine only).",
+            help="Address to listen on (127.0.0.1: this machine only; any address that is "
+            "not loopback needs --allow-remote).",
             rich_help_panel=SERVER_PANEL,
         ),
     ] = "127.0.0.1",

@@ -13,6 +13,10 @@ in the provider's shape, not forwarded; body too large → 413; upstream
 unreachable → 502, silent past ``read_timeout`` → 504; a client that goes away
 cancels the upstream request (the handler is cancelled, the upstream
 connection closed). Bodies, query strings and credentials are never logged.
+
+Before anything is read, :class:`~ctxwin.proxy.guard.Guard` may refuse the request (a
+target that is not a plain path, a foreign ``Host`` or ``Origin``, a missing token):
+answered in the provider's shape, counted by reason, never forwarded.
 """
 
 from __future__ import annotations
