@@ -48,6 +48,9 @@ HTTP parser itself refuses, e.g. ``Content-Length: ²``)."""
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
+_REMEMBERED = 256
+"""Distinct Host values whose parse is kept (a bound: later ones are parsed each time)."""
+
 _DECODE_ROUNDS = 3
 """Percent-decoding rounds looked through for dot segments (``%25252e`` is refused)."""
 
@@ -115,6 +118,8 @@ def target_refusal(method: str, target: str) -> Refusal | None:
     if not target.startswith("/") or target.startswith("//"):
         return NOT_ORIGIN_FORM
     path = target.partition("?")[0].partition("#")[0]
+    if "." not in path and "%" not in path:
+        return None  # no dot, raw or encoded: the common case
     for _ in range(_DECODE_ROUNDS):
         if _has_dot_segment(path):
             return DOT_SEGMENT
@@ -226,6 +231,7 @@ class Guard:
         self.origin_names = self.any_port | {name for name, _ in self.pairs}
         self._token = None if token is None else hashlib.sha256(token.encode()).digest()
         self._own: dict[str, frozenset[str]] = {}
+        self._hosts: dict[str, tuple[str, int | None] | None] = {}
 
     @classmethod
     def for_config(cls, config: ProxyConfig) -> Guard:
@@ -268,7 +274,7 @@ class Guard:
         local_host, local_port = local if local is not None else (self.host, self.port)
         own = self.own_names(local_host)
         hosts = headers.getall("Host", [])
-        parsed = split_host(hosts[0]) if len(hosts) == 1 else None
+        parsed = self._split_host(hosts[0]) if len(hosts) == 1 else None
         if parsed is None:
             return FOREIGN_HOST
         name, port = parsed
@@ -291,6 +297,17 @@ class Guard:
             if not hmac.compare_digest(digest, self._token):
                 return BAD_TOKEN
         return None
+
+    def _split_host(self, value: str) -> tuple[str, int | None] | None:
+        """:func:`split_host`, remembered for the first :data:`_REMEMBERED` values (clients
+        send the same few)."""
+        try:
+            return self._hosts[value]
+        except KeyError:
+            parsed = split_host(value)
+            if len(self._hosts) < _REMEMBERED:
+                self._hosts[value] = parsed
+            return parsed
 
     def _origin_allowed(self, origin: str, own: frozenset[str]) -> bool:
         scheme, sep, rest = origin.strip().partition("://")
