@@ -368,9 +368,17 @@ CLI_ATTACKS: list[CliAttack] = [
 # -- the stand-in upstream ------------------------------------------------------------------
 
 
+UPSTREAM_SCRIPTS: dict[str, Callable[[socket.socket], None]] = {}
+"""How the stand-in answers a path that starts with a key (after the proxy's prefix, none
+here): the function writes what it likes to the connection, which is then closed. For
+cases where the upstream misbehaves (closes mid-body, stalls after its headers): add the
+script here and an :class:`Attack` whose target starts with its key."""
+
+
 class StandIn:
     """A raw HTTP/1.1 upstream on 127.0.0.1: records each request head, answers 200 with
-    a small JSON body and a header named in its ``Connection`` header."""
+    a small JSON body and a header named in its ``Connection`` header (or runs the
+    :data:`UPSTREAM_SCRIPTS` entry its path starts with)."""
 
     ANSWER = _raw(
         "HTTP/1.1 200 OK",
@@ -426,7 +434,14 @@ class StandIn:
                         return
                     buf += data
                 buf = buf[need:]
+                target = head.split(b" ", 2)[1].decode("latin-1") if b" " in head else ""
+                script = next(
+                    (f for k, f in UPSTREAM_SCRIPTS.items() if target.startswith(k)), None
+                )
                 try:
+                    if script is not None:
+                        script(conn)
+                        return
                     conn.sendall(self.ANSWER)
                 except OSError:
                     return

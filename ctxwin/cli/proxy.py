@@ -45,7 +45,7 @@ def check_access(host: str, allow_remote: bool, allow_hosts: list[str], token: s
 
     if not allow_remote and not is_loopback(host):
         raise UsageError(
-            f"--host {host}: not a loopback address, so anyone who can reach it could use the "
+            f"--host {host!r}: not a loopback address, so anyone who can reach it could use the "
             "proxy; pass --allow-remote to listen there (and set --token)"
         )
     for entry in allow_hosts:
