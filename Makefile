@@ -9,7 +9,7 @@ TEST_STAMP := $(VENV)/.installed-test
 LINT_STAMP := $(VENV)/.installed-lint
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test lint format clean bench bench-proxy bench-estimators fidelity fuzz slow docs
+.PHONY: help venv demo test lint format clean bench bench-proxy bench-estimators fidelity fuzz fuzz-proxy slow docs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ test: $(TEST_STAMP) ## Run the test suite (installs the test group)
 fuzz: $(TEST_STAMP) ## Fuzz the CLI with 10,000 mutated transcripts and the session readers with damaged samples; time hostile bodies of 1-8 MiB
 	CTXWIN_FUZZ_EXAMPLES=$${CTXWIN_FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest tests/test_fuzz.py tests/test_fuzz_sessions.py -s -q
 	CTXWIN_LINEAR_MAX_BYTES=$${CTXWIN_LINEAR_MAX_BYTES:-8388608} $(BIN)/python -m pytest tests/test_linear.py -s -q
+
+fuzz-proxy: $(TEST_STAMP) ## Replay the known attacks on `ctxwin proxy` against a stand-in upstream on 127.0.0.1
+	$(BIN)/python -m tests.proxy_attacks
 
 slow: $(TEST_STAMP) ## Slow tests: SIGKILL in the middle of a 200 MB prune (not part of `make test`)
 	CTXWIN_SLOW=1 $(BIN)/python -m pytest tests/test_kill.py -q

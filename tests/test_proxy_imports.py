@@ -13,6 +13,7 @@ PURE = [
     "ctxwin.proxy.fitting",
     "ctxwin.proxy.usage",
     "ctxwin.proxy.metrics",
+    "ctxwin.proxy.guard",
 ]
 
 

@@ -100,16 +100,20 @@ def closed_within(sock: socket.socket, seconds: float) -> bool:
     return True
 
 
-HEAD = (
-    b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-)
+def head(url: str) -> bytes:
+    """The start of a chat request's head, with the proxy's own ``Host`` (host:port)."""
+    host = url.split("://", 1)[1].split("/", 1)[0]
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\n"
+        b"Content-Type: application/json\r\n" % host.encode()
+    )
 
 
 def test_a_client_dribbling_its_head_is_cut_off_at_the_head_deadline() -> None:
     with proxied(head_timeout=1.0) as (served, proxy, fake):
         sock = connect(served.url)
         started = time.monotonic()
-        sock.sendall(HEAD)
+        sock.sendall(head(served.url))
         got = b""
         sock.settimeout(0.3)
         for i in range(100):  # one header line every 0.3 s, for 30 s at most
@@ -143,7 +147,9 @@ def test_the_head_deadline_counts_from_each_request_s_first_byte() -> None:
             second = client.get(served.url + "/v1/models")
         assert first.status_code == second.status_code == 200
         sock = connect(served.url)
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        sock.sendall(
+            b"GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n" % served.url.split("://")[1].encode()
+        )
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
         started = time.monotonic()
         assert closed_within(sock, 20)
@@ -154,13 +160,13 @@ def test_the_head_deadline_counts_from_each_request_s_first_byte() -> None:
 def test_a_body_that_does_not_arrive_in_time_is_a_408_in_the_provider_shape() -> None:
     with proxied(body_timeout=1.0) as (served, proxy, fake):
         sock = connect(served.url)
-        sock.sendall(HEAD + b"Content-Length: 1000\r\n\r\n" + b'{"model": "gpt-4o", ')
+        sock.sendall(head(served.url) + b"Content-Length: 1000\r\n\r\n" + b'{"model": "gpt-4o", ')
         data, took = read_until_closed(sock, 20)
         sock.close()
         metrics = proxy.metrics.render().decode()
-    head, _, body = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 408 ")
-    assert b"Connection: close" in head
+    answer, _, body = data.partition(b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert b"Connection: close" in answer
     assert orjson.loads(body)["error"]["code"] == "request_timeout"
     assert 1.0 <= took < 15, took
     assert "ctxwin_proxy_body_timeouts_total 1" in metrics
@@ -173,21 +179,21 @@ def test_open_connections_are_capped_and_half_sent_heads_do_not_stay() -> None:
         socks = []
         for _ in range(cap + extra):
             sock = connect(served.url)
-            sock.sendall(HEAD)  # a head never finished
+            sock.sendall(head(served.url))  # a head never finished
             socks.append(sock)
             time.sleep(0.01)  # in order: the first ones are accepted first
         refused = [s for s in socks[cap:] if closed_within(s, 5)]
         assert len(refused) == extra  # the ones over the cap: closed at once
-        assert proxy.guard.open == cap
+        assert proxy.limits.open == cap
         started = time.monotonic()
         assert all(closed_within(s, 20) for s in socks[:cap])  # then the head deadline
         took = time.monotonic() - started
         for s in socks:
             s.close()
         deadline = time.monotonic() + 10
-        while proxy.guard.open and time.monotonic() < deadline:
+        while proxy.limits.open and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert proxy.guard.open == 0
+        assert proxy.limits.open == 0
         assert httpx.get(served.url + "/healthz").status_code == 200  # serving again
         metrics = httpx.get(served.url + "/metrics").text
     assert took < 15, took
@@ -227,8 +233,10 @@ def test_a_gzip_bomb_gets_its_413_and_is_not_unpacked_after_it() -> None:
         loop_thread = served._thread
         cpu = thread_cpu(loop_thread)
         sock = connect(served.url)
-        head = HEAD + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(bomb)
-        sock.sendall(head + bomb)  # the proxy keeps reading: the whole bomb goes out
+        head_ = head(served.url) + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(
+            bomb
+        )
+        sock.sendall(head_ + bomb)  # the proxy keeps reading: the whole bomb goes out
         data, _ = read_until_closed(sock, 30)
         sock.close()
         used = thread_cpu(loop_thread) - cpu

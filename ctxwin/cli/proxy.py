@@ -20,6 +20,8 @@ from ctxwin.errors import ExitCode, UsageError
 from ctxwin.settings import DEFAULT, Settings
 
 SERVER_PANEL = "Server"
+ACCESS_PANEL = "Access"
+TOKEN_ENV = "CTXWIN_PROXY_TOKEN"
 DEFAULT_PORT = 8787
 MISSING_EXTRA = "error: `ctxwin proxy` needs the optional extra: {hint} ({missing})"
 
@@ -63,6 +65,27 @@ def parse_size(flag: str, text: str) -> int:
     return int(value)
 
 
+def check_access(host: str, allow_remote: bool, allow_hosts: list[str], token: str | None) -> None:
+    """Refuse a non-loopback --host without --allow-remote, a malformed --allow-host, a
+    token that cannot travel in a header."""
+    from ctxwin.proxy.guard import is_loopback, parse_allowed_host
+
+    if not allow_remote and not is_loopback(host):
+        raise UsageError(
+            f"--host {host!r}: not a loopback address, so anyone who can reach it could use the "
+            "proxy; pass --allow-remote to listen there (and set --token)"
+        )
+    for entry in allow_hosts:
+        try:
+            parse_allowed_host(entry)
+        except ValueError as exc:
+            raise UsageError(f"--allow-host: {exc}") from None
+    if token is not None and not (token and token.isascii() and token.isprintable()):
+        raise UsageError(f"--token ({TOKEN_ENV}): expected printable ASCII, not empty")
+    if token is not None and token != token.strip():
+        raise UsageError(f"--token ({TOKEN_ENV}): has leading or trailing spaces")
+
+
 # The proxy reads the wire format from the route, so it takes no --format; of the
 # strategy flags, --strategy and --block; and --cache-mark.
 @with_settings(*(key for key in ESTIMATION if key != "fmt"), "strategy", "block", *CACHING)
@@ -80,7 +103,8 @@ def proxy(
         str,
         typer.Option(
             "--host",
-            help="Address to listen on (127.0.0.1: this machine only).",
+            help="Address to listen on (127.0.0.1: this machine only; any address that is "
+            "not loopback needs --allow-remote).",
             rich_help_panel=SERVER_PANEL,
         ),
     ] = "127.0.0.1",
@@ -174,6 +198,38 @@ def proxy(
             rich_help_panel=SERVER_PANEL,
         ),
     ] = 512,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="Listen on a --host that is not loopback (refused otherwise). "
+            "Set --token too: without it, anyone who can reach the port can use the proxy.",
+            rich_help_panel=ACCESS_PANEL,
+        ),
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar=TOKEN_ENV,
+            show_envvar=True,
+            help="Require this token in every request's x-ctxwin-token header (401 "
+            "otherwise; GET /healthz excepted). Prefer the environment variable: a "
+            "command line is visible to other users in ps.",
+            rich_help_panel=ACCESS_PANEL,
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            metavar="NAME[:PORT]",
+            help="Also accept requests whose Host (or browser Origin) is NAME (any port) or "
+            "NAME:PORT; the proxy's own address is always accepted, other Hosts get 421. "
+            "Repeatable.",
+            rich_help_panel=ACCESS_PANEL,
+        ),
+    ] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Serve an HTTP proxy that fits every request to the model's window, then forwards it.
@@ -183,8 +239,11 @@ def proxy(
     /v1/responses, /v1/messages and Gemini :generateContent/:streamGenerateContent
     are fitted; everything else passes through. Responses come back byte for byte
     with x-ctxwin-* headers; GET /healthz and /metrics (Prometheus). Needs:
-    pip install 'ctxwin\\[proxy]'. Runs until Ctrl-C (exit 0).
+    pip install 'ctxwin\\[proxy]'. Runs until Ctrl-C (exit 0). Listens on loopback
+    unless --allow-remote; see docs/proxy.md, "Running it safely".
     """
+    allow_hosts = allow_host or []
+    check_access(host, allow_remote, allow_hosts, token)
     try:
         from ctxwin.proxy import server
     except ImportError as exc:
@@ -209,6 +268,9 @@ def proxy(
         body_timeout=body_timeout,
         idle_timeout=idle_timeout,
         max_connections=max_connections,
+        allow_remote=allow_remote,
+        allow_hosts=tuple(allow_hosts),
+        token=token,
     )
     log = logging.getLogger("ctxwin.proxy")
     if not quiet:
@@ -219,6 +281,8 @@ def proxy(
 
     def ready(url: str) -> None:
         say(f"proxy listening on {url}, forwarding to {config.upstream} (Ctrl-C stops it)")
+        if allow_remote and token is None:
+            say(f"warning: no --token ({TOKEN_ENV}): anyone who can reach {url} can use it")
 
     try:
         server.run(config, ready)

@@ -8,8 +8,9 @@ pruning before it is forwarded, and responses come back byte for byte.
 Needs the optional extra: ``pip install 'ctxwin[proxy]'`` (aiohttp). The pure
 parts — routes and error shapes (:mod:`~ctxwin.proxy.routes`), the fitting
 decision and calibration memory (:mod:`~ctxwin.proxy.fitting`), usage reading
-(:mod:`~ctxwin.proxy.usage`) and metrics (:mod:`~ctxwin.proxy.metrics`) — do
-not import aiohttp; :mod:`~ctxwin.proxy.server` does.
+(:mod:`~ctxwin.proxy.usage`), metrics (:mod:`~ctxwin.proxy.metrics`) and who may
+use the proxy (:mod:`~ctxwin.proxy.guard`) — do not import aiohttp;
+:mod:`~ctxwin.proxy.server` does.
 
 Library use::
 

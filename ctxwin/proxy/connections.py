@@ -45,7 +45,7 @@ _HEAD_TIMEOUT = _answer("408 Request Timeout", "the request head did not arrive 
 _BUSY = _answer("503 Service Unavailable", "too many open connections; try again later")
 
 
-class Guard:
+class Limits:
     """What every connection of one server shares: the limits, the count of open
     connections and the metrics the faults are counted in."""
 
@@ -59,31 +59,31 @@ class Guard:
 class Connection(RequestHandler):
     """aiohttp's protocol for one connection, with the head deadline and the cap."""
 
-    def __init__(self, manager: web.Server, guard: Guard, **kwargs: Any) -> None:
+    def __init__(self, manager: web.Server, limits: Limits, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
-        self.guard = guard
+        self.limits = limits
         self.refused = False
         self.head_timer: asyncio.TimerHandle | None = None
         self.heads = 0  # request heads complete so far
         self.body: Any = None  # the body stream of the last request head
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        guard = self.guard
-        if guard.open >= guard.max_connections:
+        limits = self.limits
+        if limits.open >= limits.max_connections:
             self.refused = True
-            guard.metrics.count("refused_connections")
+            limits.metrics.count("refused_connections")
             writer: Any = transport
             writer.write(_BUSY)
             transport.close()
             return
-        guard.open += 1
+        limits.open += 1
         super().connection_made(transport)
         self._arm()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self.refused:
             return
-        self.guard.open -= 1
+        self.limits.open -= 1
         self._disarm()
         super().connection_lost(exc)
 
@@ -99,7 +99,7 @@ class Connection(RequestHandler):
     def _arm(self) -> None:
         self._disarm()
         loop: Any = self._loop
-        self.head_timer = loop.call_later(self.guard.head_timeout, self._head_late, self.heads)
+        self.head_timer = loop.call_later(self.limits.head_timeout, self._head_late, self.heads)
 
     def _disarm(self) -> None:
         if self.head_timer is not None:
@@ -110,7 +110,7 @@ class Connection(RequestHandler):
         self.head_timer = None
         if self._request_count != heads or self.transport is None:
             return
-        self.guard.metrics.count("head_timeouts")
+        self.limits.metrics.count("head_timeouts")
         self.transport.write(_HEAD_TIMEOUT)
         self.force_close()
 
@@ -118,9 +118,9 @@ class Connection(RequestHandler):
 class Server(web.Server):
     """aiohttp's low-level server, building a :class:`Connection` for each connection."""
 
-    def __init__(self, *args: Any, guard: Guard, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, limits: Limits, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.guard = guard
+        self.limits = limits
 
     def __call__(self) -> RequestHandler:
-        return Connection(self, self.guard, loop=self._loop, **self._kwargs)
+        return Connection(self, self.limits, loop=self._loop, **self._kwargs)

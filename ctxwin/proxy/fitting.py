@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ctxwin.codec import dumps, find_big_integer, may_hold_big_number, parse
@@ -108,6 +108,12 @@ class ProxyConfig:
     """Seconds a kept-alive connection may wait for its next request."""
     max_connections: int = 512
     """Client connections open at once; one more is answered 503 and closed."""
+    allow_remote: bool = False
+    """Listen on a host that is not loopback (refused otherwise: see :mod:`ctxwin.proxy.guard`)."""
+    allow_hosts: tuple[str, ...] = ()
+    """``Host`` names (``NAME`` or ``NAME:PORT``) accepted besides the proxy's own."""
+    token: str | None = field(default=None, repr=False)
+    """When set, every request but ``GET /healthz`` must carry it in ``x-ctxwin-token``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,10 @@ Served at ``GET /metrics``:
 * ``ctxwin_proxy_requests_total{route,action}`` — requests by route
   (``chat``, ``responses``, ``messages``, ``gemini``, ``passthrough``) and
   what ctxwin did (``fit``, ``pruned``, ``cleared``, ``truncated``, ``unread``, ``unsafe``,
-  ``invalid_json``, ``too_large``, ``forwarded``);
+  ``invalid_json``, ``too_large``, ``forwarded``, ``refused``);
+* ``ctxwin_proxy_refused_total{reason}`` — requests refused before anything was read or
+  forwarded (:mod:`ctxwin.proxy.guard`): ``target``, ``dot_segment``, ``host``,
+  ``origin``, ``token``, and ``bad_request`` (a head the HTTP parser refused);
 * ``ctxwin_proxy_pruned_total`` — requests sent with older turns dropped;
 * ``ctxwin_proxy_dropped_turns_total`` / ``ctxwin_proxy_dropped_messages_total``;
 * ``ctxwin_proxy_cleared_total`` — tool results and thinking parts cleared
@@ -96,6 +99,7 @@ class Metrics:
         self.requests: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.counters = dict.fromkeys(_COUNTERS, 0)
         self.upstream_errors: defaultdict[str, int] = defaultdict(int)
+        self.refused: defaultdict[str, int] = defaultdict(int)
         self.fit_seconds = Histogram(FIT_BUCKETS)
         self.request_seconds = Histogram(REQUEST_BUCKETS)
         self.conversations = conversations
@@ -122,6 +126,12 @@ class Metrics:
         ]
         for (route, action), n in sorted(self.requests.items()):
             lines.append(f'ctxwin_proxy_requests_total{{route="{route}",action="{action}"}} {n}')
+        lines += [
+            "# HELP ctxwin_proxy_refused_total Requests refused unforwarded, by reason.",
+            "# TYPE ctxwin_proxy_refused_total counter",
+        ]
+        for reason, n in sorted(self.refused.items()):
+            lines.append(f'ctxwin_proxy_refused_total{{reason="{reason}"}} {n}')
         for name, text in _COUNTERS.items():
             full = f"ctxwin_proxy_{name}_total"
             lines += [f"# HELP {full} {text}", f"# TYPE {full} counter"]

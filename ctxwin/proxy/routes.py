@@ -78,6 +78,9 @@ def flavor_for(path: str) -> str:
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     408: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    421: "invalid_request_error",
     413: "request_too_large",
     502: "api_error",
     504: "api_error",
@@ -85,14 +88,20 @@ _ANTHROPIC_TYPES = {
 _GEMINI_STATUS = {
     400: "INVALID_ARGUMENT",
     408: "DEADLINE_EXCEEDED",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    421: "FAILED_PRECONDITION",
     413: "INVALID_ARGUMENT",
     502: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
 _OPENAI_TYPES = {
     400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "invalid_request_error",
     408: "invalid_request_error",
     413: "invalid_request_error",
+    421: "invalid_request_error",
 }
 
 

@@ -22,6 +22,10 @@ that breaks is cut short; a client that goes away cancels the upstream request (
 handler is cancelled, the upstream connection closed). The head deadline and the
 connection cap are :mod:`ctxwin.proxy.connections`'. Bodies, query strings and
 credentials are never logged.
+
+Before anything is read, :class:`~ctxwin.proxy.guard.Guard` may refuse the request (a
+target that is not a plain path, a foreign ``Host`` or ``Origin``, a missing token):
+answered in the provider's shape, counted by reason, never forwarded.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any
 
 from ctxwin.errors import InputError
 from ctxwin.extras import needs_extra
-from ctxwin.proxy.connections import Guard, Server
+from ctxwin.proxy.connections import Limits, Server
 from ctxwin.proxy.fitting import (
     CREDENTIAL_HEADERS,
     TRUNCATED,
@@ -47,6 +51,7 @@ from ctxwin.proxy.fitting import (
     ProxyConfig,
     floor_message,
 )
+from ctxwin.proxy.guard import TOKEN_HEADER, Guard, Refusal, connection_named, loggable
 from ctxwin.proxy.metrics import Metrics
 from ctxwin.proxy.routes import Route, error_body, flavor_for, route_for
 from ctxwin.proxy.upstream import Response, Upstream, UpstreamError
@@ -54,6 +59,7 @@ from ctxwin.proxy.usage import MAX_BUFFER, UsageReader
 
 with needs_extra("ctxwin.proxy.server", "proxy"):
     from aiohttp import web
+    from aiohttp.http_exceptions import HttpProcessingError
 
 log = logging.getLogger("ctxwin.proxy")
 
@@ -72,7 +78,7 @@ _HOP_BY_HOP = frozenset(
         "expect",
     }
 )
-_REQUEST_DROP = _HOP_BY_HOP | {"host", "content-length"}
+_REQUEST_DROP = _HOP_BY_HOP | {"host", "content-length", TOKEN_HEADER}
 _JSON = "application/json"
 
 
@@ -92,6 +98,11 @@ def _decoded(encoding: str | None) -> bool:
     return encoding is not None and encoding.isascii() and encoding.lower() in _UNPACKED
 
 
+def _dropped(base: frozenset[str], connection: list[str]) -> frozenset[str]:
+    """``base`` and the headers a ``Connection`` header names (hop-by-hop too)."""
+    return base | connection_named(connection) if connection else base
+
+
 def _decoder(encoding: str | None) -> Any:
     """A zlib decompressor for a gzip or deflate response (for the usage copy), else None."""
     if encoding in ("gzip", "x-gzip", "deflate"):
@@ -108,9 +119,9 @@ class Proxy:
         self.metrics = Metrics(
             lambda: len(self.fitter.conversations.managers),
             lambda: self.fitter.held_total,
-            lambda: self.guard.open,
+            lambda: self.limits.open,
         )
-        self.guard = Guard(config.head_timeout, config.max_connections, self.metrics)
+        self.limits = Limits(config.head_timeout, config.max_connections, self.metrics)
         self.upstream = Upstream(config.upstream, config.connect_timeout, config.read_timeout)
         self.fitting = ThreadPoolExecutor(1, thread_name_prefix="ctxwin-proxy-fit")
         """The thread that fits large bodies off the event loop (:meth:`_fit`)."""
@@ -118,6 +129,7 @@ class Proxy:
         """Jobs given to :attr:`fitting` and not finished (changed on the event loop only).
         The fitter's state (its conversations, their managers) is used by the event loop
         only while this is 0, else by the fitting thread only: never by both at once."""
+        self.guard = Guard.for_config(config)
 
     def server(self) -> web.Server:
         """The low-level aiohttp server for :meth:`handle` (no application, router or
@@ -135,11 +147,12 @@ class Proxy:
 
         return Server(
             self.handle,
-            guard=self.guard,
+            limits=self.limits,
             request_factory=request,
             handler_cancellation=True,
             access_log=None,
             keepalive_timeout=self.config.idle_timeout,
+            logger=_ServerLog(self.metrics),
         )
 
     async def close(self) -> None:
@@ -161,33 +174,45 @@ class Proxy:
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         start = perf_counter()
         method, path = request.method, request.path
-        if method == "GET" and path == "/healthz":
-            return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
-        if method == "GET" and path == "/metrics":
-            return web.Response(
-                body=self.metrics.render(), content_type="text/plain", charset="utf-8"
-            )
+        refusal = self.guard.check(method, request.raw_path, request.headers, _local(request))
+        if refusal is None:
+            if method == "GET" and path == "/healthz":
+                return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
+            if method == "GET" and path == "/metrics":
+                return web.Response(
+                    body=self.metrics.render(), content_type="text/plain", charset="utf-8"
+                )
         route = route_for(method, path)
         label = route.name if route is not None else "passthrough"
         flavor = route.flavor if route is not None else flavor_for(path)
         status = 0
         action = "forwarded"
+        response: web.StreamResponse
         try:
-            try:
-                response, action = await self._serve(request, route, flavor)
-            except ConnectionError:  # the client went away
-                raise
-            except Exception as exc:  # a fault of the proxy's own, answered in the route's shape
-                action = "error"
-                message = f"ctxwin proxy: internal error ({type(exc).__name__})"
-                response = self._error(flavor, 500, message, "internal_error")
+            if refusal is not None:
+                response, action = self._refuse(flavor, refusal), f"refused:{refusal.reason}"
+            else:
+                try:
+                    response, action = await self._serve(request, route, flavor)
+                except ConnectionError:  # the client went away
+                    raise
+                except Exception as exc:  # a fault of the proxy's own, in the route's shape
+                    action = "error"
+                    message = f"ctxwin proxy: internal error ({type(exc).__name__})"
+                    response = self._error(flavor, 500, message, "internal_error")
             status = response.status
             return response
         finally:
-            self.metrics.requests[label, action] += 1
+            self.metrics.requests[label, action.partition(":")[0]] += 1
             elapsed = perf_counter() - start
             self.metrics.request_seconds.observe(elapsed)
-            log.info("%s %s %s %s %.1fms", method, path, status, action, elapsed * 1000)
+            # the raw path (percent-encoded, no query), escaped: one request, one line
+            target = loggable(request.raw_path.partition("?")[0])
+            log.info("%s %s %s %s %.1fms", method, target, status, action, elapsed * 1000)
+
+    def _refuse(self, flavor: str, refusal: Refusal) -> web.Response:
+        self.metrics.refused[refusal.reason] += 1
+        return self._error(flavor, refusal.status, refusal.message, refusal.code)
 
     async def _serve(
         self, request: web.BaseRequest, route: Any, flavor: str
@@ -239,11 +264,13 @@ class Proxy:
     async def _forward(
         self, request: web.BaseRequest, body: bytes, flavor: str, fitted: Fitted | None
     ) -> web.StreamResponse:
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _REQUEST_DROP]
+        drop = _dropped(_REQUEST_DROP, request.headers.getall("Connection", []))
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in drop]
         if _decoded(request.headers.get("Content-Encoding")):
             # the server read the body unpacked: it goes on without that label
-            at = next(i for i, (k, _) in enumerate(headers) if k.lower() == "content-encoding")
-            del headers[at]
+            at = (i for i, (k, _) in enumerate(headers) if k.lower() == "content-encoding")
+            if (first := next(at, None)) is not None:  # (None: Connection named it)
+                del headers[first]
         has_body = bool(body) or request.body_exists
         try:
             upstream = await self.upstream.request(
@@ -269,10 +296,11 @@ class Proxy:
         decoder: Any = None
         # the upstream's headers, but a fitted request's x-ctxwin-* replace any it sent
         ours = fitted.headers() if fitted is not None else {}
+        drop = _dropped(_HOP_BY_HOP, upstream.headers.getall("Connection", []))
         headers = [
             (k, v)
             for k, v in upstream.headers.items()
-            if (low := k.lower()) not in _HOP_BY_HOP and low not in ours
+            if (low := k.lower()) not in drop and low not in ours
         ]
         headers += ours.items()
         if fitted is not None and fitted.plan is not None and upstream.status < 300:
@@ -378,6 +406,40 @@ def _unread(request: web.BaseRequest, response: web.Response) -> web.Response:
     response.force_close()
     request.protocol.close()  # the protocol drops what arrives from now on
     return response
+
+
+def _local(request: web.BaseRequest) -> tuple[str, int] | None:
+    """The (address, port) the client connected to."""
+    transport = request.transport
+    name = transport.get_extra_info("sockname") if transport is not None else None
+    return (str(name[0]), int(name[1])) if isinstance(name, tuple) else None
+
+
+class _ServerLog(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's server logger, except that a request its HTTP parser refuses (a bad
+    head: ``Content-Length: ²``, a malformed target, an over-long line) is counted in
+    ``ctxwin_proxy_refused_total{reason="bad_request"}`` and logged as one escaped line,
+    not a traceback."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        super().__init__(logging.getLogger("aiohttp.server"), {})
+        self.metrics = metrics
+
+    def _refused(self, exc_info: Any) -> bool:
+        if not isinstance(exc_info, HttpProcessingError):
+            return False
+        self.metrics.refused["bad_request"] += 1
+        first = str(exc_info.message).strip().partition("\n")[0]
+        log.info("- - %s refused:bad_request (%s)", exc_info.code, loggable(first))
+        return True
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kw: Any) -> None:
+        if not self._refused(exc_info):
+            super().exception(msg, *args, exc_info=exc_info, **kw)
+
+    def debug(self, msg: object, *args: object, **kw: Any) -> None:
+        if not self._refused(kw.get("exc_info")):
+            super().debug(msg, *args, **kw)
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -51,6 +51,14 @@ MAX_HEAD = 1 << 16
 
 _FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # CR, LF: counted
 _NO_BODY_STATUS = frozenset({204, 304})
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also takes ``²`` and ``٣``, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 
@@ -144,7 +152,7 @@ class _Connection(asyncio.Protocol):
             lines = head.split("\r\n")
             version, _, rest = lines[0].partition(" ")
             code, _, reason = rest.partition(" ")
-            if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+            if not version.startswith("HTTP/1.") or len(code) != 3 or not _digits(code):
                 raise UpstreamError("not an HTTP/1.x response")
             status = int(code)
             pairs: list[tuple[str, str]] = []
@@ -183,7 +191,7 @@ class _Connection(asyncio.Protocol):
         elif "Content-Length" in headers:
             values = {v.strip() for v in headers.getall("Content-Length")}
             raw = values.pop()
-            if values or not raw.isdigit():
+            if values or not _digits(raw):
                 raise UpstreamError("bad Content-Length")
             length = int(raw)
             self.mode = "length"
@@ -234,13 +242,10 @@ class _Connection(asyncio.Protocol):
             line = bytes(buf[pos:end])
             pos = end + 2
             if state == "size":
-                size = line.split(b";", 1)[0].strip()
-                try:
-                    self.remaining = int(size, 16)
-                except ValueError:
-                    raise UpstreamError("bad chunk size") from None
-                if self.remaining < 0 or not size:
+                size = line.split(b";", 1)[0].strip(b" \t")
+                if not size or size.strip(_HEX):  # int() would take "+1", "0x1", "1_0"
                     raise UpstreamError("bad chunk size")
+                self.remaining = int(size, 16)
                 self.chunk_state = "data" if self.remaining else "trailer"
             elif state == "crlf":
                 if line:
