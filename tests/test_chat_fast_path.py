@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxwin.formats._util import Pending
 from ctxwin.formats.openai_chat import OpenAIChat
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.content import ContentEstimator
@@ -41,7 +42,7 @@ def checked(messages: list[dict[str, Any]], estimator: Estimator) -> list[tuple[
     return [
         (item.role, item.cost, item.calls, item.answers)
         for i, m in enumerate(messages)
-        for item in [adapter._read_message(m, i, view, estimator, {}, [])]
+        for item in [adapter._read_message(m, i, view, estimator, Pending(), [])]
     ]
 
 
