@@ -14,9 +14,12 @@ turns (``drop_last_n_user_turns``), and a tool's output is cut as
 
 from __future__ import annotations
 
+import itertools
 import re
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,7 +28,9 @@ from ctxwin.core import load
 from ctxwin.formats.openai_responses import REASONING_TOKENS
 from ctxwin.runs import read_runs
 from ctxwin.sessions import codex
-from tests.test_sessions import jsonl
+from tests.test_sessions import AGENT_TOOLS, corpus, jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TS = "2026-04-01T10:00:00.000Z"
 
@@ -415,3 +420,86 @@ def test_generated_sessions_pair_every_count_with_its_response(
         1100 + 100 * n for n in range(len(sent))
     ]
     assert [sent_outputs(c.request) for c in calls] == sent
+
+
+# --- measured on the samples --------------------------------------------------------------
+
+REASONED = ("cpolar-connect", "agentic-neurodata", "codemie-rollout-2026-05-11T11")
+
+
+def texts_of(item: dict[str, Any]) -> list[str]:
+    """The text an item carries, but a reasoning item's (names, arguments, outputs)."""
+    t = item["type"]
+    if t == "reasoning":
+        return []
+    if t == "message":
+        return [codex._text(item)]
+    if t in ("function_call", "custom_tool_call"):
+        return [item["name"], item.get("arguments", item.get("input", ""))]
+    out = item.get("output")
+    return [out if isinstance(out, str) else orjson.dumps(item).decode()]
+
+
+def step_excesses() -> list[int]:
+    """Between two calls of one turn, over each step whose response reasoned: how much
+    more the reported count grew than the response's reasoning tokens, the exact o200k
+    tokens of its other items and 9 tokens an item."""
+    quicktok = pytest.importorskip("quicktok")
+    count = quicktok.get_encoding("o200k_base").count
+    found = []
+    for path in sorted((AGENT_TOOLS / "codex").glob("*.jsonl")):
+        if not path.name.startswith(REASONED):
+            continue
+        for run in read_runs(path.read_bytes()):
+            items, starts = run.body["input"], sorted(run.usage_at)
+            for a, b in itertools.pairwise(starts):
+                step = items[a:b]
+                details = run.usage_at[a].get("output_tokens_details", {})
+                tokens = details.get("reasoning_tokens", 0)
+                if not tokens or any(codex._user_text(i) is not None for i in step):
+                    continue
+                other = sum(count(t) for i in step for t in texts_of(i))
+                grew = run.usage_at[b]["input_tokens"] - run.usage_at[a]["input_tokens"]
+                found.append(grew - tokens - other - 9 * len(step))
+    return found
+
+
+@corpus
+@pytest.mark.corpus
+def test_a_resent_reasoning_item_counts_its_reasoning_tokens() -> None:
+    """The figure docs/sessions.md quotes: re-sent within a turn, a reasoning item adds
+    about its response's reasoning tokens to the next reported count."""
+    excess = step_excesses()
+    page = " ".join((ROOT / "docs" / "sessions.md").read_text().split())
+    found = re.search(r"never by more than (\d+) tokens over that on the (\d+) steps", page)
+    assert found is not None
+    assert (max(excess), len(excess)) == (int(found[1]), int(found[2]))
+
+
+@corpus
+@pytest.mark.corpus
+def test_a_ciphertext_priced_as_text_costs_many_times_its_reasoning_tokens() -> None:
+    """The figure docs/sessions.md quotes, on the samples whose text was not redacted."""
+    ratios = []
+    for path in sorted((AGENT_TOOLS / "codex").glob("*.jsonl")):
+        if path.name.startswith("localpush"):  # free text, ciphertexts too, replaced
+            continue
+        for run in read_runs(path.read_bytes()):
+            for it in run.body["input"]:
+                tokens = it.get(REASONING_TOKENS) if it["type"] == "reasoning" else None
+                if not tokens:
+                    continue
+                bare = {k: v for k, v in it.items() if k not in (REASONING_TOKENS, "summary")}
+                text = raw({"input": [bare]}) - raw({"input": [dict(bare, encrypted_content="")]})
+                ratios.append(text / tokens)
+    ratios.sort()
+    page = " ".join((ROOT / "docs" / "sessions.md").read_text().split())
+    found = re.search(
+        r"costs ([\d.]+)–([\d.]+) times the reasoning tokens it carries "
+        r"\(median ([\d.]+), over the (\d+) items",
+        page,
+    )
+    assert found is not None
+    median = ratios[len(ratios) // 2]
+    quoted = (f"{ratios[0]:.1f}", f"{ratios[-1]:.0f}", f"{median:.1f}", str(len(ratios)))
+    assert quoted == found.groups()

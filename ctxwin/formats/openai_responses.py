@@ -411,16 +411,16 @@ def add_reasoning(cost: list[int], item: dict[str, Any], estimator: Estimator) -
 
     The ciphertext carries the reasoning tokens the model produced for the response the
     item came from, in an envelope (OpenAI's Codex client estimates the item at 3/4 of
-    its length less 650 bytes, at 4 bytes a token): priced as text, the ciphertext costs
-    7-15 times the reasoning tokens it carries. The provider reads those tokens back
-    while the tool-calling sequence that produced the item goes on, and drops them once
-    a new user message follows (OpenAI's reasoning guide and its "reasoning items"
-    cookbook; a model that keeps reasoning across turns keeps the same tokens). Either
-    way the item counts at most the reasoning tokens of its response, which the
-    response's usage reports: the price when the item carries them under
+    its length less 650 bytes, at 4 bytes a token): priced as text, it costs 4-87 times
+    the reasoning tokens it carries (median 10.6 on the Codex samples). The provider
+    reads those tokens back while the tool-calling sequence that produced the item goes
+    on, and drops them once a new user message follows (OpenAI's reasoning guide and its
+    "reasoning items" cookbook; a model that keeps reasoning across turns keeps the same
+    tokens). Either way the item counts at most the reasoning tokens of its response,
+    which the response's usage reports: the price when the item carries them under
     :data:`REASONING_TOKENS`. Several reasoning items of one response each carry that
-    total, each an upper bound on its own share. Without it, the ciphertext is priced
-    as dense text, as before: over the reasoning tokens on every sample (7-15 times)."""
+    total, each an upper bound on its own share. Without it, the ciphertext is priced as
+    dense text, as before: over the reasoning tokens on every sample not redacted."""
     known = item.get(REASONING_TOKENS)
     if isinstance(known, int) and not isinstance(known, bool) and known >= 0:
         cost[0] += known
