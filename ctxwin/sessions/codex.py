@@ -403,9 +403,9 @@ class _Reader:
                 window = as_int(payload.get("model_context_window"))
                 self.context_length = window or self.context_length
             elif kind == "thread_rolled_back":
-                turns = as_int(payload.get("num_turns"))
-                if turns:
-                    self.restart(_rolled_back(h.items, turns))
+                kept = _rolled_back(h.items, as_int(payload.get("num_turns")) or 0)
+                if len(kept) < len(h.items):
+                    self.restart(kept)
         elif t == "compacted":
             history = payload.get("replacement_history")
             if isinstance(history, list):
