@@ -165,6 +165,22 @@ def test_a_count_of_no_response_is_no_call() -> None:
     assert [c.usage["input_tokens"] for c in run.calls() if c.usage] == [*PROMPTS, 1700]
 
 
+def test_a_count_without_a_prompt_is_no_report() -> None:
+    """After a compaction Codex reports its own estimate: no input tokens, a new total.
+    It is no response's count, not even that of a response cut off before its own."""
+    count = Counter()
+    estimate = count(0)
+    estimate["payload"]["info"]["last_token_usage"]["total_tokens"] = 41_000
+    interrupted = [reasoning(4), call("z")]
+    lines = [*session("0.140"), *interrupted, estimate, user("next"), answer("ok"), count(1700)]
+    [run] = read_runs(jsonl(*lines))
+    assert [c.usage["input_tokens"] if c.usage else None for c in run.calls()] == [
+        *PROMPTS,
+        None,
+        1700,
+    ]
+
+
 def test_interleaved_outputs_stay_in_their_response() -> None:
     """0.36-0.42 write a parallel response's calls each followed by its output: one call."""
     [run] = read_runs(jsonl(*session("0.36")))

@@ -244,9 +244,11 @@ def _rolled_back(items: Sequence[dict[str, Any]], turns: int) -> list[dict[str, 
 
 
 def _usage(last: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A ``last_token_usage`` as a Responses usage object (``None`` without a prompt)."""
+    """A ``last_token_usage`` as a Responses usage object (``None`` without a prompt: a
+    prompt of 0 is Codex's own estimate after a compaction, ``recompute_token_usage``,
+    which reports its estimate as ``total_tokens`` and no input)."""
     prompt = as_int(last.get("input_tokens"))
-    if prompt is None:
+    if prompt is None or prompt <= 0:
         return None
     usage: dict[str, Any] = {"input_tokens": prompt}
     cached = as_int(last.get("cached_input_tokens"))
