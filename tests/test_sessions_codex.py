@@ -171,8 +171,8 @@ def test_a_count_without_a_prompt_is_no_report() -> None:
     count = Counter()
     estimate = count(0)
     estimate["payload"]["info"]["last_token_usage"]["total_tokens"] = 41_000
-    interrupted = [reasoning(4), call("z")]
-    lines = [*session("0.140"), *interrupted, estimate, user("next"), answer("ok"), count(1700)]
+    interrupted = [user("next"), reasoning(4), call("z")]
+    lines = [*session("0.140"), *interrupted, estimate, user("again"), answer("ok"), count(1700)]
     [run] = read_runs(jsonl(*lines))
     assert [c.usage["input_tokens"] if c.usage else None for c in run.calls()] == [
         *PROMPTS,
