@@ -244,6 +244,17 @@ def test_a_long_tool_output_is_cut_as_codex_keeps_it(mode: str, limit: int, budg
     assert removed == -(-(len(whole) - budget) // 4)
 
 
+def test_what_codex_never_sends_is_not_in_the_body() -> None:
+    """``ghost_snapshot`` items (for ``/undo``) and ``system`` messages stay out of prompts."""
+    snapshot = item({"type": "ghost_snapshot", "ghost_commit": {"id": "abc", "parent": None}})
+    system = item(
+        {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "x"}]}
+    )
+    lines = [line("session_meta", {"id": "s"}), snapshot, system, user("go"), answer("ok")]
+    [run] = read_runs(jsonl(*lines))
+    assert [i["type"] for i in run.body["input"]] == ["message", "message"]
+
+
 def test_without_a_policy_outputs_stay_as_recorded() -> None:
     long = "y" * 100_000
     lines = [

@@ -7,7 +7,7 @@ One ``{"timestamp", "type", "payload"}`` object per line:
 * ``turn_context``: the ``model`` and the ``truncation_policy`` of what follows;
 * ``response_item``: a Responses-API item (``message``, ``reasoning``,
   ``function_call``, ``function_call_output``, ``custom_tool_call``, ...) as Codex
-  records it into its history;
+  records it into its history (a ``ghost_snapshot`` item is never sent: skipped);
 * ``event_msg`` of type ``token_count``: ``info.last_token_usage`` is the usage of
   one response (``input_tokens``, its prompt; repeated events that change nothing
   are ignored); ``thread_rolled_back``: the last ``num_turns`` user turns leave the
@@ -133,6 +133,15 @@ def _is_model(item: Mapping[str, Any]) -> bool:
     if t == "message" or t is None:
         return item.get("role") == "assistant"
     return isinstance(t, str) and t in _MODEL_ITEMS
+
+
+def _sent(item: Mapping[str, Any]) -> bool:
+    """Whether Codex sends a recorded item: not a ``ghost_snapshot`` (the state ``/undo``
+    restores, kept in the history and left out of every prompt: ``for_prompt``) nor a
+    ``system`` message (``is_api_message``)."""
+    if item.get("type") == "ghost_snapshot":
+        return False
+    return not (item.get("type") == "message" and item.get("role") == "system")
 
 
 def _text(item: Mapping[str, Any]) -> str:
@@ -394,7 +403,8 @@ class _Reader:
                 self.budget = _budget(policy)
             h.ended = True
         elif t == "response_item":
-            if not isinstance(need(payload, "type", f"{label}.payload"), str):
+            kind = need(payload, "type", f"{label}.payload")
+            if not isinstance(kind, str) or not _sent(payload):
                 return
             self.item(h, _truncated(dict(payload), self.budget), copied)
         elif t == "event_msg":
