@@ -530,3 +530,26 @@ def test_a_ciphertext_priced_as_text_costs_many_times_its_reasoning_tokens() -> 
     median = ratios[len(ratios) // 2]
     quoted = (f"{ratios[0]:.1f}", f"{ratios[-1]:.0f}", f"{median:.1f}", str(len(ratios)))
     assert quoted == found.groups()
+
+
+@pytest.mark.parametrize("parent", ["0.36", "0.104", "0.140"])
+def test_a_fork_reads_its_parents_order_and_its_own(parent: str) -> None:
+    """A rollout forked by a newer Codex replays its parent's lines as the parent's
+    version wrote them: the replayed reasoning gets its own response's tokens, the
+    replayed counts are no call, and the fork's own counts pair in its own order."""
+    copy, later = "2026-04-01T10:00:00.100Z", "2026-04-01T10:00:09.000Z"
+    replayed = [dict(v, timestamp=copy) for v in session(parent)]
+    replayed[0]["payload"] = {"id": "s", "base_instructions": {"text": "Codex."}}
+    count = Counter()
+    count.total = 10_000
+    own = [user("go on"), *response_lines("0.140", count, 1), *response_lines("0.140", count, 2)]
+    lines = [
+        line("session_meta", {"id": "fork", "forked_from_id": "s"}),
+        *replayed,
+        *(dict(v, timestamp=later) for v in own),
+    ]
+    [run] = read_runs(jsonl(*lines))
+    calls = run.calls()
+    assert [c.usage["input_tokens"] if c.usage else None for c in calls] == [1300, 1600]
+    notes = [i.get(REASONING_TOKENS) for i in run.body["input"] if i["type"] == "reasoning"]
+    assert notes == [50, 20, 20]

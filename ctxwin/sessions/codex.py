@@ -310,6 +310,7 @@ class _History:
         """Whether any line of this history is the rollout's own (not replayed)."""
         self.open: int | None = None
         """Where the latest response starts."""
+        self.open_own = False
         self.open_usage: Mapping[str, Any] | None = None
         self.open_calls: set[str] = set()
         self.open_reasoning: list[dict[str, Any]] = []
@@ -320,7 +321,7 @@ class _History:
         """Whether the next model item starts a new response."""
 
     def start(self, at: int, own: bool, usage: Mapping[str, Any] | None) -> None:
-        self.open, self.ended, self.early = at, False, usage is not None
+        self.open, self.open_own, self.ended, self.early = at, own, False, usage is not None
         self.open_usage, self.open_calls, self.open_reasoning = usage, set(), []
         if own:
             self.calls.add(at)
@@ -376,10 +377,11 @@ class _Reader:
         self.budget: int | None = None
         self.histories = [_History()]
         self.last_total: Any = None
-        self.pending: Mapping[str, Any] | None = None
-        """A count that came before its response's items."""
-        self.late = False
-        """Whether the rollout writes counts after their responses' items."""
+        self.pending: tuple[Mapping[str, Any], bool] | None = None
+        """A count that came before its response's items, and whether it was replayed."""
+        self.late = {False: False, True: False}
+        """Whether the rollout (``False``), and the history it replays (``True``: an
+        older version may have written it), write counts after their responses' items."""
         self.replay = _Replay()
 
     def line(self, label: str, value: dict[str, Any]) -> None:
@@ -432,7 +434,8 @@ class _Reader:
     def item(self, h: _History, item: dict[str, Any], copied: bool) -> None:
         if _is_model(item):
             if h.open is None or h.ended:
-                usage, self.pending = self.pending, None
+                pending, self.pending = self.pending, None
+                usage = pending[0] if pending is not None and pending[1] == copied else None
                 h.start(len(h.items), not copied, usage)
             h.items.append(item)
             h.model(item)
@@ -448,17 +451,14 @@ class _Reader:
         if usage is None or total == self.last_total:
             return
         self.last_total = total
-        uncounted = h.open is not None and h.open_usage is None
-        if copied:  # the parent's call, counted in its own file
-            if uncounted:
-                h.counted(usage, own=False)
-            self.pending = None
-            h.ended = True
-        elif uncounted:  # written after its response's items
-            self.late = True
-            h.counted(usage, own=True)
-        elif not self.late:  # written before its response's items
-            self.pending = usage
+        # a replayed count is the parent's call, counted in its own file: it only gives
+        # the replayed response its reasoning tokens
+        uncounted = h.open is not None and h.open_usage is None and h.open_own != copied
+        if uncounted:  # written after its response's items
+            self.late[copied] = True
+            h.counted(usage, own=not copied)
+        elif not self.late[copied]:  # written before its response's items
+            self.pending = (usage, copied)
             h.ended = True
 
     def restart(self, items: list[dict[str, Any]]) -> None:
