@@ -34,7 +34,8 @@ line (written before each sampling request by the versions that write the count
 first) and at any item that is no output of its own calls; a response whose count came
 first keeps its calls' outputs between its calls. A count that comes when the open
 response already has one, in a rollout whose counts come after their responses, is
-another request's (a compaction's) and is no call's.
+another request's (a compaction's) and is no call's; one with no input tokens is
+Codex's own estimate after a compaction, no report.
 
 What Codex sends is what its history holds, which is not always what the rollout
 records: it truncates a tool's output as it records it into the history (the
@@ -52,7 +53,8 @@ written to a new file) opens with its own ``session_meta`` (with
 ``token_count`` events included, all stamped with the time of the copy. The
 replayed items are the context the new calls carry, so they stay in the body;
 their ``token_count`` events are the parent's calls, already counted in the
-parent's file, so they are no call here. The replay begins at the first
+parent's file, so they are no call here (paired as the parent's version wrote them,
+they only give the replayed reasoning items their reasoning tokens). The replay begins at the first
 ``session_meta`` with another ``id`` than the first line's and ends at a
 ``session_meta`` with the rollout's own ``id`` (newer versions write it again
 after the copy) or, when none follows, at the first line stamped later than
