@@ -11,7 +11,7 @@ import pytest
 from ctxwin import core
 from ctxwin.errors import InputError, PairingError
 from ctxwin.formats import get_adapter, media
-from ctxwin.formats.openai_responses import OpenAIResponses
+from ctxwin.formats.openai_responses import REASONING_TOKENS, OpenAIResponses
 from ctxwin.view import ASSISTANT, TOOL, USER
 from tests.conftest import Cli
 from tests.formats_support import FIXTURES, check_report, fixture, squeeze
@@ -131,3 +131,21 @@ def test_five_megabyte_image() -> None:
     tiles = media.openai_image_tokens((3000, 2000))
     assert tiles == 85 + 170 * 6  # 3000x2000 -> 2048x1365 -> 1152x768: 3 x 2 tiles
     assert tiles <= p.result.estimated_tokens <= (tiles + 50) * 1.15
+
+
+@pytest.mark.parametrize(("noted", "priced"), [(120, 120), (0, 0), (-5, None), (True, None)])
+def test_a_reasoning_item_with_its_reasoning_tokens_costs_them(noted: Any, priced: Any) -> None:
+    """A reasoning item that carries its response's reasoning tokens is priced at them,
+    not at its ciphertext; a note that is no count (negative, a bool) is ignored."""
+    cipher = "gAAAAABp" + "q83vTw9xZk1Lr2+Y" * 200
+
+    def cost(item: dict[str, Any]) -> int:
+        t = core.load({"input": [item]}, "openai-responses")
+        return t.raw_tokens([0])
+
+    bare = {"type": "reasoning", "summary": [], "encrypted_content": cipher}
+    empty = cost(dict(bare, encrypted_content=""))
+    as_text = cost(bare) - empty
+    assert as_text > 1000
+    found = cost(dict(bare, **{REASONING_TOKENS: noted})) - empty
+    assert found == (as_text if priced is None else priced)

@@ -428,6 +428,15 @@ def test_codex_rollout_calls_usage_and_compaction() -> None:
     assert (first.name, second.name) == ("r1 segment 1", "r1 segment 2")
     assert reported(first) == [9000, 9100]
     assert reported(second) == [7000]
+    # the legacy record (no replacement_history) restarts from the user messages before
+    # it and the summary, as Codex's build_compacted_history rebuilds it
+    texts = [(i["role"], i["content"][0]["text"]) for i in second.body["input"]]
+    assert texts == [
+        ("user", "fix"),
+        ("user", "summary of the work so far"),
+        ("user", "fix"),
+        ("assistant", "ok"),
+    ]
     assert first.body["instructions"] == "You are Codex." and first.context_length == 258400
     assert first.body["model"] == "gpt-5-codex"
 

@@ -94,10 +94,11 @@ def reasoning(ts: str) -> Any:
 
 @pytest.mark.parametrize("early", [True, False])
 def test_each_count_goes_to_the_response_it_counts(early: bool) -> None:
-    """Codex 0.36-0.42 write a response's token count before its items (the count is
-    the next response's once an input item came after the open one); later versions
-    after its model items and before the tools' outputs. Either way each count is
-    the prompt of the response it was reported for, the first one included."""
+    """Codex 0.36-0.42 write a response's token count before its items (a count that
+    comes when the open response has one is the next response's); later versions
+    after its model items and before the tools' outputs (the open response has none
+    yet). Either way each count is the prompt of the response it was reported for, the
+    first one included (tests/test_sessions_codex.py has every version's order)."""
     ts = "2026-02-01T09:00:05.000Z"
     first = [reasoning(ts), *codex_tool("a", ts)]
     second = [reasoning(ts), *codex_tool("b", ts)]

@@ -221,9 +221,7 @@ class OpenAIResponses:
                         est.add_text(
                             cost, u.expect_str(text, f"{where}.{key}[{k}].text"), Kind.PROSE
                         )
-            encrypted = it.get("encrypted_content")
-            if isinstance(encrypted, str):
-                est.add_text(cost, encrypted, Kind.DENSE)
+            add_reasoning(cost, it, est)
             view.reasoning.add(i)
             return Item(ASSISTANT, cost)
         if t == "compaction":
@@ -398,6 +396,38 @@ def _file_media(part: dict[str, Any], at: str) -> media.Media:
     if data is not None:
         raise InputError(f"expected a string, got {u.kind_of(data)}", f"{at}.file_data")
     return media.unknown("pdf")
+
+
+REASONING_TOKENS = "ctxwin_reasoning_tokens"
+"""The key of a ``reasoning`` item under which a reader that knows the usage of the
+response that produced the item notes that response's reasoning tokens (the Codex
+rollout reader does: ``reasoning_output_tokens``). Not an API field: a body that
+carries it is a record, not a request to send as it is."""
+
+
+def add_reasoning(cost: list[int], item: dict[str, Any], estimator: Estimator) -> None:
+    """Add into ``cost`` what a ``reasoning`` item's ``encrypted_content`` costs when the
+    item is sent back: an upper bound on what the provider counts for it.
+
+    The ciphertext carries the reasoning tokens the model produced for the response the
+    item came from, in an envelope (OpenAI's Codex client estimates the item at 3/4 of
+    its length less 650 bytes, at 4 bytes a token): priced as text, it costs 4-87 times
+    the reasoning tokens it carries (median 10.6 on the Codex samples). The provider
+    reads those tokens back while the tool-calling sequence that produced the item goes
+    on, and drops them once a new user message follows (OpenAI's reasoning guide and its
+    "reasoning items" cookbook; a model that keeps reasoning across turns keeps the same
+    tokens). Either way the item counts at most the reasoning tokens of its response,
+    which the response's usage reports: the price when the item carries them under
+    :data:`REASONING_TOKENS`. Several reasoning items of one response each carry that
+    total, each an upper bound on its own share. Without it, the ciphertext is priced as
+    dense text, as before: over the reasoning tokens on every sample not redacted."""
+    known = item.get(REASONING_TOKENS)
+    if isinstance(known, int) and not isinstance(known, bool) and known >= 0:
+        cost[0] += known
+        return
+    encrypted = item.get("encrypted_content")
+    if isinstance(encrypted, str):
+        estimator.add_text(cost, encrypted, Kind.DENSE)
 
 
 def compaction_tokens(encrypted: str) -> int:
