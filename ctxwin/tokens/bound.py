@@ -18,6 +18,7 @@ from ctxwin.tokens.vocabulary import (
     fixed_cents,
     lacking_cents,
     prefixed_count,
+    run_cap,
 )
 
 if TYPE_CHECKING:
@@ -293,11 +294,99 @@ def _lacking_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
             head, rest = sub[0].encode("utf-8"), data[len(sub[0].encode("utf-8")) :]
             yield from _fine_parts(head, vocab)
             known = rest in vocab or prefixed_count(rest, vocab) is not None
-            yield from [rest] if known else _fine_parts(rest, vocab)
+            yield from [rest] if known else _letter_parts(sub[1:], vocab)
         elif sub[0] == " " and len(sub) > 1 and _CATEGORIES[ord(sub[1])] == "!":
             yield from _symbol_parts(sub, vocab)
         else:
-            yield from _fine_parts(data, vocab)
+            yield from _letter_parts(sub, vocab)
+
+
+_LETTER_SPAN = 16
+"""The most characters of a run of non-ASCII letters :func:`_letter_parts` looks up at once."""
+
+_CUT_TOKENS = 2
+"""What :func:`_letter_parts` adds for each cut it makes inside a run of non-ASCII letters,
+in tokens: a tokenizer may count a run one token or so more than the sum of its parts
+alone (a merge across the cut can block others), never a whole token a cut in the
+texts it is tested on (``tests/test_estimator_bound.py``)."""
+
+
+def _letter_parts(text: str, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
+    """A :func:`unicode_subpieces` piece the vocabulary lacks (``text``, decoded): if it is
+    a run of non-ASCII characters, with or without the one ASCII byte before it that may
+    open it (`` 스태시에``, ``ภาษาไทย``), :func:`_letter_run_parts`; else (a word mixing
+    ASCII letters with others, ``naïve``) :func:`_fine_parts`."""
+    body = text[1:] if text[0] < "\x80" and not text[0].isalnum() else text
+    if body and not body.isascii() and all(c >= "\x80" for c in body):
+        yield from _letter_run_parts(text, vocab)
+    else:
+        yield from _fine_parts(text.encode("utf-8"), vocab)
+
+
+def _letter_run_parts(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
+    """A run of non-ASCII characters, the ASCII byte before it that opens it included if
+    any, as the cheaper of two cuts. *By caps*: the byte before it alone (its pair price)
+    and the characters at their caps (:func:`run_cap`: no tokenizer starts more tokens in
+    them, whatever the vocabulary). *By parts*: the longest parts the vocabulary holds (or
+    holds an any-prefix record of), from the left, :data:`_LETTER_SPAN` characters at
+    most, the first holding the byte before the run if there is one; a character no part
+    covers, and the byte before the run with the first character if no part starts with
+    both, one token a byte (:data:`_CUT_BYTE`); and :data:`_CUT_TOKENS` more for each cut
+    between such units. That the parts and cuts bound the run is tested, not proven (BPE
+    is not sub-additive: a merge across a cut can block merges on either side)."""
+    data = text.encode("utf-8")
+    lead = 1 if text[0] < "\x80" else 0
+    by_caps = [*_fine_parts(data[:lead], vocab), *_cap_parts(data[lead:])]
+    units: list[list[bytes]] = []
+    loose: list[bytes] = []
+    i, n = 0, len(text)
+    while i < n:
+        j = min(n, i + _LETTER_SPAN)
+        low = i + 1 if i or not lead else i + 2  # the byte before the run never alone
+        part = b""
+        while j >= low and j > i:
+            part = text[i:j].encode("utf-8")
+            if part in vocab or prefixed_count(part, vocab) is not None:
+                break
+            j -= 1
+        if j < low:  # no part starts here: its bytes, a token each
+            step = 1 if i or not lead else 2
+            loose += [_CUT_BYTE] * len(text[i : i + step].encode("utf-8"))
+            i += step
+            continue
+        if loose:
+            units.append(loose)
+            loose = []
+        units.append([part])
+        i = j
+    if loose:
+        units.append(loose)
+    by_parts = [p for unit in units for p in unit]
+    by_parts += [_CUT_BYTE] * (_CUT_TOKENS * (len(units) - 1))
+    return by_parts if _parts_cents(by_parts, vocab) < _parts_cents(by_caps, vocab) else by_caps
+
+
+_CUT_BYTE = b"\xff"
+"""A part that costs one token: a byte that is never UTF-8 (:func:`run_cap` prices such a
+byte a token)."""
+
+
+def _cap_parts(data: bytes) -> list[bytes]:
+    """Non-ASCII ``data`` priced at its characters' caps: the run itself if the vocabulary
+    cannot hold it (one character), else its characters' bytes as :data:`_CUT_BYTE` parts
+    where no cap is below them, so no vocabulary count applies (:func:`run_cap`)."""
+    if not data:
+        return []
+    return [_CUT_BYTE] * run_cap(data)
+
+
+def _parts_cents(parts: list[bytes], vocab: Mapping[bytes, int]) -> int:
+    """The price of ``parts`` (each at :func:`fixed_cents`, else its pair price)."""
+    total = 0
+    for part in parts:
+        exact = fixed_cents(part, vocab)
+        total += _pair_cents(part) if exact is None else exact
+    return total
 
 
 def _symbol_parts(text: str, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
