@@ -313,11 +313,11 @@ texts it is tested on (``tests/test_estimator_bound.py``)."""
 
 def _letter_parts(text: str, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     """A :func:`unicode_subpieces` piece the vocabulary lacks (``text``, decoded): if it is
-    a run of non-ASCII characters, with or without the one ASCII byte before it that may
-    open it (`` 스태시에``, ``ภาษาไทย``), :func:`_letter_run_parts`; else (a word mixing
-    ASCII letters with others, ``naïve``) :func:`_fine_parts`."""
+    a run of non-ASCII letters and marks, with or without the one ASCII byte before it that
+    may open it (`` 스태시에``, ``ภาษาไทย``), :func:`_letter_run_parts`; else (a word mixing
+    ASCII letters with others, ``naïve``, or symbols, ``───``) :func:`_fine_parts`."""
     body = text[1:] if text[0] < "\x80" and not text[0].isalnum() else text
-    if body and not body.isascii() and all(c >= "\x80" for c in body):
+    if body and all(c >= "\x80" and _CATEGORIES[ord(c)] in "am" for c in body):
         yield from _letter_run_parts(text, vocab)
     else:
         yield from _fine_parts(text.encode("utf-8"), vocab)
@@ -334,9 +334,13 @@ def _letter_run_parts(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
     both, one token a byte (:data:`_CUT_BYTE`); and :data:`_CUT_TOKENS` more for each cut
     between such units. That the parts and cuts bound the run is tested, not proven (BPE
     is not sub-additive: a merge across a cut can block merges on either side)."""
+    import unicodedata
+
     data = text.encode("utf-8")
     lead = 1 if text[0] < "\x80" else 0
     by_caps = [*_fine_parts(data[:lead], vocab), *_cap_parts(data[lead:])]
+    if not unicodedata.is_normalized("NFC", text):  # Qwen 3 counts the NFC form: caps only
+        return by_caps
     units: list[list[bytes]] = []
     loose: list[bytes] = []
     i, n = 0, len(text)
