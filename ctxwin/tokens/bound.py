@@ -268,8 +268,10 @@ def bound_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     left (the tokenizers count such a run in as few tokens or fewer; not so for mixed line
     breaks, which keep their pair price); a piece holding non-ASCII bytes (a word of
     :data:`_USEGMENT`) as its :func:`unicode_subpieces`, each whole if the vocabulary holds
-    it or its letters' any-prefix record (:func:`prefixed_count`), else :func:`_fine_parts`
-    (a non-ASCII symbol or mark before letters apart)."""
+    it or its letters' any-prefix record (:func:`prefixed_count`), else a run of non-ASCII
+    letters as :func:`_letter_parts` cuts it (its vocabulary parts and cuts, or its
+    characters' caps), any other as :func:`_fine_parts` (a non-ASCII symbol or mark before
+    letters apart)."""
     if piece in vocab:
         yield piece
         return
@@ -585,7 +587,11 @@ class BoundEstimator(ContentEstimator):
       others group up to three);
     - a run of non-ASCII bytes: the most tokens the four can start in it
       (:func:`run_cap`): one a byte, fewer for characters no tokenizer can split
-      that far (kana: 2 of 3 bytes), of its NFC form if that is more;
+      that far (kana: 2 of 3 bytes), of its NFC form if that is more; a run of
+      non-ASCII letters and marks the vocabulary lacks whole (a Korean word no list
+      holds, Thai between spaces), if that is less: its longest vocabulary parts,
+      a token a byte for characters no part covers, and 2 tokens a cut
+      (:func:`_letter_run_parts`; tested, not proven);
     - a run of spaces or tabs the vocabulary lacks: its longest vocabulary pieces;
     - any other (ASCII) piece: its *pair price*, each byte priced by its class and
       the class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
@@ -610,7 +616,9 @@ class BoundEstimator(ContentEstimator):
     their pair price). Where a piece is coarser, its price covers the cut it
     skips: a digit run costs a token per digit, the worst any of the four
     gives it, and a vocabulary count is what each tokenizer gives the piece
-    when it cuts it itself. A non-ASCII run needs no such argument: a token
+    when it cuts it itself. A non-ASCII run priced at its caps needs no such
+    argument (one priced by its vocabulary parts and cuts does, and is tested on
+    text the vocabulary never read, ``python -m fidelity.scripts``): a token
     holds at least one byte, so no byte-level BPE (all four are) starts more
     tokens in a run than it has bytes in the text it tokenizes — the run itself
     for three of them, its NFC form for Qwen 3, which normalizes first and
