@@ -501,6 +501,47 @@ def _longer_in_nfc() -> list[str]:
     return [c for c in chars if len(unicodedata.normalize("NFC", c).encode()) > len(c.encode())]
 
 
+THAI = "".join(chr(c) for c in range(0x0E01, 0x0E5C) if chr(c).isprintable())
+HANGUL_COMMON = "이가는을를에의도로와과한하다고서지기니다습사용파일프로그램시스템설정수없있"
+
+
+@needs_bpe
+def test_a_letter_run_the_vocabulary_lacks_is_priced_by_its_parts_and_cuts() -> None:
+    """A Korean word no list holds and Thai between spaces cost their vocabulary parts and
+    2 tokens a cut, below their characters' caps (3 tokens a syllable); the byte before a
+    run is never split off a run priced from the vocabulary (`` 管理员``: cl100k_base 5
+    tokens, the vocabulary's ``管理员`` alone 1)."""
+    vocab = bound_vocabulary()
+    for word in (" 스태시에", "ภาษาไทยที่ต้องการ"):
+        piece = word.encode()
+        parts = list(bound_parts(piece, vocab))
+        assert b"\xff" in parts  # the cuts
+        assert sum(fixed_cents(p, vocab) or 0 for p in parts) < 100 * run_cap(piece.strip())
+    text = " 管理员" * 50
+    assert raw(text) >= adversarial.worst_real(text, _encoders())
+
+
+@needs_bpe
+def test_bounds_random_runs_of_letters_priced_by_parts() -> None:
+    """Seeded random words of Thai, of Hangul, of common Korean syllables (whose runs are
+    mostly vocabulary parts, so cuts are many) and of kana, with and without spaces."""
+    encs = _encoders()
+    rng = random.Random("tests:letter-runs")
+    kana = "".join(chr(c) for c in range(0x3041, 0x30FF))
+    hangul = "".join(chr(c) for c in range(0xAC00, 0xD7A4))
+    under = []
+    for alphabet in (THAI, hangul, HANGUL_COMMON, kana):
+        for _ in range(60):
+            sep = rng.choice([" ", "", ". "])
+            text = sep.join(
+                "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+                for _ in range(rng.randint(1, 40))
+            )
+            if raw(text) < adversarial.worst_real(text, encs):
+                under.append(text)
+    assert under == []
+
+
 @needs_bpe
 def test_bounds_characters_that_grow_in_nfc() -> None:
     """Qwen 3 normalizes to NFC first: U+0F76 is 3 bytes but 6 tokens. Pair prices
