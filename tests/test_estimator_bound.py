@@ -515,7 +515,7 @@ def test_a_letter_run_the_vocabulary_lacks_is_priced_by_its_parts_and_cuts() -> 
     for word in (" 스태시에", "ภาษาไทยที่ต้องการ"):
         piece = word.encode()
         parts = list(bound_parts(piece, vocab))
-        assert b"\xff" in parts  # the cuts
+        assert any(set(p) == {0xFF} for p in parts)  # the cuts (and loose bytes)
         assert sum(fixed_cents(p, vocab) or 0 for p in parts) < 100 * run_cap(piece.strip())
     text = " 管理员" * 50
     assert raw(text) >= adversarial.worst_real(text, _encoders())

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Iterator, Mapping
@@ -303,8 +304,10 @@ def _lacking_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
             yield from _letter_parts(sub, vocab)
 
 
-_LETTER_SPAN = 16
-"""The most characters of a run of non-ASCII letters :func:`_letter_parts` looks up at once."""
+_LETTER_SPAN = 24
+"""The most bytes of a part :func:`_letter_run_parts` looks up (8 Hangul, Thai or CJK
+characters, 12 Cyrillic letters: longer parts are rare, and each length tried costs
+lookups)."""
 
 _CUT_TOKENS = 2
 """What :func:`_letter_parts` adds for each cut it makes inside a run of non-ASCII letters,
@@ -330,60 +333,62 @@ def _letter_run_parts(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
     any, as the cheaper of two cuts. *By caps*: the byte before it alone (its pair price)
     and the characters at their caps (:func:`run_cap`: no tokenizer starts more tokens in
     them, whatever the vocabulary). *By parts*: the longest parts the vocabulary holds (or
-    holds an any-prefix record of), from the left, :data:`_LETTER_SPAN` characters at
-    most, the first holding the byte before the run if there is one; a character no part
-    covers, and the byte before the run with the first character if no part starts with
-    both, one token a byte (:data:`_CUT_BYTE`); and :data:`_CUT_TOKENS` more for each cut
-    between such units. That the parts and cuts bound the run is tested, not proven (BPE
-    is not sub-additive: a merge across a cut can block merges on either side)."""
+    holds an any-prefix record of), from the left, :data:`_LETTER_SPAN` bytes at most, the
+    first holding the byte before the run if there is one; a character no part covers, and
+    the byte before the run with the first character if no part starts with both, one token
+    a byte; and :data:`_CUT_TOKENS` more for each cut between such units. That the parts
+    and cuts bound the run is tested, not proven (BPE is not sub-additive: a merge across a
+    cut can block merges on either side). The tokens counted apart from vocabulary parts
+    (caps, loose bytes, cuts) are one part of as many :data:`_CUT_BYTE` bytes."""
     import unicodedata
 
     data = text.encode("utf-8")
     lead = 1 if text[0] < "\x80" else 0
-    by_caps = [*_fine_parts(data[:lead], vocab), *_cap_parts(data[lead:])]
+    head = list(_fine_parts(data[:lead], vocab))
+    caps = run_cap(data[lead:])
+    by_caps = [*head, _CUT_BYTE * caps]
     if not unicodedata.is_normalized("NFC", text):  # Qwen 3 counts the NFC form: caps only
         return by_caps
-    units: list[list[bytes]] = []
-    loose: list[bytes] = []
+    ends = list(itertools.accumulate(len(c.encode("utf-8")) for c in text))
+    starts = [0, *ends[:-1]]
+    parts: list[bytes] = []
+    tokens = loose = units = 0  # tokens of the vocabulary parts, loose bytes, units
+    in_loose = False
     i, n = 0, len(text)
     while i < n:
-        j = min(n, i + _LETTER_SPAN)
         low = i + 1 if i or not lead else i + 2  # the byte before the run never alone
-        part = b""
-        while j >= low and j > i:
-            part = text[i:j].encode("utf-8")
-            if part in vocab or prefixed_count(part, vocab) is not None:
+        j = bisect.bisect_right(ends, starts[i] + _LETTER_SPAN, i, n)  # parts end before j
+        count = None
+        while j >= low:
+            part = data[starts[i] : ends[j - 1]]
+            count = vocab.get(part)
+            if count is None:
+                count = prefixed_count(part, vocab)
+            if count is not None:
                 break
             j -= 1
-        if j < low:  # no part starts here: its bytes, a token each
-            step = 1 if i or not lead else 2
-            loose += [_CUT_BYTE] * len(text[i : i + step].encode("utf-8"))
+        if count is None:  # no part starts here: its bytes, a token each
+            step = min(n - i, 1 if i or not lead else 2)
+            units += not in_loose  # a run of loose characters is one unit
+            in_loose = True
+            loose += ends[i + step - 1] - starts[i]
             i += step
             continue
-        if loose:
-            units.append(loose)
-            loose = []
-        units.append([part])
+        parts.append(part)
+        tokens += count
+        units += 1
+        in_loose = False
         i = j
-    if loose:
-        units.append(loose)
-    by_parts = [p for unit in units for p in unit]
-    by_parts += [_CUT_BYTE] * (_CUT_TOKENS * (len(units) - 1))
-    return by_parts if _parts_cents(by_parts, vocab) < _parts_cents(by_caps, vocab) else by_caps
+    filler = loose + _CUT_TOKENS * (units - 1)
+    if 100 * (tokens + filler) < _parts_cents(head, vocab) + 100 * caps:
+        return [*parts, _CUT_BYTE * filler] if filler else parts
+    return by_caps
 
 
 _CUT_BYTE = b"\xff"
-"""A part that costs one token: a byte that is never UTF-8 (:func:`run_cap` prices such a
-byte a token)."""
-
-
-def _cap_parts(data: bytes) -> list[bytes]:
-    """Non-ASCII ``data`` priced at its characters' caps: the run itself if the vocabulary
-    cannot hold it (one character), else its characters' bytes as :data:`_CUT_BYTE` parts
-    where no cap is below them, so no vocabulary count applies (:func:`run_cap`)."""
-    if not data:
-        return []
-    return [_CUT_BYTE] * run_cap(data)
+"""A byte that is never UTF-8: a part of k of them costs k tokens (:func:`run_cap` prices
+such bytes a token each), what :func:`_letter_run_parts` counts apart from vocabulary
+parts."""
 
 
 def _parts_cents(parts: list[bytes], vocab: Mapping[bytes, int]) -> int:
