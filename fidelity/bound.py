@@ -411,8 +411,9 @@ MACHINE_TEXTS = (
     *(".md", ".rst", ".txt", ".json", ".yaml", ".yml", ".toml", ".cfg", ".ini"),
 )
 """The other text files :func:`machine_sources` reads besides ``.py`` ones: code of other
-languages, documentation and configuration (never a gettext catalog, which
-``python -m fidelity.scripts`` measures the bound on)."""
+languages, documentation and configuration (never a gettext catalog nor a Perl module,
+and nothing under ``/etc``: ``python -m fidelity.scripts`` measures the bound on those,
+:func:`fidelity.scripts.held_out`)."""
 
 MACHINE_HEAD = 16_384
 """How much of each :data:`MACHINE_TEXTS` file :func:`machine_sources` reads."""

@@ -13,9 +13,11 @@ provider calls are derived (:mod:`fidelity.provider`, :mod:`fidelity.fit`), and
 a *held-out part*, which is only measured (:func:`split`). The unit of the split
 is the run: an OpenHands run, an agent-sdk log file, a cassette file. Within each
 model family (:func:`family`) the runs are ranked by the SHA-256 of their name;
-the 1st, 3rd, 5th … are fit, the 2nd, 4th … held out. So the split is the same on
-every run of the harness and on every machine, every family with two runs or
-more has both parts, and a family with one run is fit only. (Adding a run to a
+the 1st, 3rd, 5th … are fit, the 2nd, 4th … held out. A family with one run is split
+by call instead: its calls ranked by the SHA-256 of their name, every second one held
+out (calls of one run share a conversation, so such a held-out call is a weaker check
+than a held-out run). So the split is the same on every run of the harness and on every
+machine, and every family with two calls or more has both parts. (Adding a run to a
 family can move that family's other runs; no other family's.)
 
 Nothing here copies corpus data anywhere; it is read where it lies. Cassette
@@ -326,24 +328,47 @@ def _rank(run: str) -> str:
 
 
 def held_out_runs(usages: Iterable[Usage]) -> frozenset[tuple[str, str]]:
-    """The ``(family, run)`` pairs of the held-out part (the module docstring's rule):
-    per family, every second run in order of the SHA-256 of its name."""
+    """The ``(family, run)`` pairs of the runs held out whole (the module docstring's rule):
+    per family of two runs or more, every second run in order of the SHA-256 of its name."""
     runs: dict[str, set[str]] = {}
     for u in usages:
         runs.setdefault(family(u.model), set()).add(u.run)
     return frozenset(
-        (fam, run) for fam, names in runs.items() for run in sorted(names, key=_rank)[1::2]
+        (fam, run)
+        for fam, names in runs.items()
+        if len(names) > 1
+        for run in sorted(names, key=_rank)[1::2]
     )
 
 
-def is_held_out(u: Usage, held: frozenset[tuple[str, str]]) -> bool:
-    return (family(u.model), u.run) in held
+def held_out(usages: Iterable[Usage]) -> frozenset[tuple[str, str, str]]:
+    """The ``(family, run, name)`` of every held-out call: the calls of the runs held out
+    whole (:func:`held_out_runs`) and, in a family of one run, every second call of it in
+    order of the SHA-256 of the call's name."""
+    every = list(usages)
+    runs = held_out_runs(every)
+    single: dict[str, set[str]] = {}
+    for u in every:
+        single.setdefault(family(u.model), set()).add(u.run)
+    calls: dict[str, list[Usage]] = {}
+    for u in every:
+        if len(single[family(u.model)]) == 1:
+            calls.setdefault(family(u.model), []).append(u)
+    out = {(family(u.model), u.run, u.name) for u in every if (family(u.model), u.run) in runs}
+    for fam, group in calls.items():
+        names = sorted({u.name for u in group}, key=_rank)[1::2]
+        out |= {(fam, u.run, u.name) for u in group if u.name in names}
+    return frozenset(out)
+
+
+def is_held_out(u: Usage, held: frozenset[tuple[str, str, str]]) -> bool:
+    return (family(u.model), u.run, u.name) in held
 
 
 def split(usages: Iterable[Usage]) -> tuple[list[Usage], list[Usage]]:
-    """The calls of the fit part and of the held-out part (:func:`held_out_runs`)."""
+    """The calls of the fit part and of the held-out part (:func:`held_out`)."""
     every = list(usages)
-    held = held_out_runs(every)
+    held = held_out(every)
     return (
         [u for u in every if not is_held_out(u, held)],
         [u for u in every if is_held_out(u, held)],

@@ -3,7 +3,8 @@
     python -m fidelity.provider [--corpus DIR] [--out fidelity/provider.md]
 
 The recorded provider calls (:func:`fidelity.corpus.usages`) are split into a fit part
-and a held-out part by run (:func:`fidelity.corpus.split`). Every figure below is
+and a held-out part by run, or by call in a family of one run
+(:func:`fidelity.corpus.split`). Every figure below is
 derived here from the fit part alone; the held-out part is measured against the figure
 shipped, never used to choose it.
 
@@ -323,17 +324,16 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 def split_section(usages: Sequence[corpus.Usage]) -> list[str]:
-    held = corpus.held_out_runs(usages)
-    runs: dict[tuple[str, str], int] = {}
+    held = corpus.held_out(usages)
+    runs: dict[tuple[str, str], list[int]] = {}  # (family, run) -> [fit calls, held-out calls]
     for u in usages:
-        key = (corpus.family(u.model), u.run)
-        runs[key] = runs.get(key, 0) + 1
+        runs.setdefault((corpus.family(u.model), u.run), [0, 0])[corpus.is_held_out(u, held)] += 1
 
     def names(fam: str, out: bool) -> str:
         got = [
-            f"`{run}` ({n})"
+            f"`{run}` ({n[out]}{'' if not n[not out] else f' of {sum(n)}'})"
             for (f, run), n in sorted(runs.items())
-            if f == fam and ((f, run) in held) == out
+            if f == fam and n[out]
         ]
         return ", ".join(got) or "—"
 
@@ -344,19 +344,26 @@ def split_section(usages: Sequence[corpus.Usage]) -> list[str]:
         "Runs of each model family (calls in brackets): an OpenHands run, an agent-sdk log "
         "file, a cassette file. Within a family the runs are ranked by the SHA-256 of their "
         "name; the 1st, 3rd, … are the fit part, the 2nd, 4th, … the held-out part "
-        "(`fidelity.corpus.split`). A family with one run is fit only.",
+        "(`fidelity.corpus.split`). A family with one run is split by call the same way "
+        "(*k of n*: k of the run's n calls): its held-out calls share a conversation, system "
+        "prompt and tools with its fit calls, so they check less than a held-out run.",
         "",
     ]
     lines += _table(
         ["family", "fit part", "held-out part"],
         ([f, names(f, False), names(f, True)] for f in families),
     )
-    fit_n = sum(n for k, n in runs.items() if k not in held)
+    held_n = sum(n[1] for n in runs.values())
+    whole = corpus.held_out_runs(usages)
+    by_run = sum(n[1] for k, n in runs.items() if k in whole)
+    biggest = max((n[1] for n in runs.values()), default=0)
     lines += [
         "",
-        f"- {fit_n} calls in the fit part, {len(usages) - fit_n} held out; "
-        f"{sum(1 for f in families if any(k[0] == f for k in held))} of {len(families)} "
-        "families have a held-out part.",
+        f"- {len(usages) - held_n} calls in the fit part, {held_n} held out ({by_run} in "
+        f"runs held out whole, {held_n - by_run} held out call by call from a family's only "
+        f"run; the largest share from one run {biggest}); "
+        f"{sum(1 for f in families if any(k[0] == f and n[1] for k, n in runs.items()))} of "
+        f"{len(families)} families have a held-out part.",
         "",
     ]
     return lines

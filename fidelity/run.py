@@ -237,7 +237,7 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
     auto_under = dict.fromkeys(PARTS, 0)
     auto_exact = 0
     usages = list(corpus.usages(root))
-    held = corpus.held_out_runs(usages)
+    held = corpus.held_out(usages)
     for u in usages:
         part = PARTS[corpus.is_held_out(u, held)]
         family = corpus.family(u.model)
@@ -258,7 +258,8 @@ def provider_section(root: Path, ests: Sequence[Estimator]) -> tuple[list[str], 
         "Estimate of the exact request body ÷ the prompt tokens its provider reported: "
         "median (min–max) per source and part. The calls are split by run into a fit part "
         "and a held-out part (per model family, runs ranked by the SHA-256 of their name, "
-        "every second one held out; a family with one run is fit only): the figures set "
+        "every second one held out; a family with one run split so by call, a weaker check "
+        "as its calls share one conversation): the figures set "
         "from provider calls (the calibration seeds, OpenAI's framing headers, the "
         "tool-search allowance) are derived from the fit part only (`python -m "
         "fidelity.provider` → `fidelity/provider.md`); the held-out part is measured "

@@ -6,24 +6,32 @@ its prices and vocabulary never saw: estimate ÷ the largest of the four exact c
 *Scripts*: the translated messages of the gettext catalogs installed on this machine
 (``/usr/share/locale/LANG/LC_MESSAGES/*.mo``: coreutils, apt, glib, gtk, dpkg, ... —
 program messages a tool prints, written by translators), one class per language, cut into
-texts of about :data:`SIZE` characters; *Cyrillic in code*: Python lines of the standard
-library with their comments and strings replaced by Russian messages. *Tool output*: a
-``tree`` listing and an ``ls -l``-free file list of the standard library's folders, ``cat
--n`` output (``     1→``, as Claude Code shows a file) of its modules, check-mark and
-bullet lists, arrows, emoji. The vocabulary (``python -m fidelity.bound --vocab``) takes
-words from ``wordfreq`` and pieces from the four tokenizers' vocabularies and from code and
-paths, never from these texts; the price solver never sees them either.
+texts of about :data:`SIZE` characters; *Cyrillic in code*: lines of the machine's Perl
+modules with their comments and strings replaced by Russian messages. *Tool output*: a
+``tree`` listing of ``/etc``, ``cat -n`` output (``     1→``, as Claude Code shows a file)
+of Perl modules, check-mark and bullet lists, arrows, emoji and box-drawn tables of the
+names of ``/etc``'s files. None of these texts is read by the vocabulary (``python -m
+fidelity.bound --vocab``): it takes words from ``wordfreq`` and pieces from the four
+tokenizers' vocabularies and from code and paths (:func:`fidelity.bound.machine_sources`:
+``.py`` files and :data:`fidelity.bound.MACHINE_TEXTS` files of the Python folders and
+``/usr``, the paths under ``/usr``), never a gettext catalog, a Perl module's text
+(:func:`held_out`) or anything under ``/etc`` (entries named as one under ``/usr`` are
+left out, :func:`_etc_entries`); the price solver never sees them either. (Until these
+were chosen, the tool output was built from the standard library's ``.py`` files and
+paths, which the vocabulary does read.)
 
 Scripts written without spaces between words (Chinese, Japanese, Thai) are marked: a
-word of theirs is never a piece alone, so only per-character caps price them.
-"""
+word of theirs is never a piece alone, so a run of them is priced by its longest
+vocabulary parts and a price per cut, or by its characters' caps if that is less
+(:func:`ctxwin.tokens.bound._letter_run_parts`)."""
 
 from __future__ import annotations
 
+import functools
 import gettext
+import os
 import random
 import statistics
-import sysconfig
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -91,16 +99,64 @@ def _chunks(items: list[str], sep: str) -> list[str]:
     return out
 
 
-def _stdlib() -> Path:
-    return Path(sysconfig.get_paths()["stdlib"])
+PERL = (Path("/usr/share/perl"), Path("/usr/lib/x86_64-linux-gnu/perl"), Path("/usr/share/perl5"))
+"""Where Perl's modules are: code whose text the vocabulary never reads (it reads ``.py``
+files and :data:`fidelity.bound.MACHINE_TEXTS`, not ``.pm``)."""
+
+ETC = Path("/etc")
+"""The configuration folder: neither its files nor its paths are read by the vocabulary
+(:func:`fidelity.bound.machine_sources` walks the Python folders and ``/usr``)."""
+
+
+def held_out(path: Path) -> bool:
+    """Whether the vocabulary's :func:`fidelity.bound.machine_sources` leaves the text of
+    ``path`` unread: not a ``.py`` file nor a :data:`fidelity.bound.MACHINE_TEXTS` one."""
+    from fidelity.bound import MACHINE_TEXTS
+
+    return not path.name.endswith((".py", *MACHINE_TEXTS))
 
 
 def _modules() -> list[Path]:
-    return sorted(_stdlib().glob("*.py"))[:: max(1, len(list(_stdlib().glob("*.py"))) // 40)]
+    """About 40 of the machine's Perl modules (:data:`PERL`), spread over them in path order."""
+    found = sorted({p for root in PERL if root.is_dir() for p in root.rglob("*.pm")})
+    found = [p for p in found if p.is_file() and held_out(p)]
+    return found[:: max(1, len(found) // 40)]
+
+
+@functools.lru_cache(maxsize=1)
+def _usr_names() -> frozenset[str]:
+    """The name of every file and folder under ``/usr``, whose paths the vocabulary reads
+    (``/etc/alternatives`` and ``/etc/ssl/certs`` repeat many)."""
+    names: set[str] = set()
+    for _, dirs, files in os.walk("/usr"):
+        names.update(dirs)
+        names.update(files)
+    return frozenset(names)
+
+
+def _etc_entries(folder: Path) -> list[Path]:
+    """The entries of ``folder`` (under :data:`ETC`) named as no entry under ``/usr``, in
+    name order."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [p for p in entries if p.name not in _usr_names()]
+
+
+def _etc_names() -> list[str]:
+    """The names of :func:`_etc_entries` all the way down :data:`ETC`, in path order."""
+    out: list[str] = []
+    todo = [ETC]
+    while todo:
+        entries = _etc_entries(todo.pop())
+        out += [p.name for p in entries]
+        todo += [p for p in reversed(entries) if p.is_dir() and not p.is_symlink()]
+    return sorted(set(out))
 
 
 def cyrillic_code() -> list[str]:
-    """Standard-library lines, each comment and string literal replaced by a Russian
+    """Lines of Perl modules, each comment and string literal replaced by a Russian
     message."""
     rng = random.Random("fidelity.scripts:cyrillic-code")
     ru = messages("ru")
@@ -120,23 +176,24 @@ def cyrillic_code() -> list[str]:
 
 
 def tree_output() -> list[str]:
-    """``tree`` of the standard library's folders (box drawing and names)."""
+    """``tree`` of :data:`ETC` (box drawing and names), its entries named as one under
+    ``/usr`` left out (:func:`_etc_entries`)."""
     lines: list[str] = []
 
     def walk(folder: Path, prefix: str) -> None:
-        entries = sorted(p for p in folder.iterdir() if p.name != "__pycache__")
+        entries = _etc_entries(folder)
         for i, p in enumerate(entries):
             last = i == len(entries) - 1
             lines.append(f"{prefix}{'└── ' if last else '├── '}{p.name}")
-            if p.is_dir() and len(lines) < 30_000:
+            if p.is_dir() and not p.is_symlink() and len(lines) < 30_000:
                 walk(p, prefix + ("    " if last else "│   "))
 
-    walk(_stdlib(), "")
+    walk(ETC, "")
     return _chunks(lines, "\n")
 
 
 def cat_n() -> list[str]:
-    """Modules of the standard library as Claude Code's Read shows them (``     1→``)."""
+    """Perl modules as Claude Code's Read shows a file (``     1→``)."""
     lines = [
         f"{n:6d}→{line}"
         for path in _modules()
@@ -147,21 +204,22 @@ def cat_n() -> list[str]:
 
 def symbol_lists() -> list[str]:
     """Status lists of agents and test runners: check marks, crosses, bullets, arrows,
-    emoji, with module names of the standard library."""
+    emoji, with the names of :data:`ETC`'s files."""
     rng = random.Random("fidelity.scripts:symbols")
     marks = ["✅", "❌", "✓", "✗", "•", "◦", "▸", "→", "⇒", "⚠️", "🚀", "📁", "📄", "🔧", "★", "…"]
-    names = [p.stem for p in _stdlib().glob("*.py")]
+    names = _etc_names()
     states = ["passed", "failed", "→ done", "updated", "— skipped"]
     items = [f"{rng.choice(marks)} {rng.choice(names)} {rng.choice(states)}" for _ in range(3000)]
-    return _chunks(items, "\n")
+    return _chunks(items, "\n") if names else []
 
 
 def box_tables() -> list[str]:
-    """Tables drawn with box characters (``┌─┬─┐``, ``│ x │``), as CLIs print them."""
+    """Tables drawn with box characters (``┌─┬─┐``, ``│ x │``), as CLIs print them, of the
+    names of :data:`ETC`'s files."""
     rng = random.Random("fidelity.scripts:box")
-    names = [p.stem for p in _stdlib().glob("*.py")]
+    names = _etc_names()
     out: list[str] = []
-    for _ in range(TEXTS):
+    for _ in range(TEXTS if names else 0):
         widths = [rng.randint(6, 24) for _ in range(rng.randint(2, 5))]
         rows = ["┌" + "┬".join("─" * w for w in widths) + "┐"]
         while sum(map(len, rows)) < SIZE:

@@ -19,15 +19,23 @@ def _calls() -> list[corpus.Usage]:
     return out
 
 
-def test_families_of_two_runs_or_more_have_both_parts_and_one_run_is_fit_only() -> None:
+def test_families_of_two_runs_or_more_are_split_by_run_and_one_run_by_call() -> None:
     fit, held = corpus.split(_calls())
     for family, runs in (("claude-sonnet-4", 6), ("llama-4-maverick", 3)):
         fit_runs = {u.run for u in fit if corpus.family(u.model) == family}
         held_runs = {u.run for u in held if corpus.family(u.model) == family}
         assert len(fit_runs) == (runs + 1) // 2 and len(held_runs) == runs // 2, family
         assert not fit_runs & held_runs
-    assert {u.run for u in held if u.model == "gpt-5.4-mini"} == set()
-    assert len([u for u in fit if u.model == "gpt-5.4-mini"]) == 8
+    # one run: its calls, ranked by the digest of their name, every second one held out
+    mini = [u for u in _calls() if u.model == "gpt-5.4-mini"]
+    ranked = sorted(mini, key=lambda u: hashlib.sha256(u.name.encode()).hexdigest())
+    assert [u for u in held if u.model == "gpt-5.4-mini"] == [u for u in mini if u in ranked[1::2]]
+    assert [u for u in fit if u.model == "gpt-5.4-mini"] == [u for u in mini if u in ranked[::2]]
+
+
+def test_a_family_of_one_call_is_fit_only() -> None:
+    fit, held = corpus.split([_call("gpt-4o", "alone")])
+    assert len(fit) == 1 and held == []
 
 
 def test_a_run_is_held_out_whole_by_the_rank_of_its_name_digest() -> None:
@@ -38,7 +46,8 @@ def test_a_run_is_held_out_whole_by_the_rank_of_its_name_digest() -> None:
     assert {r for f, r in held if f == "llama-4-maverick"} == set(ranked[1::2])
     fit, out = corpus.split(calls)
     for u in calls:
-        assert (u in out) == ((corpus.family(u.model), u.run) in held)
+        if u.model != "gpt-5.4-mini":  # a family of two runs or more: whole runs
+            assert (u in out) == ((corpus.family(u.model), u.run) in held)
         assert (u in fit) != (u in out)
 
 
@@ -46,7 +55,7 @@ def test_the_split_does_not_depend_on_the_order_of_the_calls() -> None:
     calls = _calls()
     shuffled = calls[:]
     random.Random(3).shuffle(shuffled)
-    assert corpus.held_out_runs(calls) == corpus.held_out_runs(shuffled)
+    assert corpus.held_out(calls) == corpus.held_out(shuffled)
 
 
 def test_a_run_holding_two_families_is_split_per_family() -> None:
@@ -54,7 +63,7 @@ def test_a_run_holding_two_families_is_split_per_family() -> None:
     shared = [_call("gemini-2.0-flash-exp", "cassette"), _call("gpt-4o-mini", "cassette")]
     other = [_call("gpt-4o-mini", name) for name in ("a", "b", "c")]
     held = corpus.held_out_runs([*shared, *other])
-    assert ("gemini-2.0-flash-exp", "cassette") not in held  # its family's only run
+    assert ("gemini-2.0-flash-exp", "cassette") not in held  # its family's only run, one call
     mini = sorted(["cassette", "a", "b", "c"], key=lambda n: hashlib.sha256(n.encode()).hexdigest())
     assert {r for f, r in held if f == "gpt-4o-mini"} == set(mini[1::2])
 

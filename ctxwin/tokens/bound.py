@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Iterator, Mapping
@@ -18,6 +19,7 @@ from ctxwin.tokens.vocabulary import (
     fixed_cents,
     lacking_cents,
     prefixed_count,
+    run_cap,
 )
 
 if TYPE_CHECKING:
@@ -267,8 +269,10 @@ def bound_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
     left (the tokenizers count such a run in as few tokens or fewer; not so for mixed line
     breaks, which keep their pair price); a piece holding non-ASCII bytes (a word of
     :data:`_USEGMENT`) as its :func:`unicode_subpieces`, each whole if the vocabulary holds
-    it or its letters' any-prefix record (:func:`prefixed_count`), else :func:`_fine_parts`
-    (a non-ASCII symbol or mark before letters apart)."""
+    it or its letters' any-prefix record (:func:`prefixed_count`), else a run of non-ASCII
+    letters as :func:`_letter_parts` cuts it (its vocabulary parts and cuts, or its
+    characters' caps), any other as :func:`_fine_parts` (a non-ASCII symbol or mark before
+    letters apart)."""
     if piece in vocab:
         yield piece
         return
@@ -293,11 +297,107 @@ def _lacking_parts(piece: bytes, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
             head, rest = sub[0].encode("utf-8"), data[len(sub[0].encode("utf-8")) :]
             yield from _fine_parts(head, vocab)
             known = rest in vocab or prefixed_count(rest, vocab) is not None
-            yield from [rest] if known else _fine_parts(rest, vocab)
+            yield from [rest] if known else _letter_parts(sub[1:], vocab)
         elif sub[0] == " " and len(sub) > 1 and _CATEGORIES[ord(sub[1])] == "!":
             yield from _symbol_parts(sub, vocab)
         else:
-            yield from _fine_parts(data, vocab)
+            yield from _letter_parts(sub, vocab)
+
+
+_LETTER_SPAN = 24
+"""The most bytes of a part :func:`_letter_run_parts` looks up (8 Hangul, Thai or CJK
+characters, 12 Cyrillic letters: longer parts are rare, and each length tried costs
+lookups)."""
+
+_CUT_TOKENS = 2
+"""What :func:`_letter_parts` adds for each cut it makes inside a run of non-ASCII letters,
+in tokens: a tokenizer may count a run one token or so more than the sum of its parts
+alone (a merge across the cut can block others), never a whole token a cut in the
+texts it is tested on (``tests/test_estimator_bound.py``)."""
+
+
+def _letter_parts(text: str, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
+    """A :func:`unicode_subpieces` piece the vocabulary lacks (``text``, decoded): if it is
+    a run of non-ASCII letters and marks, with or without the one ASCII byte before it that
+    may open it (`` 스태시에``, ``ภาษาไทย``), :func:`_letter_run_parts`; else (a word mixing
+    ASCII letters with others, ``naïve``, or symbols, ``───``) :func:`_fine_parts`."""
+    body = text[1:] if text[0] < "\x80" and not text[0].isalnum() else text
+    if body and all(c >= "\x80" and _CATEGORIES[ord(c)] in "am" for c in body):
+        yield from _letter_run_parts(text, vocab)
+    else:
+        yield from _fine_parts(text.encode("utf-8"), vocab)
+
+
+def _letter_run_parts(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
+    """A run of non-ASCII characters, the ASCII byte before it that opens it included if
+    any, as the cheaper of two cuts. *By caps*: the byte before it alone (its pair price)
+    and the characters at their caps (:func:`run_cap`: no tokenizer starts more tokens in
+    them, whatever the vocabulary). *By parts*: the longest parts the vocabulary holds (or
+    holds an any-prefix record of), from the left, :data:`_LETTER_SPAN` bytes at most, the
+    first holding the byte before the run if there is one; a character no part covers, and
+    the byte before the run with the first character if no part starts with both, one token
+    a byte; and :data:`_CUT_TOKENS` more for each cut between such units. That the parts
+    and cuts bound the run is tested, not proven (BPE is not sub-additive: a merge across a
+    cut can block merges on either side). The tokens counted apart from vocabulary parts
+    (caps, loose bytes, cuts) are one part of as many :data:`_CUT_BYTE` bytes."""
+    import unicodedata
+
+    data = text.encode("utf-8")
+    lead = 1 if text[0] < "\x80" else 0
+    head = list(_fine_parts(data[:lead], vocab))
+    caps = run_cap(data[lead:])
+    by_caps = [*head, _CUT_BYTE * caps]
+    if not unicodedata.is_normalized("NFC", text):  # Qwen 3 counts the NFC form: caps only
+        return by_caps
+    ends = list(itertools.accumulate(len(c.encode("utf-8")) for c in text))
+    starts = [0, *ends[:-1]]
+    parts: list[bytes] = []
+    tokens = loose = units = 0  # tokens of the vocabulary parts, loose bytes, units
+    in_loose = False
+    i, n = 0, len(text)
+    while i < n:
+        low = i + 1 if i or not lead else i + 2  # the byte before the run never alone
+        j = bisect.bisect_right(ends, starts[i] + _LETTER_SPAN, i, n)  # parts end before j
+        count = None
+        while j >= low:
+            part = data[starts[i] : ends[j - 1]]
+            count = vocab.get(part)
+            if count is None:
+                count = prefixed_count(part, vocab)
+            if count is not None:
+                break
+            j -= 1
+        if count is None:  # no part starts here: its bytes, a token each
+            step = min(n - i, 1 if i or not lead else 2)
+            units += not in_loose  # a run of loose characters is one unit
+            in_loose = True
+            loose += ends[i + step - 1] - starts[i]
+            i += step
+            continue
+        parts.append(part)
+        tokens += count
+        units += 1
+        in_loose = False
+        i = j
+    filler = loose + _CUT_TOKENS * (units - 1)
+    if 100 * (tokens + filler) < _parts_cents(head, vocab) + 100 * caps:
+        return [*parts, _CUT_BYTE * filler] if filler else parts
+    return by_caps
+
+
+_CUT_BYTE = b"\xff"
+"""A byte that is never UTF-8: a part of k of them costs k tokens (:func:`run_cap` prices
+such bytes a token each), what :func:`_letter_run_parts` counts apart from vocabulary
+parts."""
+
+
+def _parts_cents(parts: list[bytes], vocab: Mapping[bytes, int]) -> int:
+    """The price of ``parts`` (each at :func:`fixed_cents`, else its pair price)."""
+    total = 0
+    for part in parts:
+        exact = fixed_cents(part, vocab)
+        total += _pair_cents(part) if exact is None else exact
+    return total
 
 
 def _symbol_parts(text: str, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
@@ -492,7 +592,11 @@ class BoundEstimator(ContentEstimator):
       others group up to three);
     - a run of non-ASCII bytes: the most tokens the four can start in it
       (:func:`run_cap`): one a byte, fewer for characters no tokenizer can split
-      that far (kana: 2 of 3 bytes), of its NFC form if that is more;
+      that far (kana: 2 of 3 bytes), of its NFC form if that is more; a run of
+      non-ASCII letters and marks the vocabulary lacks whole (a Korean word no list
+      holds, Thai between spaces), if that is less: its longest vocabulary parts,
+      a token a byte for characters no part covers, and 2 tokens a cut
+      (:func:`_letter_run_parts`; tested, not proven);
     - a run of spaces or tabs the vocabulary lacks: its longest vocabulary pieces;
     - any other (ASCII) piece: its *pair price*, each byte priced by its class and
       the class of the byte before it, in 1/100 token (:data:`BOUND_CLASSES` lists
@@ -517,7 +621,9 @@ class BoundEstimator(ContentEstimator):
     their pair price). Where a piece is coarser, its price covers the cut it
     skips: a digit run costs a token per digit, the worst any of the four
     gives it, and a vocabulary count is what each tokenizer gives the piece
-    when it cuts it itself. A non-ASCII run needs no such argument: a token
+    when it cuts it itself. A non-ASCII run priced at its caps needs no such
+    argument (one priced by its vocabulary parts and cuts does, and is tested on
+    text the vocabulary never read, ``python -m fidelity.scripts``): a token
     holds at least one byte, so no byte-level BPE (all four are) starts more
     tokens in a run than it has bytes in the text it tokenizes — the run itself
     for three of them, its NFC form for Qwen 3, which normalizes first and

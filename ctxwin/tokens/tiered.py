@@ -15,8 +15,11 @@ part priced by pairs costs, for each byte, a pair price or the opening price of 
 class (:data:`~ctxwin.tokens.bound.BOUND_CLASSES`), each at most the largest such price of
 that class, :data:`CHEAP_BYTE_CENTS`. A part priced exactly costs a count of tokens of a
 byte-level BPE (the largest of four), a token a digit, or :func:`~ctxwin.tokens.vocabulary.run_cap`
-— never more tokens than it has bytes, in the text as it is or, for Qwen 3, its NFC form;
-and :data:`CHEAP_BYTE_CENTS` is at least a token a byte. Text not in NFC may grow up to
+— never more tokens than it has bytes, in the text as it is or, for Qwen 3, its NFC form
+(a run of letters priced by its vocabulary parts and cuts, whose cuts are no bytes of it,
+is priced so only when that costs less than its caps:
+:func:`~ctxwin.tokens.bound._letter_run_parts`); and :data:`CHEAP_BYTE_CENTS` is at least a
+token a byte. Text not in NFC may grow up to
 three times when normalized, so such a string costs 2 tokens more a byte.
 ``tests/test_tiered.py`` checks the inequality on generated text, the corpus and every
 piece of the vocabulary.
