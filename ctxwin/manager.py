@@ -57,6 +57,7 @@ from ctxwin.errors import truncated
 from ctxwin.fitting.budget import Budget
 from ctxwin.fitting.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.fitting.incremental import Prefixes, Reader
+from ctxwin.fitting.pruning import FitResult
 from ctxwin.fitting.strategy import Applied
 from ctxwin.settings import Settings, settings_with
 from ctxwin.tokens.base import Estimator
@@ -125,6 +126,11 @@ class ContextWindowManager:
         self.incremental = incremental
         """Read only the messages new since the last request (see :class:`Reader`)."""
         self._reader = Reader(self.estimator, self.fmt)
+        self._fit_at: tuple[Prefixes, FitResult, int] | None = None
+        """The last request fitted on a growing transcript: its prefixes, its fit and the
+        raw estimate of what was sent (the request a report anchors on)."""
+        self.zero_reports = 0
+        """Reports of zero prompt tokens seen in this run: treated as no report."""
 
     @property
     def calibration(self) -> float:
@@ -160,6 +166,8 @@ class ContextWindowManager:
         self._learned = None
         self._learner = None
         self._sent_raw = None
+        self._fit_at = None
+        self.zero_reports = 0
 
     def observe(self, usage: Mapping[str, Any] | None, *, raw_tokens: int | None = None) -> float:
         """Learn from the usage a provider reported; returns the calibration.
@@ -170,6 +178,12 @@ class ContextWindowManager:
         """
         raw = self._sent_raw if raw_tokens is None else raw_tokens
         reported = prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
+        if reported is not None and reported <= 0:
+            # a provider (or a gateway in front of one) that reports zeros: no report
+            self.zero_reports += 1
+            reported = None
+        if reported is not None:
+            self._anchor(raw_tokens, reported)
         if raw is not None and reported is not None:
             if self.learn_overhead:
                 if self._learner is None:
@@ -178,6 +192,26 @@ class ContextWindowManager:
             else:
                 self._learned = grow(self.calibration, raw, reported)
         return self.calibration
+
+    def _anchor(self, raw_tokens: int | None, reported: int) -> None:
+        """Anchor the next requests on ``reported``, the count of the request last fitted
+        on a growing transcript: as sent (``raw_tokens`` ``None`` or its raw estimate), or
+        as given (``raw_tokens`` the raw estimate of the whole request: a recorded run's
+        report counts what the agent sent, not what a replay keeps)."""
+        at = self._fit_at
+        if at is None:
+            return
+        prefixes, result, sent_raw = at
+        if result.gap is not None:
+            return
+        head = prefixes.seg.head_end
+        if raw_tokens is None or raw_tokens == sent_raw:
+            if result.pruned:
+                prefixes.report(result.head, result.cut, result.items, reported)
+            else:
+                prefixes.report(head, head, result.items, reported)
+        elif raw_tokens == result.raw_tokens:
+            prefixes.report(head, head, result.items, reported)
 
     def evaluate(self, request: Any) -> ManagedFit:
         """Fit ``request`` at the current calibration (no change but the run's seed).
@@ -203,6 +237,7 @@ class ContextWindowManager:
             scale = prefixes.scale(self.calibration, self.overhead, self._learner is not None)
             whole = prefixes.whole(n, budget.budget, scale)
             if whole is not None:
+                self._fit_at = (prefixes, whole, whole.raw_tokens)
                 return Plan(
                     transcript,
                     budget,
@@ -224,10 +259,13 @@ class ContextWindowManager:
         items = sent if isinstance(sent, list) else sent.get(transcript.adapter.items_key)
         if isinstance(items, list):
             self._reader.sent(items, result.keep)
-        return fitted._replace(sent=sent, sent_raw=prefixes.raw_kept(result))
+        sent_raw = prefixes.raw_kept(result)
+        self._fit_at = (prefixes, result, sent_raw)
+        return fitted._replace(sent=sent, sent_raw=sent_raw)
 
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
         """:meth:`evaluate` for a request that is already read."""
+        self._fit_at = None
         p = self.plan(transcript)
         return p._replace(sent=p.fitted(), sent_raw=p.raw_tokens_sent)
 
@@ -261,6 +299,11 @@ class ContextWindowManager:
             overhead=self.overhead,
             learned=learner is not None,
             block=self.settings.strategy.block,
+        )
+        self._fit_at = (
+            prefixes,
+            result,
+            prefixes.raw_kept(result) if result.pruned else result.raw_tokens,
         )
         return Plan(transcript, budget, result, cache_mark=self.settings.cache_mark)
 

@@ -35,6 +35,7 @@ from operator import is_
 from typing import Any
 
 from ctxwin.errors import CtxwinError
+from ctxwin.fitting.anchor import ADDITIVE_FORMATS, Anchor, new_cost
 from ctxwin.fitting.cut import Kept, prefix_sums
 from ctxwin.fitting.pruning import (
     FitResult,
@@ -249,6 +250,9 @@ class Prefixes:
         """The last call's scale (a loop's calibration changes rarely)."""
         self._marks: list[int] | None = None
         """For a complete view: how many pairing problems the first ``i`` items have."""
+        self.anchor: Anchor | None = None
+        """The provider's last report on a request of these items (:mod:`ctxwin.fitting.anchor`):
+        requests that extend it are estimated from it."""
         if complete:
             self.prefix = prefix_sums(cost_columns(view))
             self._marks = [0]
@@ -369,13 +373,31 @@ class Prefixes:
             self._scale_key = key
         return self._scale
 
+    def report(self, head: int, cut: int, end: int, reported: int) -> None:
+        """The provider counted ``reported`` tokens for the request of ``items[:head]`` and
+        ``items[cut:end]``: requests that extend it are anchored on it."""
+        anchor = self.anchor
+        if anchor is None:
+            anchor = self.anchor = Anchor(self.view.format in ADDITIVE_FORMATS)
+        anchor.record(head, cut, end, reported)
+
+    def anchored(self, i: int, cut: int, scale: Scale) -> int | None:
+        """The estimate of the request of ``items[:head]`` and ``items[cut:i]`` anchored on
+        the last report (:mod:`ctxwin.fitting.anchor`), ``None`` when none bounds it."""
+        anchor = self.anchor
+        if anchor is None or i < anchor.end or self.seg.head_end != anchor.head:
+            return None
+        end = anchor.end
+        new = self.estimator.raw([column[i] - column[end] for column in self.prefix])
+        return anchor.estimate(cut, new_cost(scale.calibration, new) if i > end else 0)
+
     def whole(self, i: int, budget: int, scale: Scale) -> FitResult | None:
         """The fit of ``items[:i]`` when they are kept whole, as every strategy keeps a
         request within its budget (or, when the budget is not positive, reports it an
         overflow that is not enforced); ``None`` when they must be fitted. O(new items)."""
         self.advance(i)
         raw = self.raw(i)
-        estimate = scale.estimate(raw)
+        estimate = self._estimate(i, raw, scale)
         if budget <= 0 or estimate <= budget:
             return passed(i, estimate, budget, scale, len(self.seg.turn_starts), raw)
         return None
@@ -398,7 +420,7 @@ class Prefixes:
         estimator = self.estimator
         total = self.total(i)
         raw = estimator.raw(total)
-        estimate = scale.estimate(raw)
+        estimate = self._estimate(i, raw, scale)
         seg = self.seg
         rules = self.rules
         problems = self.problems(i)
@@ -406,7 +428,15 @@ class Prefixes:
         start = seg.head_end
         options = _Options(seg)
         kept = Kept(total, self.prefix, start, options, estimator)
-        k = kept.stable(scale.raw_limit(budget), block, self._near)
+        price = None
+        if self.anchor is not None and self.anchored(i, start, scale) is not None:
+
+            def price(k: int) -> int:
+                anchored = self.anchored(i, options[k][1], scale)
+                plain = scale.estimate(kept.raw(k))
+                return plain if anchored is None else anchored
+
+        k = kept.stable(scale.raw_limit(budget), block, self._near, price, budget)
         self._near = k
         cut = options[k][1]
         if cut > start:
@@ -423,8 +453,14 @@ class Prefixes:
             else:
                 found = rules(view, [*range(start), *range(cut, i)])
             guard(found, problems)
-        after_k = scale.estimate(kept.raw(k))
+        after_k = scale.estimate(kept.raw(k)) if price is None else price(k)
         return pruned(self.segments(), k, i, after_k, estimate, budget, scale, raw, problems)
+
+    def _estimate(self, i: int, raw: int, scale: Scale) -> int:
+        """The estimate of ``items[:i]`` (raw estimate ``raw``): anchored on the last
+        report when one bounds it, else the calibrated bound."""
+        anchored = self.anchored(i, self.seg.head_end, scale) if self.anchor is not None else None
+        return scale.estimate(raw) if anchored is None else anchored
 
     def segments(self) -> Segments:
         seg = self.seg
@@ -554,4 +590,7 @@ class Reader:
             self.messages_read += len(part.items)
         if items is None:
             return prefixes
-        return Prefixes(target, self.estimator, adapter.problems)
+        out = Prefixes(target, self.estimator, adapter.problems)
+        if prefixes.anchor is not None and self._kept_view is None:
+            out.anchor = prefixes.anchor.moved(self._keep)
+        return out

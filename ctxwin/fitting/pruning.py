@@ -415,11 +415,12 @@ class Scale:
     code at every start.)
     """
 
-    __slots__ = ("calibration", "overhead")
+    __slots__ = ("calibration", "learned", "overhead")
 
     def __init__(self, calibration: float, overhead: int = 0, learned: bool = False) -> None:
         self.calibration = calibration if learned or calibration >= 1 else 1.0
         self.overhead = overhead
+        self.learned = learned
 
     def estimate(self, raw: int) -> int:
         return self.overhead + scaled(raw, self.calibration)
