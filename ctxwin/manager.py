@@ -44,7 +44,14 @@ Promises:
   it is planned over the whole request already read. The result is exactly what
   reading the whole request gives, the edited messages a fit sent built on too;
   pass ``incremental=False`` to read every request whole. Messages already sent
-  must not be edited in place.
+  must not be edited in place;
+* a request that extends the one the provider last reported on (read
+  incrementally, as above) is estimated from that report: the prompt tokens
+  reported, plus the calibrated bound of the messages added since; after a cut,
+  the report less what the reports measured of the dropped messages, when the
+  format lets them measure it (:mod:`ctxwin.fitting.anchor`; ``anchor=False``
+  estimates every request from the calibrated bound alone, as reading it whole
+  does).
 """
 
 from __future__ import annotations
@@ -91,6 +98,7 @@ class ContextWindowManager:
         learn_overhead: bool = False,
         fresh_factor: float = FRESH_FACTOR,
         incremental: bool = True,
+        anchor: bool = True,
         **changes: Any,
     ) -> None:
         """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
@@ -102,7 +110,9 @@ class ContextWindowManager:
         an overhead the requests do not show from usage (see the module docstring);
         ``fresh_factor`` is its factor until two reports measure one
         (:class:`~ctxwin.fitting.calibration.OverheadLearner`; 1.0 when the requests show
-        every message as sent, as a framework's own history does).
+        every message as sent, as a framework's own history does). ``anchor``: estimate
+        a request that extends one the provider reported from that report
+        (:mod:`ctxwin.fitting.anchor`; ``False``: from the calibrated bound alone).
         """
         if model is not None:
             changes["model"] = model
@@ -126,6 +136,8 @@ class ContextWindowManager:
         self.incremental = incremental
         """Read only the messages new since the last request (see :class:`Reader`)."""
         self._reader = Reader(self.estimator, self.fmt)
+        self.anchor = anchor
+        """Anchor estimates on the provider's last report (:mod:`ctxwin.fitting.anchor`)."""
         self._fit_at: tuple[Prefixes, FitResult, int] | None = None
         """The last request fitted on a growing transcript: its prefixes, its fit and the
         raw estimate of what was sent (the request a report anchors on)."""
@@ -199,7 +211,7 @@ class ContextWindowManager:
         as given (``raw_tokens`` the raw estimate of the whole request: a recorded run's
         report counts what the agent sent, not what a replay keeps)."""
         at = self._fit_at
-        if at is None:
+        if at is None or not self.anchor:
             return
         prefixes, result, sent_raw = at
         if result.gap is not None:

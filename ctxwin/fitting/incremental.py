@@ -432,9 +432,12 @@ class Prefixes:
         if self.anchor is not None and self.anchored(i, start, scale) is not None:
 
             def price(k: int) -> int:
-                anchored = self.anchored(i, options[k][1], scale)
+                cut = options[k][1]
+                anchored = self.anchored(i, cut, scale)
+                if anchored is not None and self.anchor is not None and cut == self.anchor.cut:
+                    return anchored  # the reported request, extended
                 plain = scale.estimate(kept.raw(k))
-                return plain if anchored is None else anchored
+                return plain if anchored is None else min(anchored, plain)
 
         k = kept.stable(scale.raw_limit(budget), block, self._near, price, budget)
         self._near = k
