@@ -157,6 +157,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     first_pruned: int | None = None
     first_truncated: int | None = None
     prev: tuple[Mapping[str, Any] | None, int] | None = None
+    counted = False
+    """Whether a call before this one reported a (non-zero) prompt count."""
     for k, (request, usage, where_k, transcript, at) in enumerate(prepared, 1):
         if prev is None:
             manager.reset()
@@ -203,6 +205,10 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 **logged,  # type: ignore[typeddict-item]
             }
         )
+        if reported and counted and reported - r.estimated_tokens > fitted.budget.safety:
+            # more than the margin over a prediction made from the last report: content
+            # the file does not record (or a reader that misses it)
+            rows[-1]["unlogged_tokens"] = reported - r.estimated_tokens
         if not r.overflow_at_floor:  # a call that is sent
             ledger.rescale(r, manager.learn_overhead and manager.learned)
             if prefixes is not None and r.gap is None:
@@ -218,6 +224,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             costs = ledger.add(fitted, laid, marks, reported, usage, at, ttl)
             rows[-1].update(costs)  # type: ignore[typeddict-item]
         prev = (usage, r.raw_tokens)
+        counted = counted or bool(reported)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
         manager.observe(prev[0], raw_tokens=prev[1])
@@ -243,6 +250,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "invalid_calls": sum(1 for r in rows if r["status"] == INVALID),
         "under_estimates": sum(1 for r in rows if r.get("under_estimate")),
         "under_estimates_after_first": after_first,
+        "unlogged_calls": sum(1 for r in rows if "unlogged_tokens" in r),
+        "zero_reports": sum(1 for r in rows if r.get("reported_tokens") == 0),
         "final_calibration": manager.calibration,
         "learn_overhead": learn,
         "final_overhead": manager.overhead,
