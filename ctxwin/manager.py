@@ -156,6 +156,19 @@ class ContextWindowManager:
         return default_seed(self.estimator, self.model)
 
     @property
+    def fresh(self) -> float:
+        """The factor on the bound of content no report has counted, when an estimate is
+        anchored on a report (:mod:`ctxwin.fitting.anchor`): the calibration, and never
+        below 1 (the bound is an upper bound of text; a factor below 1 learned from usage
+        measures opaque content priced at its bytes, no promise for what comes next);
+        the seed's until two reports measure a slope (the learner's fresh factor guesses
+        at content the log does not show, which a report already counts)."""
+        learner = self._learner
+        if learner is not None and not learner.measured:
+            return max(1.0, learner.seed)
+        return max(1.0, self.calibration)
+
+    @property
     def learned(self) -> bool:
         """Whether usage has taught this run anything (since it started or :meth:`reset`)."""
         return self._learned is not None or self._learner is not None
@@ -171,6 +184,12 @@ class ContextWindowManager:
         """How many messages this manager has estimated: each new one once, when the
         next request extends the last one (see ``ctxwin.fitting.incremental.Reader``)."""
         return self._reader.messages_read
+
+    def reads_equal_prefixes(self) -> None:
+        """Take a request whose first messages equal the last request's (not only are the
+        same objects) as extending it (:attr:`ctxwin.fitting.incremental.Reader.equal`):
+        for requests parsed one by one, as a run's recorded calls are."""
+        self._reader.equal = True
 
     def reset(self) -> None:
         """Start a new run: calibration back to the seed, no overhead, no previous send."""
@@ -246,7 +265,9 @@ class ContextWindowManager:
             # O(new items). One over it is planned over the whole request, as a step that
             # is not incremental (ctxwin.fitting.strategy.Step.incremental) declares.
             budget = self._prefix_budget(prefixes)
-            scale = prefixes.scale(self.calibration, self.overhead, self._learner is not None)
+            scale = prefixes.scale(
+                self.calibration, self.overhead, self._learner is not None, self.fresh
+            )
             whole = prefixes.whole(n, budget.budget, scale)
             if whole is not None:
                 self._fit_at = (prefixes, whole, whole.raw_tokens)
@@ -311,6 +332,7 @@ class ContextWindowManager:
             overhead=self.overhead,
             learned=learner is not None,
             block=self.settings.strategy.block,
+            fresh=self.fresh,
         )
         self._fit_at = (
             prefixes,

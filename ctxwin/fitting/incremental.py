@@ -246,7 +246,7 @@ class Prefixes:
         self._near = 0
         """The units the last fit dropped: where the next search starts."""
         self._scale = Scale(1.0)
-        self._scale_key: tuple[float, int, bool] = (1.0, 0, False)
+        self._scale_key: tuple[float, int, bool, float | None] = (1.0, 0, False, None)
         """The last call's scale (a loop's calibration changes rarely)."""
         self._marks: list[int] | None = None
         """For a complete view: how many pairing problems the first ``i`` items have."""
@@ -364,12 +364,18 @@ class Prefixes:
                 out += [p for p in rules(view, window) if p.index == b - 1]
         return out
 
-    def scale(self, calibration: float, overhead: int = 0, learned: bool = False) -> Scale:
+    def scale(
+        self,
+        calibration: float,
+        overhead: int = 0,
+        learned: bool = False,
+        fresh: float | None = None,
+    ) -> Scale:
         """The :class:`~ctxwin.fitting.pruning.Scale` of these figures (the last one made is kept
         while they stay the same)."""
-        key = (calibration, overhead, learned)
+        key = (calibration, overhead, learned, fresh)
         if self._scale_key != key:
-            self._scale = Scale(calibration, overhead, learned)
+            self._scale = Scale(calibration, overhead, learned, fresh)
             self._scale_key = key
         return self._scale
 
@@ -389,7 +395,7 @@ class Prefixes:
             return None
         end = anchor.end
         new = self.estimator.raw([column[i] - column[end] for column in self.prefix])
-        return anchor.estimate(cut, new_cost(scale.calibration, new) if i > end else 0)
+        return anchor.estimate(cut, new_cost(scale.fresh, new) if i > end else 0)
 
     def whole(self, i: int, budget: int, scale: Scale) -> FitResult | None:
         """The fit of ``items[:i]`` when they are kept whole, as every strategy keeps a
@@ -411,9 +417,11 @@ class Prefixes:
         overhead: int = 0,
         learned: bool = False,
         block: float = 0.0,
+        fresh: float | None = None,
     ) -> FitResult:
-        """What :func:`ctxwin.fitting.pruning.fit` gives on a view of ``items[:i]``."""
-        scale = self.scale(calibration, overhead, learned)
+        """What :func:`ctxwin.fitting.pruning.fit` gives on a view of ``items[:i]`` (with
+        no report to anchor on; ``fresh``: :attr:`~ctxwin.fitting.pruning.Scale.fresh`)."""
+        scale = self.scale(calibration, overhead, learned, fresh)
         whole = self.whole(i, budget, scale)
         if whole is not None:
             return whole
@@ -502,9 +510,13 @@ class Reader:
     replaced, not edited).
     """
 
-    def __init__(self, estimator: Estimator, fmt: str = AUTO) -> None:
+    def __init__(self, estimator: Estimator, fmt: str = AUTO, *, equal: bool = False) -> None:
         self.estimator = estimator
         self.fmt = fmt
+        self.equal = equal
+        """Also take a request whose first messages *equal* the last one's (not only are
+        the same objects) as extending it: requests parsed one by one (a run's recorded
+        calls) cost a comparison each, the reading they cost already."""
         self._adapter: Adapter | None = None
         self._rest: Any = None
         self._messages: list[Any] = []
@@ -560,7 +572,9 @@ class Reader:
             return None
         old = self._messages
         kept = self._kept
-        if len(messages) >= len(old) and all(map(is_, old, messages)):
+        if len(messages) >= len(old) and (
+            all(map(is_, old, messages)) or (self.equal and old == messages[: len(old)])
+        ):
             start = len(old)
             items = None
         elif kept and len(messages) >= len(kept) and all(map(is_, kept, messages)):

@@ -59,13 +59,17 @@ def run_manager(
     changes: dict[str, Any] = {"fmt": run.format_for(settings.fmt)}
     if settings.spec is None and settings.context_length is None and settings.model is None:
         changes["context_length"] = run.context_length
-    return ContextWindowManager(
+    manager = ContextWindowManager(
         settings.model or model_hint,
         settings,
         estimator=estimator or settings.make_estimator(settings.model or model_hint),
         learn_overhead=learn_overhead,
         **changes,
     )
+    # recorded calls are parsed one by one: a request whose first messages equal the last
+    # one's extends it (and is anchored on its report)
+    manager.reads_equal_prefixes()
+    return manager
 
 
 def reported_tokens(usage: Mapping[str, Any] | None) -> int | None:
