@@ -131,6 +131,7 @@ class Kept:
         near: int = 0,
         price: Callable[[int], int] | None = None,
         budget: int = 0,
+        size: int = 0,
     ) -> int:
         """The option a cache-stable cut takes: :meth:`fewest` when that drops nothing or
         ``block`` is 0; else the first option that drops at least the next multiple of
@@ -143,7 +144,7 @@ class Kept:
         ``price``, when given, is the estimate of each option (non-increasing in it: an
         estimate anchored on the provider's last report, :mod:`ctxwin.fitting.anchor`), and
         the fewest units are those priced within ``budget``; ``limit`` then only sizes the
-        blocks."""
+        blocks. ``size``, when given, is the block in :attr:`block_raw` units itself."""
         if price is None:
             k = self.fewest(limit, near)
         else:
@@ -151,7 +152,7 @@ class Kept:
         last = len(self.options) - 1
         if k == 0 or block <= 0 or k >= last:
             return k
-        size = max(1, int(block * limit))
+        size = size or max(1, int(block * limit))
         # the least multiple above what the option before ``k`` drops: the first option
         # reaching it is at or after ``k`` (it fits), and the cut a block reached before
         # stays while it fits (the next multiple would move it while no more must go)

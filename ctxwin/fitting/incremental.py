@@ -250,6 +250,8 @@ class Prefixes:
         """The last call's scale (a loop's calibration changes rarely)."""
         self._marks: list[int] | None = None
         """For a complete view: how many pairing problems the first ``i`` items have."""
+        self._block: float | None = None
+        """Cheap-tier units per counted token, measured at the first anchored cut."""
         self.anchor: Anchor | None = None
         """The provider's last report on a request of these items (:mod:`ctxwin.fitting.anchor`):
         requests that extend it are estimated from it."""
@@ -447,7 +449,15 @@ class Prefixes:
                 plain = scale.estimate(kept.raw(k))
                 return plain if anchored is None else min(anchored, plain)
 
-        k = kept.stable(scale.raw_limit(budget), block, self._near, price, budget)
+        size = 0
+        if price is not None and block > 0:
+            if self._block is None:
+                # the block, block × budget in the tokens the reports count, in the units
+                # the cut measures what it drops (the cheap tier), at the ratio the history
+                # shows; fixed for this item list, so the blocks stay where they are
+                self._block = kept.block_raw(total) / max(1, estimate)
+            size = max(1, int(block * budget * self._block))
+        k = kept.stable(scale.raw_limit(budget), block, self._near, price, budget, size)
         self._near = k
         cut = options[k][1]
         if cut > start:
