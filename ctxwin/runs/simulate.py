@@ -340,7 +340,8 @@ def learned_manager(
 
     The next request is the whole transcript (or the last recorded request).
     Each call's raw estimate is read from the request as recorded, as
-    :func:`replay_run` does, without fitting it.
+    :func:`replay_run` does; :meth:`~ctxwin.manager.ContextWindowManager.evaluate` of the
+    next request is anchored on the last report (it extends the request reported).
     """
     nxt = run.next_request()
     estimator = settings.make_estimator(run_model(run))
@@ -359,11 +360,16 @@ def learned_manager(
     for call, transcript in zip(calls, transcripts, strict=True):
         if reported_tokens(call.usage) is None:
             continue
-        t = transcript if transcript is not None else load(call.request, fmt, estimator)
-        if not started:  # the run's seed depends on its model, as in replay_run
-            manager.plan(t)
-            started = True
-        raw = estimator.raw(total_cost(t.view))
+        # read through the manager's reader, so the next request, which extends the last
+        # reported one, is anchored on its report (ctxwin.fitting.anchor)
+        try:
+            raw = manager.evaluate(call.request).result.raw_tokens
+        except CtxwinError:
+            t = transcript if transcript is not None else load(call.request, fmt, estimator)
+            if not started:  # the run's seed depends on its model, as in replay_run
+                manager.plan(t)
+            raw = estimator.raw(total_cost(t.view))
+        started = True
         manager.observe(call.usage, raw_tokens=raw)
     return manager, nxt
 
