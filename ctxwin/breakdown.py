@@ -128,9 +128,8 @@ def explain(plan: Plan, largest: int = LARGEST) -> dict[str, Any]:
     # an estimate anchored on the provider's last report (ctxwin.fitting.anchor) is not the
     # bound's sum: what the report counts beyond it (or the bound's excess, below 0) is
     # put outside the messages, where a session's unseen system prompt and tools are
-    anchored = plan.result.estimated_tokens - (
-        outside + head_tokens + sum(t["tokens"] for t in turns)
-    )
+    # (the parts add up to overhead + whole: each is what it adds after the ones before)
+    anchored = plan.result.estimated_tokens - (plan.result.overhead + whole)
     return {
         "estimated_tokens": plan.result.estimated_tokens,
         "outside_messages": outside + anchored,
