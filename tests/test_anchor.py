@@ -266,3 +266,58 @@ def test_replay_marks_a_report_beyond_the_anchored_prediction() -> None:
     assert report["zero_reports"] == 0
     # the call after it is anchored on the jump: not marked, and not under
     assert report["rows"][4]["estimated_tokens"] >= jumped
+
+
+# --- the figures docs/sessions.md and the README quote -------------------------------
+
+TOOLS = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "gemini-cli": "Gemini CLI",
+    "mini-swe-agent": "mini-swe-agent",
+    "openhands-events": "OpenHands",
+    "otel-genai": "OpenTelemetry",
+}
+
+
+def anchored_ratios() -> dict[str, list[tuple[float, bool]]]:
+    """Per agent tool: prediction ÷ reported of every call after a run's first report,
+    and whether the row is marked ``unlogged_tokens`` (``replay``, default settings)."""
+    out: dict[str, list[tuple[float, bool]]] = {}
+    for folder, name in TOOLS.items():
+        for path in sorted((AGENT_TOOLS / folder).glob("*")):
+            for run in read_runs(path.read_bytes()):
+                if run.error is not None:
+                    continue
+                rows = [r for r in replay_run(run, Settings())["rows"] if r.get("reported_tokens")]
+                for row in rows[1:]:
+                    reported = row["reported_tokens"]
+                    assert reported is not None
+                    ratio = row["estimated_tokens"] / reported
+                    out.setdefault(name, []).append((ratio, "unlogged_tokens" in row))
+    return out
+
+
+@corpus
+@pytest.mark.corpus
+def test_the_anchored_figures_are_what_replay_gives() -> None:
+    """docs/sessions.md's table (the "after" side) and the README's medians."""
+    import statistics
+
+    ratios = anchored_ratios()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "sessions.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name, pairs in ratios.items():
+        values = [r for r, _ in pairs]
+        median = statistics.median(values)
+        least = min(values)
+        under = sum(1 for r, marked in pairs if r < 0.97 and not marked)
+        marked = sum(1 for _, m in pairs if m)
+        line = next(x for x in doc.splitlines() if x.startswith(f"| {name} | {len(pairs)} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[2].endswith(f"→ {median:.3f}"), (name, median)
+        assert cells[3].endswith(f"→ {least:.3f}"), (name, least)
+        assert cells[4].endswith(f"→ {under}"), (name, under)
+        assert cells[5].endswith(f"→ {marked}"), (name, marked)
+        if name in ("Claude Code", "Codex", "Gemini CLI", "mini-swe-agent"):
+            assert f"{median:.3f} for {name} ({len(pairs)}" in readme.replace("\n", " "), name
