@@ -320,4 +320,4 @@ def test_the_anchored_figures_are_what_replay_gives() -> None:
         assert cells[4].endswith(f"→ {under}"), (name, under)
         assert cells[5].endswith(f"→ {marked}"), (name, marked)
         if name in ("Claude Code", "Codex", "Gemini CLI", "mini-swe-agent"):
-            assert f"{median:.3f} for {name} ({len(pairs)}" in readme.replace("\n", " "), name
+            assert f"{median:.3f} for {name} ({len(pairs)}" in readme, name
