@@ -212,6 +212,11 @@ def _plan(
         manager, nxt = learned_manager(session, settings)
         plan = manager.evaluate(nxt)  # anchored on the session's last report
         transcript = plan.transcript
+        if manager.zero_reports and not quiet:
+            say(
+                f"warning: {manager.zero_reports:,} of the session's calls reported 0 prompt "
+                "tokens (a gateway that does not count?): taken as no report"
+            )
     s = plan.budget.spec
     if not quiet and s.context_length_source == "fallback":
         named = f"model {s.name!r}" if s.name else "no model named"
