@@ -22,7 +22,10 @@ that estimate, taken in order (outside the messages, the head, each turn), so
 ``outside_messages + head + turns`` is ``estimated_tokens`` exactly;
 ``outside_messages`` includes the ``overhead`` learned from usage (a session's
 system prompt and tools its file never shows), and ``calibration`` and
-``raw_tokens`` say how the raw estimate was scaled. A step's saving is the
+``raw_tokens`` say how the raw estimate was scaled. When the estimate is anchored on
+the provider's last report (:mod:`ctxwin.fitting.anchor`), ``anchored`` is what it
+differs from that arithmetic by (the report's count less the bound's, in the part the
+report counted), and ``outside_messages`` carries it. A step's saving is the
 estimate less the estimate without what it removes, so it is never more than
 what it could remove. ``largest`` rates each message on its own.
 """
@@ -122,9 +125,15 @@ def explain(plan: Plan, largest: int = LARGEST) -> dict[str, Any]:
         ),
         TRUNCATE_RESULTS: (len(cut), saving(_sum([p.cost for p in cut], width))),
     }
+    # an estimate anchored on the provider's last report (ctxwin.fitting.anchor) is not the
+    # bound's sum: what the report counts beyond it (or the bound's excess, below 0) is
+    # put outside the messages, where a session's unseen system prompt and tools are
+    # (the parts add up to overhead + whole: each is what it adds after the ones before)
+    anchored = plan.result.estimated_tokens - (plan.result.overhead + whole)
     return {
         "estimated_tokens": plan.result.estimated_tokens,
-        "outside_messages": outside,
+        "outside_messages": outside + anchored,
+        "anchored": anchored,
         "head": {"messages": seg.head_end, "tokens": head_tokens},
         "turns": turns,
         "overhead": plan.result.overhead,

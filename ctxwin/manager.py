@@ -44,7 +44,14 @@ Promises:
   it is planned over the whole request already read. The result is exactly what
   reading the whole request gives, the edited messages a fit sent built on too;
   pass ``incremental=False`` to read every request whole. Messages already sent
-  must not be edited in place.
+  must not be edited in place;
+* a request that extends the one the provider last reported on (read
+  incrementally, as above) is estimated from that report: the prompt tokens
+  reported, plus the calibrated bound of the messages added since; after a cut,
+  the report less what the reports measured of the dropped messages, when the
+  format lets them measure it (:mod:`ctxwin.fitting.anchor`; ``anchor=False``
+  estimates every request from the calibrated bound alone, as reading it whole
+  does).
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from ctxwin.errors import truncated
 from ctxwin.fitting.budget import Budget
 from ctxwin.fitting.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.fitting.incremental import Prefixes, Reader
+from ctxwin.fitting.pruning import FitResult
 from ctxwin.fitting.strategy import Applied
 from ctxwin.settings import Settings, settings_with
 from ctxwin.tokens.base import Estimator
@@ -90,6 +98,7 @@ class ContextWindowManager:
         learn_overhead: bool = False,
         fresh_factor: float = FRESH_FACTOR,
         incremental: bool = True,
+        anchor: bool = True,
         **changes: Any,
     ) -> None:
         """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
@@ -101,7 +110,9 @@ class ContextWindowManager:
         an overhead the requests do not show from usage (see the module docstring);
         ``fresh_factor`` is its factor until two reports measure one
         (:class:`~ctxwin.fitting.calibration.OverheadLearner`; 1.0 when the requests show
-        every message as sent, as a framework's own history does).
+        every message as sent, as a framework's own history does). ``anchor``: estimate
+        a request that extends one the provider reported from that report
+        (:mod:`ctxwin.fitting.anchor`; ``False``: from the calibrated bound alone).
         """
         if model is not None:
             changes["model"] = model
@@ -125,6 +136,13 @@ class ContextWindowManager:
         self.incremental = incremental
         """Read only the messages new since the last request (see :class:`Reader`)."""
         self._reader = Reader(self.estimator, self.fmt)
+        self.anchor = anchor
+        """Anchor estimates on the provider's last report (:mod:`ctxwin.fitting.anchor`)."""
+        self._fit_at: tuple[Prefixes, FitResult, int] | None = None
+        """The last request fitted on a growing transcript: its prefixes, its fit and the
+        raw estimate of what was sent (the request a report anchors on)."""
+        self.zero_reports = 0
+        """Reports of zero prompt tokens seen in this run: treated as no report."""
 
     @property
     def calibration(self) -> float:
@@ -136,6 +154,19 @@ class ContextWindowManager:
         if self._seed is not None:
             return self._seed
         return default_seed(self.estimator, self.model)
+
+    @property
+    def fresh(self) -> float:
+        """The factor on the bound of content no report has counted, when an estimate is
+        anchored on a report (:mod:`ctxwin.fitting.anchor`): the calibration, and never
+        below 1 (the bound is an upper bound of text; a factor below 1 learned from usage
+        measures opaque content priced at its bytes, no promise for what comes next);
+        the seed's until two reports measure a slope (the learner's fresh factor guesses
+        at content the log does not show, which a report already counts)."""
+        learner = self._learner
+        if learner is not None and not learner.measured:
+            return max(1.0, learner.seed)
+        return max(1.0, self.calibration)
 
     @property
     def learned(self) -> bool:
@@ -154,12 +185,20 @@ class ContextWindowManager:
         next request extends the last one (see ``ctxwin.fitting.incremental.Reader``)."""
         return self._reader.messages_read
 
+    def reads_equal_prefixes(self) -> None:
+        """Take a request whose first messages equal the last request's (not only are the
+        same objects) as extending it (:attr:`ctxwin.fitting.incremental.Reader.equal`):
+        for requests parsed one by one, as a run's recorded calls are."""
+        self._reader.equal = True
+
     def reset(self) -> None:
         """Start a new run: calibration back to the seed, no overhead, no previous send."""
         self._seed = self.calibration_seed
         self._learned = None
         self._learner = None
         self._sent_raw = None
+        self._fit_at = None
+        self.zero_reports = 0
 
     def observe(self, usage: Mapping[str, Any] | None, *, raw_tokens: int | None = None) -> float:
         """Learn from the usage a provider reported; returns the calibration.
@@ -170,6 +209,12 @@ class ContextWindowManager:
         """
         raw = self._sent_raw if raw_tokens is None else raw_tokens
         reported = prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
+        if reported is not None and reported <= 0:
+            # a provider (or a gateway in front of one) that reports zeros: no report
+            self.zero_reports += 1
+            reported = None
+        if reported is not None:
+            self._anchor(raw_tokens, reported)
         if raw is not None and reported is not None:
             if self.learn_overhead:
                 if self._learner is None:
@@ -178,6 +223,26 @@ class ContextWindowManager:
             else:
                 self._learned = grow(self.calibration, raw, reported)
         return self.calibration
+
+    def _anchor(self, raw_tokens: int | None, reported: int) -> None:
+        """Anchor the next requests on ``reported``, the count of the request last fitted
+        on a growing transcript: as sent (``raw_tokens`` ``None`` or its raw estimate), or
+        as given (``raw_tokens`` the raw estimate of the whole request: a recorded run's
+        report counts what the agent sent, not what a replay keeps)."""
+        at = self._fit_at
+        if at is None or not self.anchor:
+            return
+        prefixes, result, sent_raw = at
+        if result.gap is not None:
+            return
+        head = prefixes.seg.head_end
+        if raw_tokens is None or raw_tokens == sent_raw:
+            if result.pruned:
+                prefixes.report(result.head, result.cut, result.items, reported)
+            else:
+                prefixes.report(head, head, result.items, reported)
+        elif raw_tokens == result.raw_tokens:
+            prefixes.report(head, head, result.items, reported)
 
     def evaluate(self, request: Any) -> ManagedFit:
         """Fit ``request`` at the current calibration (no change but the run's seed).
@@ -200,9 +265,12 @@ class ContextWindowManager:
             # O(new items). One over it is planned over the whole request, as a step that
             # is not incremental (ctxwin.fitting.strategy.Step.incremental) declares.
             budget = self._prefix_budget(prefixes)
-            scale = prefixes.scale(self.calibration, self.overhead, self._learner is not None)
+            scale = prefixes.scale(
+                self.calibration, self.overhead, self._learner is not None, self.fresh
+            )
             whole = prefixes.whole(n, budget.budget, scale)
             if whole is not None:
+                self._fit_at = (prefixes, whole, whole.raw_tokens)
                 return Plan(
                     transcript,
                     budget,
@@ -224,10 +292,13 @@ class ContextWindowManager:
         items = sent if isinstance(sent, list) else sent.get(transcript.adapter.items_key)
         if isinstance(items, list):
             self._reader.sent(items, result.keep)
-        return fitted._replace(sent=sent, sent_raw=prefixes.raw_kept(result))
+        sent_raw = prefixes.raw_kept(result)
+        self._fit_at = (prefixes, result, sent_raw)
+        return fitted._replace(sent=sent, sent_raw=sent_raw)
 
     def evaluate_transcript(self, transcript: Transcript) -> ManagedFit:
         """:meth:`evaluate` for a request that is already read."""
+        self._fit_at = None
         p = self.plan(transcript)
         return p._replace(sent=p.fitted(), sent_raw=p.raw_tokens_sent)
 
@@ -261,6 +332,12 @@ class ContextWindowManager:
             overhead=self.overhead,
             learned=learner is not None,
             block=self.settings.strategy.block,
+            fresh=self.fresh,
+        )
+        self._fit_at = (
+            prefixes,
+            result,
+            prefixes.raw_kept(result) if result.pruned else result.raw_tokens,
         )
         return Plan(transcript, budget, result, cache_mark=self.settings.cache_mark)
 

@@ -363,7 +363,11 @@ def test_manager_loop_equals_reading_every_request_whole(
     if anthropic:
         system, messages = to_anthropic(messages)
     incremental = ContextWindowManager(
-        context_length=context_length, estimator=EST, learn_overhead=learn, strategy=strategy
+        context_length=context_length,
+        estimator=EST,
+        learn_overhead=learn,
+        strategy=strategy,
+        anchor=False,
     )
     scratch = ContextWindowManager(
         context_length=context_length,
@@ -404,7 +408,7 @@ def test_an_editing_loop_equals_reading_every_request_whole(
     if anthropic:
         system, messages = to_anthropic(messages)
     incremental = ContextWindowManager(
-        context_length=context_length, estimator=EST, strategy=strategy
+        context_length=context_length, estimator=EST, strategy=strategy, anchor=False
     )
     scratch = ContextWindowManager(
         context_length=context_length, estimator=EST, incremental=False, strategy=strategy
@@ -419,7 +423,9 @@ def test_a_clearing_loop_reads_each_message_once(build_on: str) -> None:
     messages already read) and decides what reading every request whole decides, the
     edited messages it sent built on too."""
     strategy = Strategy(("clear-results", "drop-turns"), keep_results=1)
-    manager = ContextWindowManager(context_length=3000, estimator=EST, strategy=strategy)
+    manager = ContextWindowManager(
+        context_length=3000, estimator=EST, strategy=strategy, anchor=False
+    )
     scratch = ContextWindowManager(
         context_length=3000, estimator=EST, strategy=strategy, incremental=False
     )
@@ -489,7 +495,11 @@ def test_a_responses_loop_equals_reading_every_request_whole(
     appended, give exactly the view and the decision of a whole read."""
     items = to_responses(messages)
     incremental = ContextWindowManager(
-        context_length=context_length, estimator=EST, learn_overhead=learn, strategy=strategy
+        context_length=context_length,
+        estimator=EST,
+        learn_overhead=learn,
+        strategy=strategy,
+        anchor=False,
     )
     scratch = ContextWindowManager(
         context_length=context_length,
@@ -593,7 +603,7 @@ def test_a_gemini_loop_equals_reading_every_request_whole(ids: bool) -> None:
     once over the loop); without ids a call is named by its position and answered by
     name and order across contents, so the whole body is read again. Either way the
     decisions are those of a whole read."""
-    incremental = ContextWindowManager(context_length=3000, estimator=EST)
+    incremental = ContextWindowManager(context_length=3000, estimator=EST, anchor=False)
     scratch = ContextWindowManager(context_length=3000, estimator=EST, incremental=False)
     usage: Any = None
     pruned = 0

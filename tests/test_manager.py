@@ -155,7 +155,7 @@ def test_pruned_transcripts_persist_and_keep_pairing() -> None:
     request = body(1)
     usage = None
     dropped_ever = 0
-    for i in range(1, 15):
+    for i in range(1, 40):
         sent = m.fit(request, last_usage=usage)
         view = ctxwin.load(sent.request).view
         assert pairing_problems(view) == []

@@ -307,17 +307,29 @@ def test_openhands_replay_matches_a_hand_check() -> None:
         calls = run.calls()
         reported = _recorded_prompt_tokens(line)
         assert [r["reported_tokens"] for r in rows] == reported
+        # The provider never reported more than the seed allows: calibration stays 1.15.
+        # A call whose messages extend the call before's is anchored on that call's
+        # report: the report plus the seed formula of the messages added, at 1.15.
+        estimates = []
+        for k, call in enumerate(calls, 1):
+            raw = _seed_raw(call.request)
+            estimate = math.ceil(raw * 1.15)
+            if k > 1:
+                before = calls[k - 2].request["messages"]
+                now = call.request["messages"]
+                if now[: len(before)] == before:
+                    new = _seed_raw({"messages": now[len(before) :]})
+                    estimate = reported[k - 2] + math.ceil(new * 1.15)
+            estimates.append((raw, estimate))
         for k in (1, 2, len(rows)):  # three calls per run, counted by hand
             row = rows[k - 1]
-            raw = _seed_raw(calls[k - 1].request)
+            raw, estimate = estimates[k - 1]
             assert row["raw_tokens"] == raw
-            assert row["estimated_tokens"] == math.ceil(raw * 1.15)
+            assert row["estimated_tokens"] == estimate
             assert row["budget"] == budget
-        # The provider never reported more than the seed allows: calibration stays 1.15,
-        # so the first pruned call is the first whose estimate exceeds the budget.
         assert all(r["calibration"] == pytest.approx(1.15) for r in rows)
-        estimates = [math.ceil(_seed_raw(c.request) * 1.15) for c in calls]
-        first = next(k for k, e in enumerate(estimates, 1) if e > budget)
+        # so the first pruned call is the first whose estimate exceeds the budget
+        first = next(k for k, (_, e) in enumerate(estimates, 1) if e > budget)
         assert report["first_pruned"] == first
     real = [replay_run(r, SEED) for r in runs]
     assert all(rep["first_pruned"] is None and rep["first_truncated"] is None for rep in real)

@@ -210,8 +210,13 @@ def _plan(
         from ctxwin.runs.simulate import learned_manager
 
         manager, nxt = learned_manager(session, settings)
-        transcript = core.load(nxt, session.format_for(settings.fmt), manager.estimator)
-        plan = manager.plan(transcript)
+        plan = manager.evaluate(nxt)  # anchored on the session's last report
+        transcript = plan.transcript
+        if manager.zero_reports and not quiet:
+            say(
+                f"warning: {manager.zero_reports:,} of the session's calls reported 0 prompt "
+                "tokens (a gateway that does not count?): taken as no report"
+            )
     s = plan.budget.spec
     if not quiet and s.context_length_source == "fallback":
         named = f"model {s.name!r}" if s.name else "no model named"

@@ -149,6 +149,13 @@ def replay(
         for rep in invalid:
             first = next(r for r in rep["rows"] if r["status"] == "invalid")
             say(f"warning: {rep['run'] or run_file} call {first['call']}: {first['error']}")
+        for rep in reports:
+            if rep.get("zero_reports"):
+                say(
+                    f"warning: {rep['run'] or run_file}: {plural(rep['zero_reports'], 'call')} "
+                    "reported 0 prompt tokens (a gateway that does not count?): taken as no "
+                    "report"
+                )
     if truncated:
         if not quiet:
             for rep in truncated:
@@ -312,6 +319,11 @@ def render_replay(rep: ReplayReport, console: Console, *, chart: bool) -> None:
         parts.append(f"truncated at call {rep['first_truncated']}: the run would stop there")
     if rep["under_estimates"]:
         parts.append(f"{plural(rep['under_estimates'], 'estimate')} under the reported count")
+    if rep.get("unlogged_calls"):
+        parts.append(
+            f"{plural(rep['unlogged_calls'], 'call')} reported more than the file shows "
+            "(unlogged_tokens)"
+        )
     if (peak_use := rep["peak_context_use"]) is not None:
         peak = 100 * peak_use
         parts.append(f"peak {peak:.1f}% of the window at call {rep['peak_call']}")

@@ -310,6 +310,11 @@ class OverheadLearner:
         return self.last is not None
 
     @property
+    def measured(self) -> bool:
+        """Whether two reports have measured a slope (the factor is no longer the fresh one)."""
+        return bool(self._slopes)
+
+    @property
     def overhead(self) -> int:
         """The line's intercept: tokens every request costs beyond its content."""
         return self._line[0]

@@ -124,20 +124,39 @@ class Kept:
             cost = [x + p[b] - p[a] for x, p in zip(cost, self.prefix, strict=True)]
         return self.block_raw(cost)
 
-    def stable(self, limit: int, block: float, near: int = 0) -> int:
+    def stable(
+        self,
+        limit: int,
+        block: float,
+        near: int = 0,
+        price: Callable[[int], int] | None = None,
+        budget: int = 0,
+        size: int = 0,
+    ) -> int:
         """The option a cache-stable cut takes: :meth:`fewest` when that drops nothing or
         ``block`` is 0; else the first option that drops at least the next multiple of
         ``block × limit`` raw tokens at or above what :meth:`fewest` drops, short of the
         floor (when no such option is, :meth:`fewest`'s: a cut never empties a request
         to the floor to reach a block). The multiples sit at fixed offsets of the history's cost, so
         consecutive requests of a growing run keep one cut, and the prefix a provider
-        caches, until what must go crosses the next one."""
-        k = self.fewest(limit, near)
+        caches, until what must go crosses the next one.
+
+        ``price``, when given, is the estimate of each option (non-increasing in it: an
+        estimate anchored on the provider's last report, :mod:`ctxwin.fitting.anchor`), and
+        the fewest units are those priced within ``budget``; ``limit`` then only sizes the
+        blocks. ``size``, when given, is the block in :attr:`block_raw` units itself."""
+        if price is None:
+            k = self.fewest(limit, near)
+        else:
+            k = fewest_units(len(self.options), price, budget, near)
         last = len(self.options) - 1
         if k == 0 or block <= 0 or k >= last:
             return k
-        size = max(1, int(block * limit))
-        target = -(-self.dropped(k) // size) * size
+        size = size or max(1, int(block * limit))
+        # the least multiple above what the option before ``k`` drops: the first option
+        # reaching it is at or after ``k`` (it fits), and the cut a block reached before
+        # stays while it fits (the next multiple would move it while no more must go)
+        target = (self.dropped(k - 1) // size + 1) * size
         if self.dropped(last - 1) < target:
             return k  # no block boundary short of the floor: drop what must go, no more
         lo, hi = k, last - 1  # the first option at or after k dropping at least target

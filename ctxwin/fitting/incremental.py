@@ -35,6 +35,7 @@ from operator import is_
 from typing import Any
 
 from ctxwin.errors import CtxwinError
+from ctxwin.fitting.anchor import ADDITIVE_FORMATS, Anchor, new_cost
 from ctxwin.fitting.cut import Kept, prefix_sums
 from ctxwin.fitting.pruning import (
     FitResult,
@@ -245,10 +246,15 @@ class Prefixes:
         self._near = 0
         """The units the last fit dropped: where the next search starts."""
         self._scale = Scale(1.0)
-        self._scale_key: tuple[float, int, bool] = (1.0, 0, False)
+        self._scale_key: tuple[float, int, bool, float | None] = (1.0, 0, False, None)
         """The last call's scale (a loop's calibration changes rarely)."""
         self._marks: list[int] | None = None
         """For a complete view: how many pairing problems the first ``i`` items have."""
+        self._block: float | None = None
+        """Cheap-tier units per counted token, measured at the first anchored cut."""
+        self.anchor: Anchor | None = None
+        """The provider's last report on a request of these items (:mod:`ctxwin.fitting.anchor`):
+        requests that extend it are estimated from it."""
         if complete:
             self.prefix = prefix_sums(cost_columns(view))
             self._marks = [0]
@@ -360,14 +366,38 @@ class Prefixes:
                 out += [p for p in rules(view, window) if p.index == b - 1]
         return out
 
-    def scale(self, calibration: float, overhead: int = 0, learned: bool = False) -> Scale:
+    def scale(
+        self,
+        calibration: float,
+        overhead: int = 0,
+        learned: bool = False,
+        fresh: float | None = None,
+    ) -> Scale:
         """The :class:`~ctxwin.fitting.pruning.Scale` of these figures (the last one made is kept
         while they stay the same)."""
-        key = (calibration, overhead, learned)
+        key = (calibration, overhead, learned, fresh)
         if self._scale_key != key:
-            self._scale = Scale(calibration, overhead, learned)
+            self._scale = Scale(calibration, overhead, learned, fresh)
             self._scale_key = key
         return self._scale
+
+    def report(self, head: int, cut: int, end: int, reported: int) -> None:
+        """The provider counted ``reported`` tokens for the request of ``items[:head]`` and
+        ``items[cut:end]``: requests that extend it are anchored on it."""
+        anchor = self.anchor
+        if anchor is None:
+            anchor = self.anchor = Anchor(self.view.format in ADDITIVE_FORMATS)
+        anchor.record(head, cut, end, reported)
+
+    def anchored(self, i: int, cut: int, scale: Scale) -> int | None:
+        """The estimate of the request of ``items[:head]`` and ``items[cut:i]`` anchored on
+        the last report (:mod:`ctxwin.fitting.anchor`), ``None`` when none bounds it."""
+        anchor = self.anchor
+        if anchor is None or i < anchor.end or self.seg.head_end != anchor.head:
+            return None
+        end = anchor.end
+        new = self.estimator.raw([column[i] - column[end] for column in self.prefix])
+        return anchor.estimate(cut, new_cost(scale.fresh, new) if i > end else 0)
 
     def whole(self, i: int, budget: int, scale: Scale) -> FitResult | None:
         """The fit of ``items[:i]`` when they are kept whole, as every strategy keeps a
@@ -375,7 +405,7 @@ class Prefixes:
         overflow that is not enforced); ``None`` when they must be fitted. O(new items)."""
         self.advance(i)
         raw = self.raw(i)
-        estimate = scale.estimate(raw)
+        estimate = self._estimate(i, raw, scale)
         if budget <= 0 or estimate <= budget:
             return passed(i, estimate, budget, scale, len(self.seg.turn_starts), raw)
         return None
@@ -389,16 +419,18 @@ class Prefixes:
         overhead: int = 0,
         learned: bool = False,
         block: float = 0.0,
+        fresh: float | None = None,
     ) -> FitResult:
-        """What :func:`ctxwin.fitting.pruning.fit` gives on a view of ``items[:i]``."""
-        scale = self.scale(calibration, overhead, learned)
+        """What :func:`ctxwin.fitting.pruning.fit` gives on a view of ``items[:i]`` (with
+        no report to anchor on; ``fresh``: :attr:`~ctxwin.fitting.pruning.Scale.fresh`)."""
+        scale = self.scale(calibration, overhead, learned, fresh)
         whole = self.whole(i, budget, scale)
         if whole is not None:
             return whole
         estimator = self.estimator
         total = self.total(i)
         raw = estimator.raw(total)
-        estimate = scale.estimate(raw)
+        estimate = self._estimate(i, raw, scale)
         seg = self.seg
         rules = self.rules
         problems = self.problems(i)
@@ -406,7 +438,26 @@ class Prefixes:
         start = seg.head_end
         options = _Options(seg)
         kept = Kept(total, self.prefix, start, options, estimator)
-        k = kept.stable(scale.raw_limit(budget), block, self._near)
+        price = None
+        if self.anchor is not None and self.anchored(i, start, scale) is not None:
+
+            def price(k: int) -> int:
+                cut = options[k][1]
+                anchored = self.anchored(i, cut, scale)
+                if anchored is not None and self.anchor is not None and cut == self.anchor.cut:
+                    return anchored  # the reported request, extended
+                plain = scale.estimate(kept.raw(k))
+                return plain if anchored is None else min(anchored, plain)
+
+        size = 0
+        if price is not None and block > 0:
+            if self._block is None:
+                # the block, block × budget in the tokens the reports count, in the units
+                # the cut measures what it drops (the cheap tier), at the ratio the history
+                # shows; fixed for this item list, so the blocks stay where they are
+                self._block = kept.block_raw(total) / max(1, estimate)
+            size = max(1, int(block * budget * self._block))
+        k = kept.stable(scale.raw_limit(budget), block, self._near, price, budget, size)
         self._near = k
         cut = options[k][1]
         if cut > start:
@@ -423,8 +474,14 @@ class Prefixes:
             else:
                 found = rules(view, [*range(start), *range(cut, i)])
             guard(found, problems)
-        after_k = scale.estimate(kept.raw(k))
+        after_k = scale.estimate(kept.raw(k)) if price is None else price(k)
         return pruned(self.segments(), k, i, after_k, estimate, budget, scale, raw, problems)
+
+    def _estimate(self, i: int, raw: int, scale: Scale) -> int:
+        """The estimate of ``items[:i]`` (raw estimate ``raw``): anchored on the last
+        report when one bounds it, else the calibrated bound."""
+        anchored = self.anchored(i, self.seg.head_end, scale) if self.anchor is not None else None
+        return scale.estimate(raw) if anchored is None else anchored
 
     def segments(self) -> Segments:
         seg = self.seg
@@ -463,9 +520,13 @@ class Reader:
     replaced, not edited).
     """
 
-    def __init__(self, estimator: Estimator, fmt: str = AUTO) -> None:
+    def __init__(self, estimator: Estimator, fmt: str = AUTO, *, equal: bool = False) -> None:
         self.estimator = estimator
         self.fmt = fmt
+        self.equal = equal
+        """Also take a request whose first messages *equal* the last one's (not only are
+        the same objects) as extending it: requests parsed one by one (a run's recorded
+        calls) cost a comparison each, the reading they cost already."""
         self._adapter: Adapter | None = None
         self._rest: Any = None
         self._messages: list[Any] = []
@@ -521,7 +582,9 @@ class Reader:
             return None
         old = self._messages
         kept = self._kept
-        if len(messages) >= len(old) and all(map(is_, old, messages)):
+        if len(messages) >= len(old) and (
+            all(map(is_, old, messages)) or (self.equal and old == messages[: len(old)])
+        ):
             start = len(old)
             items = None
         elif kept and len(messages) >= len(kept) and all(map(is_, kept, messages)):
@@ -554,4 +617,7 @@ class Reader:
             self.messages_read += len(part.items)
         if items is None:
             return prefixes
-        return Prefixes(target, self.estimator, adapter.problems)
+        out = Prefixes(target, self.estimator, adapter.problems)
+        if prefixes.anchor is not None and self._kept_view is None:
+            out.anchor = prefixes.anchor.moved(self._keep)
+        return out

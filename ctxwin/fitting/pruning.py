@@ -415,11 +415,22 @@ class Scale:
     code at every start.)
     """
 
-    __slots__ = ("calibration", "overhead")
+    __slots__ = ("calibration", "fresh", "learned", "overhead")
 
-    def __init__(self, calibration: float, overhead: int = 0, learned: bool = False) -> None:
+    def __init__(
+        self,
+        calibration: float,
+        overhead: int = 0,
+        learned: bool = False,
+        fresh: float | None = None,
+    ) -> None:
         self.calibration = calibration if learned or calibration >= 1 else 1.0
         self.overhead = overhead
+        self.learned = learned
+        self.fresh = max(1.0, self.calibration) if fresh is None else fresh
+        """The factor on the bound of content no report has counted, in an estimate
+        anchored on a report (:mod:`ctxwin.fitting.anchor`): never below 1 (the bound is
+        an upper bound of text)."""
 
     def estimate(self, raw: int) -> int:
         return self.overhead + scaled(raw, self.calibration)

@@ -53,6 +53,10 @@ class ReplayRow(Fitted, total=False):
     reported_tokens: int | None
     """The prompt tokens the call's recorded usage reports, if any."""
     under_estimate: bool
+    unlogged_tokens: int
+    """Present when the reported count exceeds the prediction, made from the run's
+    earlier reports, by more than the budget's safety margin: by how much (content the
+    file does not record; ``docs/sessions.md``)."""
     cached_tokens: int | None
     """Prompt tokens the provider's cache would read for the request as fitted and sent
     (``ctxwin.runs.billing``); ``None`` when the model's caching rules are unknown. A call
@@ -98,6 +102,11 @@ class ReplayReport(TypedDict):
     invalid_calls: int
     under_estimates: int
     under_estimates_after_first: int
+    unlogged_calls: int
+    """Rows with ``unlogged_tokens``."""
+    zero_reports: int
+    """Calls whose usage reports 0 prompt tokens: taken as no report (a gateway that
+    does not count)."""
     final_calibration: float
     learn_overhead: bool
     final_overhead: int

@@ -75,8 +75,8 @@ DEFAULT_STEPS = (DROP_TURNS,)
 DEFAULT_KEEP_RESULTS = 3
 DEFAULT_BLOCK = 0.45
 """The default :attr:`Strategy.block`. In a 100-call OpenAI Chat loop at a 6,000-token
-window (``tests/test_cache_loop.py``) it bills 0.23x the input of just fitting with
-OpenAI's prompt cache, sending 0.76x the tokens on average (docs/strategies.md has the
+window (``tests/test_cache_loop.py``) it bills 0.24x the input of just fitting with
+OpenAI's prompt cache, sending 0.81x the tokens on average (docs/strategies.md has the
 measurements it was chosen on)."""
 
 PLACEHOLDER = "[cleared by ctxwin: {tokens:,} tokens of tool output]"

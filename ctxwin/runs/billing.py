@@ -102,7 +102,7 @@ class _Ends(Computed[int]):
         self.now = now
 
     def at(self, i: int) -> int:
-        return 0 if i == 0 else self.now.scale.estimate(self.raw_at(i))
+        return 0 if i == 0 else max(0, self.now.scale.estimate(self.raw_at(i)))
 
 
 def laid_prefix(prefixes: Prefixes, result: FitResult, now: ScaleNow) -> Laid:
@@ -388,8 +388,12 @@ class Ledger:
 
     def rescale(self, result: FitResult, learned: bool) -> None:
         """Size the requests at the scale ``result`` (the fit of the call about to be
-        sent) was predicted at."""
-        self.now.scale = Scale(result.calibration, result.overhead, learned)
+        sent) was predicted at: its line, moved to pass through its estimate when that is
+        anchored on a report (``ctxwin.fitting.anchor``: the report's difference from the
+        line is laid before the messages, as ``estimate --explain`` lays it)."""
+        line = Scale(result.calibration, result.overhead, learned)
+        shift = result.estimated_tokens - line.estimate(result.raw_tokens)
+        self.now.scale = Scale(result.calibration, result.overhead + shift, learned)
 
     def log(
         self,

@@ -59,13 +59,17 @@ def run_manager(
     changes: dict[str, Any] = {"fmt": run.format_for(settings.fmt)}
     if settings.spec is None and settings.context_length is None and settings.model is None:
         changes["context_length"] = run.context_length
-    return ContextWindowManager(
+    manager = ContextWindowManager(
         settings.model or model_hint,
         settings,
         estimator=estimator or settings.make_estimator(settings.model or model_hint),
         learn_overhead=learn_overhead,
         **changes,
     )
+    # recorded calls are parsed one by one: a request whose first messages equal the last
+    # one's extends it (and is anchored on its report)
+    manager.reads_equal_prefixes()
+    return manager
 
 
 def reported_tokens(usage: Mapping[str, Any] | None) -> int | None:
@@ -157,6 +161,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     first_pruned: int | None = None
     first_truncated: int | None = None
     prev: tuple[Mapping[str, Any] | None, int] | None = None
+    counted = False
+    """Whether a call before this one reported a (non-zero) prompt count."""
     for k, (request, usage, where_k, transcript, at) in enumerate(prepared, 1):
         if prev is None:
             manager.reset()
@@ -203,6 +209,10 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 **logged,  # type: ignore[typeddict-item]
             }
         )
+        if reported and counted and reported - r.estimated_tokens > fitted.budget.safety:
+            # more than the margin over a prediction made from the last report: content
+            # the file does not record (or a reader that misses it)
+            rows[-1]["unlogged_tokens"] = reported - r.estimated_tokens
         if not r.overflow_at_floor:  # a call that is sent
             ledger.rescale(r, manager.learn_overhead and manager.learned)
             if prefixes is not None and r.gap is None:
@@ -218,6 +228,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             costs = ledger.add(fitted, laid, marks, reported, usage, at, ttl)
             rows[-1].update(costs)  # type: ignore[typeddict-item]
         prev = (usage, r.raw_tokens)
+        counted = counted or bool(reported)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
         manager.observe(prev[0], raw_tokens=prev[1])
@@ -243,6 +254,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "invalid_calls": sum(1 for r in rows if r["status"] == INVALID),
         "under_estimates": sum(1 for r in rows if r.get("under_estimate")),
         "under_estimates_after_first": after_first,
+        "unlogged_calls": sum(1 for r in rows if "unlogged_tokens" in r),
+        "zero_reports": sum(1 for r in rows if r.get("reported_tokens") == 0),
         "final_calibration": manager.calibration,
         "learn_overhead": learn,
         "final_overhead": manager.overhead,
@@ -327,7 +340,8 @@ def learned_manager(
 
     The next request is the whole transcript (or the last recorded request).
     Each call's raw estimate is read from the request as recorded, as
-    :func:`replay_run` does, without fitting it.
+    :func:`replay_run` does; :meth:`~ctxwin.manager.ContextWindowManager.evaluate` of the
+    next request is anchored on the last report (it extends the request reported).
     """
     nxt = run.next_request()
     estimator = settings.make_estimator(run_model(run))
@@ -346,11 +360,16 @@ def learned_manager(
     for call, transcript in zip(calls, transcripts, strict=True):
         if reported_tokens(call.usage) is None:
             continue
-        t = transcript if transcript is not None else load(call.request, fmt, estimator)
-        if not started:  # the run's seed depends on its model, as in replay_run
-            manager.plan(t)
-            started = True
-        raw = estimator.raw(total_cost(t.view))
+        # read through the manager's reader, so the next request, which extends the last
+        # reported one, is anchored on its report (ctxwin.fitting.anchor)
+        try:
+            raw = manager.evaluate(call.request).result.raw_tokens
+        except CtxwinError:
+            t = transcript if transcript is not None else load(call.request, fmt, estimator)
+            if not started:  # the run's seed depends on its model, as in replay_run
+                manager.plan(t)
+            raw = estimator.raw(total_cost(t.view))
+        started = True
         manager.observe(call.usage, raw_tokens=raw)
     return manager, nxt
 
