@@ -200,7 +200,7 @@ class Plan:
             return self.sent_raw
         if self.changed:
             return self.transcript.raw_tokens(self.result.keep)
-        return self.result.raw_tokens
+        return self.result.input_raw
 
     @property
     def messages(self) -> list[Any]:
@@ -213,8 +213,10 @@ class Plan:
     pruned: bool = _of_result("pruned")
     dropped_turns: int = _of_result("dropped_turns")
     kept_turns: int = _of_result("kept_turns")
-    estimated_tokens: int = _of_result("estimated_tokens")
-    """Estimate of the request as given (before pruning)."""
+    estimated_tokens: int | None = _of_result("estimated_tokens")
+    """Estimate of the request as given (before pruning); ``None`` only for a lazy fit that
+    left dropped items unpriced (:attr:`FitResult.estimated_tokens
+    <ctxwin.fitting.pruning.FitResult.estimated_tokens>`)."""
     estimated_tokens_after: int = _of_result("estimated_tokens_after")
     """Estimate of :attr:`request`."""
     overflow_at_floor: bool = _of_result("overflow_at_floor")
@@ -222,7 +224,8 @@ class Plan:
 
     def row(self) -> Fitted:
         """The JSON row of this fit: what ``replay`` and ``check`` rows carry and the
-        proxy's ``x-ctxwin-*`` headers say (``ctxwin.fitting.rows.Fitted``)."""
+        proxy's ``x-ctxwin-*`` headers say (``ctxwin.fitting.rows.Fitted``). A row carries
+        the input's estimate: its fit priced every item (a view not read lazily)."""
         r, b, a = self.result, self.budget, self.applied
         return {
             "status": self.status,
@@ -230,8 +233,8 @@ class Plan:
             "context_length": b.context_length,
             "budget": b.budget,
             "messages": r.items,
-            "raw_tokens": r.raw_tokens,
-            "estimated_tokens": r.estimated_tokens,
+            "raw_tokens": r.input_raw,
+            "estimated_tokens": r.input_tokens,
             "calibration": r.calibration,
             "overhead": r.overhead,
             "dropped_turns": r.dropped_turns,
@@ -284,6 +287,7 @@ class Plan:
             "truncated_tokens": a.truncated_tokens,
             "cleared_thinking": a.cleared_thinking,
             "status": self.status,
+            "dropped_tokens_at_least": r.dropped_at_least,
         }
 
 
@@ -403,6 +407,20 @@ def fit_plan(
     return Plan(fitted, budget, result, applied, given, cache_mark=cache_mark)
 
 
+def plan_body(
+    body: Any, settings: Settings | None = None, *, lazy: bool = False, **changes: Any
+) -> Plan:
+    """The plan of a request body alone (no usage to learn from): ``settings`` with
+    ``changes`` applied, the estimator they name for the body's model. The one path by
+    which every command and :func:`prune` estimate a body
+    (:func:`ctxwin.runs.simulate.next_plan` takes it for a body read as a run), so a
+    body has one ``estimated_tokens`` everywhere. With ``lazy`` the items are priced
+    exactly only where the fit needs them (:func:`load`): a fit that drops items it
+    never priced leaves ``estimated_tokens`` unknown (``None``)."""
+    s = settings_with(settings, changes)
+    return plan(load(body, s.fmt, s.make_estimator(body_model(body)), lazy=lazy), s)
+
+
 def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[Any, Plan]:
     """Fit ``body`` to its model's window: ``(fitted body, plan)``.
 
@@ -411,8 +429,7 @@ def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[
     (:class:`~ctxwin.errors.NoBudget` when the budget is not positive), and
     :class:`InputError` for a body that cannot be read or safely pruned.
     """
-    s = settings_with(settings, changes)
-    p = plan(load(body, s.fmt, s.make_estimator(body_model(body))), s)
+    p = plan_body(body, settings, **changes)
     if p.result.overflow_at_floor:
         raise truncated(p.result, p.budget)
     return p.output(), p

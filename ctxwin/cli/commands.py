@@ -191,7 +191,6 @@ def _plan(
     session file (its next request is planned) or ``None``. With ``lazy``, a request
     body is priced exactly only where the fit needs it (:func:`ctxwin.core.load`)."""
     from ctxwin import codec, core
-    from ctxwin.settings import body_model
 
     settings = build_settings(**flags)
     check_run_format(run_format)
@@ -201,17 +200,15 @@ def _plan(
     body, session = read_body(data, run_format)
     if session is not None:
         data = b""  # the session's next request is written, never the file: free it now
+    # the paths check takes too: one estimated_tokens for one file
     if session is None:
         retain(body)
-        est = settings.make_estimator(body_model(body))
-        transcript = core.load(body, settings.fmt, est, lazy=lazy)
-        plan = core.plan(transcript, settings)
+        plan = core.plan_body(body, settings, lazy=lazy)
     else:
-        from ctxwin.runs.simulate import learned_manager
+        from ctxwin.runs.simulate import next_plan
 
-        manager, nxt = learned_manager(session, settings)
-        transcript = core.load(nxt, session.format_for(settings.fmt), manager.estimator)
-        plan = manager.plan(transcript)
+        plan = next_plan(session, settings)
+    transcript = plan.source
     s = plan.budget.spec
     if not quiet and s.context_length_source == "fallback":
         named = f"model {s.name!r}" if s.name else "no model named"
@@ -402,8 +399,13 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
         return int(ExitCode.CONTEXT_TRUNCATED)
     write_output(output, out)
     if plan.changed and not options["quiet"]:
-        tokens = f"{result.estimated_tokens:,} → {result.estimated_tokens_after:,} tokens"
-        say(f"{_did(plan)}: {tokens}, budget {result.budget:,}")
+        after = result.estimated_tokens_after
+        if result.estimated_tokens is None:  # the dropped turns were never priced
+            did = f"{_did(plan)}, ≥ {result.dropped_at_least:,} tokens"
+            say(f"{did}: {after:,} tokens kept, budget {result.budget:,}")
+        else:
+            tokens = f"{result.estimated_tokens:,} → {after:,} tokens"
+            say(f"{_did(plan)}: {tokens}, budget {result.budget:,}")
     return 0
 
 

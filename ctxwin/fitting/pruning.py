@@ -28,7 +28,7 @@ subtracts its items' vectors, so fitting is linear in the number of items.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -149,6 +149,9 @@ Rules = Callable[[View, Sequence[int]], list[Problem]]
 """A format's own structural rules: the problems among the items at the given indices."""
 
 
+_UNPRICED = "the input's estimate is not known: the fit left dropped items unpriced"
+
+
 @dataclass(frozen=True, slots=True)
 class FitResult:
     """What fitting a transcript to a budget did, or would do.
@@ -164,8 +167,11 @@ class FitResult:
     """Items ``[head, cut)`` are dropped (``cut == head`` when none is)."""
     items: int
     """Number of items of the input."""
-    estimated_tokens: int
-    """Estimate of the input as given."""
+    estimated_tokens: int | None
+    """Estimate of the input as given: the same number whichever command or entry point
+    fits it. ``None`` only when a fit of a lazily read view (``load(..., lazy=True)``, what
+    ``prune`` does) dropped items it never priced at the estimator's own price; then
+    :attr:`at_least` bounds it from below."""
     estimated_tokens_after: int
     """Estimate of the kept items."""
     budget: int
@@ -181,8 +187,8 @@ class FitResult:
     enforced: bool = True
     """False when the budget was not positive: no prompt fits, :attr:`overflow_at_floor`
     is set and nothing may be sent."""
-    raw_tokens: int = 0
-    """Uncalibrated estimate of the input."""
+    raw_tokens: int | None = 0
+    """Uncalibrated estimate of the input (``None`` when :attr:`estimated_tokens` is)."""
     warnings: list[str] = field(default_factory=list)
     overhead: int = 0
     """Tokens the provider counts that the body does not show (learned from usage),
@@ -190,6 +196,36 @@ class FitResult:
     gap: tuple[int, int] | None = None
     """Items ``[start, end)`` inside the head that are dropped too: the block a view marks
     :attr:`~ctxwin.view.View.superseded` (before the latest OpenAI ``compaction`` item)."""
+    at_least: int | None = None
+    """When :attr:`estimated_tokens` is ``None``: a lower bound of it (the estimate of the
+    items the fit priced, kept or not)."""
+
+    @property
+    def input_tokens(self) -> int:
+        """:attr:`estimated_tokens`, of a fit that priced every item (every fit but a lazy
+        one that dropped items it never priced: that raises :class:`ValueError`)."""
+        if self.estimated_tokens is None:
+            raise ValueError(
+                "the input's estimate is not known: the fit left dropped items unpriced"
+            )
+        return self.estimated_tokens
+
+    @property
+    def input_raw(self) -> int:
+        """:attr:`raw_tokens`, of a fit that priced every item (as :attr:`input_tokens`)."""
+        if self.raw_tokens is None:
+            raise ValueError(
+                "the input's estimate is not known: the fit left dropped items unpriced"
+            )
+        return self.raw_tokens
+
+    @property
+    def dropped_at_least(self) -> int:
+        """How much lower the estimate of the kept items is than the input's, at least:
+        ``estimated_tokens − estimated_tokens_after`` when the input's estimate is known,
+        else its lower bound :attr:`at_least` less the kept estimate."""
+        total = self.estimated_tokens if self.estimated_tokens is not None else self.at_least
+        return 0 if total is None else total - self.estimated_tokens_after
 
     @property
     def keep(self) -> list[int]:
@@ -299,11 +335,17 @@ def fit(
     raw = estimator.raw(total)
     estimate = scale.estimate(raw)
     seg: Segments | None = None
-    if budget > 0 and estimate > budget and view.tighten is not None:
-        # priced at a cheap upper bound and over the budget: price what the fit may keep
-        seg = segment(items, view.pinned)
-        options = drop_options(view, seg, drop)
-        tighten_kept(view, options, seg.head_end, scale.raw_limit(budget), estimator)
+    unpriced: tuple[int, int] | None = None
+    if view.tighten is not None:  # read at a cheap upper bound (a lazy view)
+        if budget > 0 and estimate > budget:  # over the budget: price what the fit may keep
+            seg = segment(items, view.pinned)
+            options = drop_options(view, seg, drop)
+            start = seg.head_end
+            end = tighten_kept(view, options, start, scale.raw_limit(budget), estimator)
+            if end > start:
+                unpriced = (start, end)
+        else:  # it fits: its estimate is the bound's price of every item
+            view.tighten(range(n))
         columns = cost_columns(view)
         total = total_cost(view, columns)
         raw = estimator.raw(total)
@@ -336,6 +378,8 @@ def fit(
         gap=gap if dropped_gap else None,
         gap_turns=superseded_turns(view) if dropped_gap else 0,
     )
+    if unpriced is not None:
+        result = _unpriced(result, view, columns, unpriced, estimator, scale)
     if result.pruned:
         if result.gap is not None or _shares_ids(items, start, cut):
             found = check(view, rules, result.keep)
@@ -347,11 +391,13 @@ def fit(
 
 def tighten_kept(
     view: View, options: Sequence[tuple[bool, int]], start: int, limit: int, estimator: Estimator
-) -> None:
+) -> int:
     """Price at the estimator's own price (:attr:`~ctxwin.view.View.tighten`) the items
     a fit to ``limit`` (a raw estimate) may keep: the head, then the items of each option
     of ``options`` (:func:`drop_options`) walking back from the newest, until what the
     option keeps (with the smallest head any option keeps) is over ``limit``, or all are.
+    Returns the first item after the head it priced: the items ``[start, end)`` are left
+    at the cheap tier (none when it returns ``start``).
 
     The cut is then the one pricing every item would give: every option that keeps an
     item still at the cheap price keeps all that the last option walked does, which is
@@ -360,7 +406,7 @@ def tighten_kept(
     the cheap tier either way: :meth:`ctxwin.fitting.cut.Kept.dropped`.)"""
     tighten = view.tighten
     if tighten is None:
-        return
+        return start
     items = view.items
     tighten(range(start))
     gap = view.superseded if options[-1][0] else None
@@ -382,7 +428,29 @@ def tighten_kept(
                     kept[s] += cost[s]
             end = c
         if estimator.raw(kept) > limit:
-            return
+            return end
+    return end
+
+
+def _unpriced(
+    result: FitResult,
+    view: View,
+    columns: list[list[int]],
+    unpriced: tuple[int, int],
+    estimator: Estimator,
+    scale: Scale,
+) -> FitResult:
+    """``result`` of a lazy fit that left the items ``[a, b)`` (all of them dropped) at the
+    cheap tier: the input's estimate is not known (``None``); it is at least the estimate
+    of the items the fit priced (the head and ``[b, n)``, each at the estimator's own
+    price), since an estimator's ``raw`` is monotone in every slot
+    (:attr:`FitResult.at_least`)."""
+    a, b = unpriced
+    priced = [
+        base + sum(col[:a]) + sum(col[b:]) for base, col in zip(view.base, columns, strict=True)
+    ]
+    at_least = scale.estimate(estimator.raw(priced))
+    return replace(result, estimated_tokens=None, raw_tokens=None, at_least=at_least)
 
 
 def drop_options(view: View, seg: Segments, drop: bool = True) -> list[tuple[bool, int]]:

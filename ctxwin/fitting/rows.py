@@ -303,7 +303,10 @@ class Report(TypedDict):
     safety: int
     budget: int
     calibration: float
-    estimated_tokens: int
+    estimated_tokens: int | None
+    """The input's estimate, the same number in every command; ``null`` only when
+    ``prune`` dropped turns it never priced (``dropped_tokens_at_least`` then bounds
+    what it dropped)."""
     fits: bool
     pruned: bool
     dropped_turns: int
@@ -314,7 +317,7 @@ class Report(TypedDict):
     messages_out: int
     dropped_messages: list[int]
     estimator: str
-    raw_tokens: int
+    raw_tokens: int | None
     reserve_source: ReserveSource
     max_output_tokens: int | None
     model_table_row: str | None
@@ -330,6 +333,10 @@ class Report(TypedDict):
     cleared_thinking: int
     status: Status
     """The verdict (:attr:`ctxwin.core.Plan.status`)."""
+    dropped_tokens_at_least: int
+    """``estimated_tokens − estimated_tokens_after``, or, when ``estimated_tokens`` is
+    ``null``, a lower bound of what it would be
+    (:attr:`~ctxwin.fitting.pruning.FitResult.dropped_at_least`)."""
     session: NotRequired[SessionInfo]
     """Only for a session file: which run of it was estimated (its next request)."""
     overhead: NotRequired[int]
