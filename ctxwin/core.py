@@ -286,8 +286,8 @@ class Plan:
             "truncated_results": a.truncated_results,
             "truncated_tokens": a.truncated_tokens,
             "cleared_thinking": a.cleared_thinking,
-            "status": self.status,
             "dropped_tokens_at_least": r.dropped_at_least,
+            "status": self.status,
         }
 
 

@@ -331,12 +331,12 @@ class Report(TypedDict):
     truncated_results: int
     truncated_tokens: int
     cleared_thinking: int
-    status: Status
-    """The verdict (:attr:`ctxwin.core.Plan.status`)."""
     dropped_tokens_at_least: int
     """``estimated_tokens − estimated_tokens_after``, or, when ``estimated_tokens`` is
     ``null``, a lower bound of what it would be
     (:attr:`~ctxwin.fitting.pruning.FitResult.dropped_at_least`)."""
+    status: Status
+    """The verdict (:attr:`ctxwin.core.Plan.status`)."""
     session: NotRequired[SessionInfo]
     """Only for a session file: which run of it was estimated (its next request)."""
     overhead: NotRequired[int]

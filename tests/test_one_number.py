@@ -1,0 +1,115 @@
+"""One number for one file: ``estimate``, ``prune``, ``check`` and ``replay`` report the
+same ``estimated_tokens`` for the same input and settings, as the library does.
+
+Over the examples and, when it is here, every agent-tool session of the corpus
+(``CTXWIN_CORPUS``, else ``../shared/corpus``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwin import ContextWindowManager, codec, core
+from ctxwin.runs import read_runs
+from ctxwin.runs.simulate import current_run, next_plan, replay_run
+from ctxwin.settings import Settings
+from tests.conftest import Cli
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
+CORPUS = Path(
+    os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
+)
+SESSIONS = sorted(
+    p for p in (CORPUS / "agent_tools").rglob("*") if p.is_file() and p.name != "MANIFEST.tsv"
+)
+
+
+def _commands(cli: Cli, path: Path, tmp: Path, *flags: str) -> dict[str, Any]:
+    """What each command reports for ``path``: estimate's and prune's reports, check's row
+    and replay's next request (of the run the file continues)."""
+    est = cli("estimate", "--json", str(path), *flags)
+    assert est.exit_code in (0, 3), est.output
+    report = tmp / "report.json"
+    pruned = cli("prune", str(path), str(tmp / "out.json"), "--report", str(report), "-q", *flags)
+    assert pruned.exit_code in (0, 3), pruned.output
+    check = cli("check", "--json", "-j", "1", str(path), *flags)
+    replay = cli("replay", "--json", "-j", "1", str(path), *flags)
+    estimate = json.loads(est.stdout)
+    run = estimate.get("session", {}).get("run", "")
+    rows = [r for r in json.loads(check.stdout)["rows"] if r["run"] == run]
+    runs = [r for r in json.loads(replay.stdout)["runs"] if r["run"] == run]
+    assert len(rows) == 1 and len(runs) == 1, (path, run)
+    return {
+        "estimate": estimate,
+        "prune": json.loads(report.read_text()),
+        "check": rows[0],
+        "replay": runs[0],
+    }
+
+
+def _library(path: Path, settings: Settings) -> int:
+    """The estimate the library gives the request ``path`` stands for."""
+    data = path.read_bytes()
+    body = codec.parse(data) if not codec.looks_like_jsonl(data) else None
+    runs = read_runs(data)
+    run = current_run(runs)
+    assert run is not None
+    tokens = next_plan(run, settings).result.input_tokens
+    if run.shape in ("chat", "body", "messages"):  # a request body: core and the manager too
+        assert core.plan_body(body, settings).estimated_tokens == tokens
+        assert ContextWindowManager(settings=settings).evaluate(body).estimated_tokens == tokens
+    nxt = replay_run(run, settings)["next_request"]
+    if nxt is not None:
+        assert nxt.get("estimated_tokens") == tokens
+    return tokens
+
+
+def _one_number(cli: Cli, path: Path, tmp: Path, settings: Settings, *flags: str) -> None:
+    got = _commands(cli, path, tmp, *flags)
+    tokens = got["estimate"]["estimated_tokens"]
+    assert isinstance(tokens, int)
+    assert got["check"]["estimated_tokens"] == tokens
+    nxt = got["replay"]["next_request"]
+    if nxt is not None:  # a call log has none: its next request is its last call
+        assert nxt["estimated_tokens"] == tokens
+        assert got["check"]["peak_context_use"] == got["replay"]["peak_context_use"]
+    assert _library(path, settings) == tokens
+    report = got["prune"]
+    after = report["estimated_tokens_after"]
+    if report["estimated_tokens"] is None:  # turns dropped unpriced: a lower bound instead
+        assert report["pruned"] and not report["fits"] and report["raw_tokens"] is None
+        assert 0 < report["dropped_tokens_at_least"] <= tokens - after
+    else:
+        assert report["estimated_tokens"] == tokens
+        assert report["dropped_tokens_at_least"] == tokens - after
+    assert after == got["estimate"]["estimated_tokens_after"]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_have_one_number(path: Path, cli: Cli, tmp_path: Path) -> None:
+    _one_number(cli, path, tmp_path, Settings())
+
+
+@pytest.mark.parametrize("window", [16_000, 6_000])
+def test_a_prune_that_drops_unpriced_turns_says_so(window: int, cli: Cli, tmp_path: Path) -> None:
+    """agent-run.json at a small window: the commands still agree; prune's report gives no
+    other total, only a lower bound of what it dropped."""
+    path = ROOT / "examples" / "agent-run.json"
+    _one_number(cli, path, tmp_path, Settings(context_length=window), "-c", str(window))
+    out = cli("prune", str(path), str(tmp_path / "out.json"), "-c", str(window))
+    exact = cli("estimate", "--json", str(path), "-c", str(window))
+    total = json.loads(exact.stdout)["estimated_tokens"]
+    line = out.stderr.strip()
+    assert "≥" in line and "tokens kept" in line and f"{total:,}" not in line
+
+
+@pytest.mark.skipif(not SESSIONS, reason="the corpus is absent")
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:40])
+def test_sessions_have_one_number(path: Path, cli: Cli, tmp_path: Path) -> None:
+    _one_number(cli, path, tmp_path, Settings())
