@@ -297,6 +297,7 @@ def plan(
     *,
     overhead: int = 0,
     learned: bool = False,
+    price_input: bool = True,
     **changes: Any,
 ) -> Plan:
     """Resolve the budget for ``transcript`` and fit it (never raises for overflow).
@@ -325,6 +326,7 @@ def plan(
         overhead=overhead,
         learned=learned,
         cache_mark=s.cache_mark,
+        price_input=price_input,
     )
 
 
@@ -351,9 +353,11 @@ def fit_plan(
     overhead: int = 0,
     learned: bool = False,
     cache_mark: bool = False,
+    price_input: bool = True,
 ) -> Plan:
     """Fit ``transcript`` to a resolved ``budget`` with ``strategy`` (see :func:`plan`;
-    ``cache_mark``: :attr:`Plan.cache_mark`).
+    ``cache_mark``: :attr:`Plan.cache_mark`; ``price_input``: as
+    :func:`~ctxwin.fitting.pruning.fit` takes it).
 
     Under a strategy that edits, the edited body is read again and fitted;
     the result's ``estimated_tokens`` and ``fits`` still describe the input.
@@ -393,6 +397,7 @@ def fit_plan(
         # the edited costs would put the boundaries elsewhere and could drop more than
         # dropping alone does, so the edited body is just fitted
         block=0.0 if applied.edits else strategy.block,
+        price_input=price_input,
     )
     if fitted is not transcript:
         # the input's estimate, nothing checked
@@ -408,7 +413,12 @@ def fit_plan(
 
 
 def plan_body(
-    body: Any, settings: Settings | None = None, *, lazy: bool = False, **changes: Any
+    body: Any,
+    settings: Settings | None = None,
+    *,
+    lazy: bool = False,
+    price_input: bool = True,
+    **changes: Any,
 ) -> Plan:
     """The plan of a request body alone (no usage to learn from): ``settings`` with
     ``changes`` applied, the estimator they name for the body's model. The one path by
@@ -416,9 +426,12 @@ def plan_body(
     (:func:`ctxwin.runs.simulate.next_plan` takes it for a body read as a run), so a
     body has one ``estimated_tokens`` everywhere. With ``lazy`` the items are priced
     exactly only where the fit needs them (:func:`load`): a fit that drops items it
-    never priced leaves ``estimated_tokens`` unknown (``None``)."""
+    never priced leaves ``estimated_tokens`` unknown (``None``), as does one that keeps
+    every item when ``price_input`` is false (a caller that never reports the number:
+    ``prune`` without ``--report``; see :func:`~ctxwin.fitting.pruning.fit`)."""
     s = settings_with(settings, changes)
-    return plan(load(body, s.fmt, s.make_estimator(body_model(body)), lazy=lazy), s)
+    est = s.make_estimator(body_model(body))
+    return plan(load(body, s.fmt, est, lazy=lazy), s, price_input=price_input)
 
 
 def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[Any, Plan]:

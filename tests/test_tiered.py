@@ -232,3 +232,23 @@ def test_a_cost_vector_no_item_holds_reads_the_body_at_the_bound() -> None:
     stray = [0] * est.width
     reader.add_text(stray, "a part", Kind.DENSE)
     assert tightener(t.view, reader) is None
+
+
+def test_a_fit_told_not_to_price_the_input_prices_no_further() -> None:
+    """``price_input=False`` (``prune`` without a report): a body that fits at the cheap
+    tier is priced no further, and says its estimate is unknown; one over the budget is
+    fitted as with the flag set."""
+    body = json.loads(FIXTURES[0].read_text())
+    eager = load(body)
+    exact = fit(eager.view, 10**9, eager.estimator)
+    t = load(body, lazy=True)
+    tighten = t.view.tighten
+    assert tighten is not None
+    result = fit(t.view, 10**9, t.estimator, price_input=False)
+    assert result.fits and not result.pruned and not tighten.done()  # type: ignore[attr-defined]
+    assert result.estimated_tokens is None and result.raw_tokens is None
+    assert exact.estimated_tokens is not None
+    assert result.estimated_tokens_after >= exact.estimated_tokens
+    budget = max(1, exact.estimated_tokens // 2)
+    told = fit(load(body, lazy=True).view, budget, t.estimator, price_input=False)
+    assert told == fit(load(body, lazy=True).view, budget, t.estimator)

@@ -185,11 +185,13 @@ def _plan(
     quiet: bool,
     run_format: str = "auto",
     lazy: bool = False,
+    price_input: bool = True,
     **flags: Any,
 ) -> tuple[Any, bytes, Any]:
     """The plan of the input; the bytes read; the session run when the input is a
     session file (its next request is planned) or ``None``. With ``lazy``, a request
-    body is priced exactly only where the fit needs it (:func:`ctxwin.core.load`)."""
+    body is priced exactly only where the fit needs it (:func:`ctxwin.core.plan_body`;
+    ``price_input`` as there)."""
     from ctxwin import codec, core
 
     settings = build_settings(**flags)
@@ -203,7 +205,7 @@ def _plan(
     # the paths check takes too: one estimated_tokens for one file
     if session is None:
         retain(body)
-        plan = core.plan_body(body, settings, lazy=lazy)
+        plan = core.plan_body(body, settings, lazy=lazy, price_input=price_input)
     else:
         from ctxwin.runs.simulate import next_plan
 
@@ -372,7 +374,10 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     from ctxwin.cli.report import render_json
     from ctxwin.core import NEEDS_PRUNING
 
-    plan, data, session = _plan(**options, lazy=True)
+    # the input's estimate is reported only in the report (and on stderr after a cut,
+    # which prices it or says what it could not): without one, a body that fits is
+    # priced no further than its cheap tier
+    plan, data, session = _plan(**options, lazy=True, price_input=report_path is not None)
     result = plan.result
     report = plan.report()
     out = data

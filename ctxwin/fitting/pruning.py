@@ -173,7 +173,9 @@ class FitResult:
     ``prune`` does) dropped items it never priced at the estimator's own price; then
     :attr:`at_least` bounds it from below."""
     estimated_tokens_after: int
-    """Estimate of the kept items."""
+    """Estimate of the kept items (only for a lazy fit told not to price what fits,
+    ``fit(..., price_input=False)``, that keeps every item: an upper bound of it, with
+    :attr:`estimated_tokens` ``None``)."""
     budget: int
     calibration: float
     fits: bool
@@ -306,8 +308,18 @@ def fit(
     overhead: int = 0,
     learned: bool = False,
     block: float = 0.0,
+    price_input: bool = True,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
+
+    A lazily read view (:attr:`~ctxwin.view.View.tighten`) is priced at the estimator's
+    own price only where the fit needs it: what it may keep, walking back from the
+    newest; dropped items the walk never reached stay unpriced, and the result's
+    :attr:`~FitResult.estimated_tokens` is then ``None`` (:attr:`~FitResult.at_least`
+    bounds it). A view that fits at the cheap tier is priced in full, so its estimate is
+    known, unless ``price_input`` is false: then nothing more is priced, its
+    ``estimated_tokens`` is ``None`` and ``estimated_tokens_after`` is the cheap upper
+    bound (for a caller that reports neither, and only needs the verdict and the cut).
 
     Raises :class:`~ctxwin.errors.PairingError` when pruning is needed but the
     input already breaks a structural rule (the generic ones of
@@ -344,6 +356,10 @@ def fit(
             end = tighten_kept(view, options, start, scale.raw_limit(budget), estimator)
             if end > start:
                 unpriced = (start, end)
+        elif not price_input and budget > 0:  # it fits, and the caller needs no figure
+            turns = segment(items, view.pinned).turn_count()
+            fits = passed(n, estimate, budget, scale, turns, raw)
+            return replace(fits, estimated_tokens=None, raw_tokens=None)
         else:  # it fits: its estimate is the bound's price of every item
             view.tighten(range(n))
         columns = cost_columns(view)
