@@ -141,7 +141,10 @@ def test_check_reads_every_agent_tools_sample(cli: Cli) -> None:
     assert len(rows) == len(list(AGENT_TOOLS.rglob("*.json*"))) >= 21
     assert not [r for r in rows if r["status"] == "invalid"]
     claude = next(r for r in rows if r["path"].endswith("drmaciver-coverage-test-fix.jsonl"))
-    assert claude["calls"] == 14 and claude["peak_call"] == 14
+    # the fullest prompt is the next request (call 15), what estimate reports
+    assert claude["calls"] == 14 and claude["peak_call"] == 15
+    assert claude["where"] == "next request"
+    assert claude["peak_context_use"] == round(claude["estimated_tokens"] / 200_000, 4)
     assert claude["overhead"] > 18000  # Claude Code's system prompt and tools, never logged
 
 
