@@ -200,7 +200,7 @@ class Plan:
             return self.sent_raw
         if self.changed:
             return self.transcript.raw_tokens(self.result.keep)
-        return self.result.input_raw
+        return self.result.raw_tokens
 
     @property
     def messages(self) -> list[Any]:
@@ -213,10 +213,10 @@ class Plan:
     pruned: bool = _of_result("pruned")
     dropped_turns: int = _of_result("dropped_turns")
     kept_turns: int = _of_result("kept_turns")
-    estimated_tokens: int | None = _of_result("estimated_tokens")
-    """Estimate of the request as given (before pruning); ``None`` only for a lazy fit that
-    left dropped items unpriced (:attr:`FitResult.estimated_tokens
-    <ctxwin.fitting.pruning.FitResult.estimated_tokens>`)."""
+    estimated_tokens: int = _of_result("estimated_tokens")
+    """Estimate of the request as given (before pruning); :class:`ValueError` for a lazy
+    fit that left items unpriced (:attr:`FitResult.known_tokens
+    <ctxwin.fitting.pruning.FitResult.known_tokens>`)."""
     estimated_tokens_after: int = _of_result("estimated_tokens_after")
     """Estimate of :attr:`request`."""
     overflow_at_floor: bool = _of_result("overflow_at_floor")
@@ -233,8 +233,8 @@ class Plan:
             "context_length": b.context_length,
             "budget": b.budget,
             "messages": r.items,
-            "raw_tokens": r.input_raw,
-            "estimated_tokens": r.input_tokens,
+            "raw_tokens": r.raw_tokens,
+            "estimated_tokens": r.estimated_tokens,
             "calibration": r.calibration,
             "overhead": r.overhead,
             "dropped_turns": r.dropped_turns,
@@ -262,7 +262,7 @@ class Plan:
             "safety": b.safety,
             "budget": b.budget,
             "calibration": r.calibration,
-            "estimated_tokens": r.estimated_tokens,
+            "estimated_tokens": r.known_tokens,
             "fits": r.fits,
             "pruned": r.pruned,
             "dropped_turns": r.dropped_turns,
@@ -274,7 +274,7 @@ class Plan:
             "dropped_messages": r.dropped,
             # extras
             "estimator": self.transcript.estimator.name,
-            "raw_tokens": r.raw_tokens,
+            "raw_tokens": r.known_raw,
             "reserve_source": b.reserve_source,
             "max_output_tokens": spec.max_output_tokens,
             "model_table_row": spec.table_row,
@@ -404,8 +404,8 @@ def fit_plan(
         original = fit(view, 0, est, calibration, overhead=overhead, learned=learned)
         result = replace(
             result,
-            estimated_tokens=original.estimated_tokens,
-            raw_tokens=original.raw_tokens,
+            known_tokens=original.estimated_tokens,
+            known_raw=original.raw_tokens,
             fits=False,
         )
     given = None if fitted is transcript else transcript

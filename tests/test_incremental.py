@@ -81,7 +81,7 @@ def same_replay(transcript: Mapping[str, object], calls: Mapping[str, object]) -
     }:
         return False
     peak, call = transcript["peak_context_use"], transcript["peak_call"]
-    if call is not None and call == transcript["calls"] + 1:  # the next request
+    if call is not None and call == int(transcript["calls"]) + 1:  # type: ignore[call-overload]
         return calls["peak_context_use"] is None or peak >= calls["peak_context_use"]  # type: ignore[operator]
     return (peak, call) == (calls["peak_context_use"], calls["peak_call"])
 

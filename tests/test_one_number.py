@@ -60,7 +60,7 @@ def _library(path: Path, settings: Settings) -> int:
     runs = read_runs(data)
     run = current_run(runs)
     assert run is not None
-    tokens = next_plan(run, settings).result.input_tokens
+    tokens = next_plan(run, settings).result.estimated_tokens
     if run.shape in ("chat", "body", "messages"):  # a request body: core and the manager too
         assert core.plan_body(body, settings).estimated_tokens == tokens
         assert ContextWindowManager(settings=settings).evaluate(body).estimated_tokens == tokens

@@ -134,13 +134,15 @@ def _same_cut(eager: FitResult, lazy: FitResult) -> None:
     assert {k: getattr(lazy, k) for k in keys} == {k: getattr(eager, k) for k in keys}
     # the input's estimate is the eager one, or unknown when dropped items went unpriced:
     # then its lower bound is at most the eager estimate, and at least what is kept
-    assert eager.estimated_tokens is not None and eager.at_least is None
-    if lazy.estimated_tokens is None:
-        assert lazy.raw_tokens is None and lazy.pruned and lazy.at_least is not None
+    assert eager.priced and eager.at_least is None
+    if not lazy.priced:
+        assert lazy.known_raw is None and lazy.pruned and lazy.at_least is not None
         assert lazy.estimated_tokens_after <= lazy.at_least <= eager.estimated_tokens
         assert 0 <= lazy.dropped_at_least <= eager.dropped_at_least
         if lazy.enforced and not lazy.overflow_at_floor:  # what it walked is over the budget
             assert lazy.at_least > lazy.budget
+        with pytest.raises(ValueError):
+            lazy.estimated_tokens  # noqa: B018
     else:
         assert lazy.estimated_tokens == eager.estimated_tokens
         assert lazy.raw_tokens == eager.raw_tokens
@@ -246,8 +248,7 @@ def test_a_fit_told_not_to_price_the_input_prices_no_further() -> None:
     assert tighten is not None
     result = fit(t.view, 10**9, t.estimator, price_input=False)
     assert result.fits and not result.pruned and not tighten.done()  # type: ignore[attr-defined]
-    assert result.estimated_tokens is None and result.raw_tokens is None
-    assert exact.estimated_tokens is not None
+    assert not result.priced and result.known_raw is None
     assert result.estimated_tokens_after >= exact.estimated_tokens
     budget = max(1, exact.estimated_tokens // 2)
     told = fit(load(body, lazy=True).view, budget, t.estimator, price_input=False)

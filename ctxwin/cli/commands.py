@@ -405,7 +405,7 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     write_output(output, out)
     if plan.changed and not options["quiet"]:
         after = result.estimated_tokens_after
-        if result.estimated_tokens is None:  # the dropped turns were never priced
+        if not result.priced:  # the dropped turns were never priced
             did = f"{_did(plan)}, ≥ {result.dropped_at_least:,} tokens"
             say(f"{did}: {after:,} tokens kept, budget {result.budget:,}")
         else:

@@ -167,15 +167,15 @@ class FitResult:
     """Items ``[head, cut)`` are dropped (``cut == head`` when none is)."""
     items: int
     """Number of items of the input."""
-    estimated_tokens: int | None
-    """Estimate of the input as given: the same number whichever command or entry point
-    fits it. ``None`` only when a fit of a lazily read view (``load(..., lazy=True)``, what
-    ``prune`` does) dropped items it never priced at the estimator's own price; then
-    :attr:`at_least` bounds it from below."""
+    known_tokens: int | None
+    """The input's estimate (:attr:`estimated_tokens`), or ``None`` when it is not known:
+    a fit of a lazily read view (``load(..., lazy=True)``, what ``prune`` does) dropped
+    items it never priced at the estimator's own price (:attr:`at_least` then bounds it
+    from below), or was told not to price a view that fits (``price_input=False``)."""
     estimated_tokens_after: int
     """Estimate of the kept items (only for a lazy fit told not to price what fits,
     ``fit(..., price_input=False)``, that keeps every item: an upper bound of it, with
-    :attr:`estimated_tokens` ``None``)."""
+    :attr:`known_tokens` ``None``)."""
     budget: int
     calibration: float
     fits: bool
@@ -189,8 +189,9 @@ class FitResult:
     enforced: bool = True
     """False when the budget was not positive: no prompt fits, :attr:`overflow_at_floor`
     is set and nothing may be sent."""
-    raw_tokens: int | None = 0
-    """Uncalibrated estimate of the input (``None`` when :attr:`estimated_tokens` is)."""
+    known_raw: int | None = 0
+    """The input's uncalibrated estimate (:attr:`raw_tokens`), ``None`` when
+    :attr:`known_tokens` is."""
     warnings: list[str] = field(default_factory=list)
     overhead: int = 0
     """Tokens the provider counts that the body does not show (learned from usage),
@@ -199,34 +200,38 @@ class FitResult:
     """Items ``[start, end)`` inside the head that are dropped too: the block a view marks
     :attr:`~ctxwin.view.View.superseded` (before the latest OpenAI ``compaction`` item)."""
     at_least: int | None = None
-    """When :attr:`estimated_tokens` is ``None``: a lower bound of it (the estimate of the
-    items the fit priced, kept or not)."""
+    """When :attr:`known_tokens` is ``None`` after a cut: a lower bound of the input's
+    estimate (the estimate of the items the fit priced, kept or not)."""
 
     @property
-    def input_tokens(self) -> int:
-        """:attr:`estimated_tokens`, of a fit that priced every item (every fit but a lazy
-        one that dropped items it never priced: that raises :class:`ValueError`)."""
-        if self.estimated_tokens is None:
-            raise ValueError(
-                "the input's estimate is not known: the fit left dropped items unpriced"
-            )
-        return self.estimated_tokens
+    def priced(self) -> bool:
+        """Whether the input's estimate is known (every fit but a lazy one that left items
+        unpriced: see :attr:`known_tokens`)."""
+        return self.known_tokens is not None
 
     @property
-    def input_raw(self) -> int:
-        """:attr:`raw_tokens`, of a fit that priced every item (as :attr:`input_tokens`)."""
-        if self.raw_tokens is None:
-            raise ValueError(
-                "the input's estimate is not known: the fit left dropped items unpriced"
-            )
-        return self.raw_tokens
+    def estimated_tokens(self) -> int:
+        """Estimate of the input as given: the same number whichever command or entry
+        point fits it. :class:`ValueError` when it is not known (:attr:`priced` is false:
+        only for a lazily read view, see :attr:`known_tokens`)."""
+        if self.known_tokens is None:
+            raise ValueError(_UNPRICED)
+        return self.known_tokens
+
+    @property
+    def raw_tokens(self) -> int:
+        """Uncalibrated estimate of the input (:class:`ValueError` as
+        :attr:`estimated_tokens`)."""
+        if self.known_raw is None:
+            raise ValueError(_UNPRICED)
+        return self.known_raw
 
     @property
     def dropped_at_least(self) -> int:
         """How much lower the estimate of the kept items is than the input's, at least:
         ``estimated_tokens − estimated_tokens_after`` when the input's estimate is known,
-        else its lower bound :attr:`at_least` less the kept estimate."""
-        total = self.estimated_tokens if self.estimated_tokens is not None else self.at_least
+        else its lower bound :attr:`at_least` less the kept estimate (0 when neither is)."""
+        total = self.known_tokens if self.known_tokens is not None else self.at_least
         return 0 if total is None else total - self.estimated_tokens_after
 
     @property
@@ -315,10 +320,10 @@ def fit(
     A lazily read view (:attr:`~ctxwin.view.View.tighten`) is priced at the estimator's
     own price only where the fit needs it: what it may keep, walking back from the
     newest; dropped items the walk never reached stay unpriced, and the result's
-    :attr:`~FitResult.estimated_tokens` is then ``None`` (:attr:`~FitResult.at_least`
+    :attr:`~FitResult.known_tokens` is then ``None`` (:attr:`~FitResult.at_least`
     bounds it). A view that fits at the cheap tier is priced in full, so its estimate is
     known, unless ``price_input`` is false: then nothing more is priced, its
-    ``estimated_tokens`` is ``None`` and ``estimated_tokens_after`` is the cheap upper
+    ``known_tokens`` is ``None`` and ``estimated_tokens_after`` is the cheap upper
     bound (for a caller that reports neither, and only needs the verdict and the cut).
 
     Raises :class:`~ctxwin.errors.PairingError` when pruning is needed but the
@@ -359,7 +364,7 @@ def fit(
         elif not price_input and budget > 0:  # it fits, and the caller needs no figure
             turns = segment(items, view.pinned).turn_count()
             fits = passed(n, estimate, budget, scale, turns, raw)
-            return replace(fits, estimated_tokens=None, raw_tokens=None)
+            return replace(fits, known_tokens=None, known_raw=None)
         else:  # it fits: its estimate is the bound's price of every item
             view.tighten(range(n))
         columns = cost_columns(view)
@@ -457,16 +462,16 @@ def _unpriced(
     scale: Scale,
 ) -> FitResult:
     """``result`` of a lazy fit that left the items ``[a, b)`` (all of them dropped) at the
-    cheap tier: the input's estimate is not known (``None``); it is at least the estimate
-    of the items the fit priced (the head and ``[b, n)``, each at the estimator's own
-    price), since an estimator's ``raw`` is monotone in every slot
+    cheap tier: the input's estimate is not known (``known_tokens`` is ``None``); it is at
+    least the estimate of the items the fit priced (the head and ``[b, n)``, each at the
+    estimator's own price), since an estimator's ``raw`` is monotone in every slot
     (:attr:`FitResult.at_least`)."""
     a, b = unpriced
     priced = [
         base + sum(col[:a]) + sum(col[b:]) for base, col in zip(view.base, columns, strict=True)
     ]
     at_least = scale.estimate(estimator.raw(priced))
-    return replace(result, estimated_tokens=None, raw_tokens=None, at_least=at_least)
+    return replace(result, known_tokens=None, known_raw=None, at_least=at_least)
 
 
 def drop_options(view: View, seg: Segments, drop: bool = True) -> list[tuple[bool, int]]:
@@ -555,7 +560,7 @@ def _result(
         head=head,
         cut=cut,
         items=n,
-        estimated_tokens=estimate,
+        known_tokens=estimate,
         estimated_tokens_after=after,
         budget=budget,
         calibration=scale.calibration,
@@ -565,7 +570,7 @@ def _result(
         dropped_turns=dropped_turns,
         kept_turns=kept_turns,
         enforced=enforced,
-        raw_tokens=raw,
+        known_raw=raw,
         warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
         overhead=scale.reported_overhead,
         gap=gap,

@@ -43,8 +43,8 @@ def calibration_rows(run: Run, settings: Settings) -> list[CalibrationRow]:
             row.update({"reported_tokens": reported, "error": str(exc)})
             rows.append(row)
             continue
-        raw = fitted.result.input_raw
-        estimate = fitted.result.input_tokens
+        raw = fitted.result.raw_tokens
+        estimate = fitted.result.estimated_tokens
         row.update(
             {
                 "format": fitted.transcript.format,

@@ -200,7 +200,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 "where": where_k,
                 **fitted.row(),
                 "reported_tokens": reported,
-                "under_estimate": reported is not None and r.input_tokens < reported,
+                "under_estimate": reported is not None and r.estimated_tokens < reported,
                 **logged,  # type: ignore[typeddict-item]
             }
         )
@@ -218,7 +218,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 marks, ttl = body_marks(sent), body_ttl(sent)
             costs = ledger.add(fitted, laid, marks, reported, usage, at, ttl)
             rows[-1].update(costs)  # type: ignore[typeddict-item]
-        prev = (usage, r.input_raw)
+        prev = (usage, r.raw_tokens)
     first = rows[0] if rows and rows[0]["status"] != INVALID else None
     if prev is not None and prev[0] is not None:
         manager.observe(prev[0], raw_tokens=prev[1])
@@ -432,7 +432,7 @@ def check_run(run: Run, settings: Settings) -> RunCheck:
         return row
     r = fitted.result
     b = fitted.budget
-    estimate = r.input_tokens
+    estimate = r.estimated_tokens
     if run.recorded is not None:
         where = run.recorded[-1].where
     else:
