@@ -113,3 +113,29 @@ def test_a_prune_that_drops_unpriced_turns_says_so(window: int, cli: Cli, tmp_pa
 @pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:40])
 def test_sessions_have_one_number(path: Path, cli: Cli, tmp_path: Path) -> None:
     _one_number(cli, path, tmp_path, Settings())
+
+
+def test_a_call_log_names_the_call_it_cannot_read() -> None:
+    """The next-request plan of a call log reads every call with usage: a broken call
+    before the last is the one the invalid row names, with why."""
+    from ctxwin.runs import Call, Run
+    from ctxwin.runs.simulate import check_run
+
+    good = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    usage = {"prompt_tokens": 12}
+    run = Run(
+        "log",
+        "pairs",
+        recorded=[Call({"nothing": 1}, usage, "line 1"), Call(good, usage, "line 2")],
+    )
+    row = check_run(run, Settings())
+    assert row["status"] == "invalid" and row["requests"] == 2
+    assert row["error"].startswith("line 1: ") and row["reason"] == "unsupported_format"
+    fine = check_run(Run("log", "pairs", recorded=[Call(good, usage, "line 1")]), Settings())
+    assert fine["status"] == "fits" and fine["where"] == "line 1"
+    assert (
+        fine["estimated_tokens"]
+        == next_plan(
+            Run("log", "pairs", recorded=[Call(good, usage, "line 1")]), Settings()
+        ).result.estimated_tokens
+    )

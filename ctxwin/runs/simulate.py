@@ -420,12 +420,12 @@ def check_run(run: Run, settings: Settings) -> RunCheck:
     try:
         fitted = next_plan(run, settings)
     except CtxwinError as exc:
-        where = run.recorded[-1].where if run.recorded else ""
+        request, where, error = _unreadable(run, fmt, settings, exc)
         row.update(
             {
                 "status": INVALID,
-                "reason": _reason(run.next_request(), fmt),
-                "error": f"{where}: {exc}" if where else str(exc),
+                "reason": _reason(request, fmt),
+                "error": f"{where}: {error}" if where else str(error),
                 "requests": requests,
             }
         )
@@ -459,6 +459,20 @@ def check_run(run: Run, settings: Settings) -> RunCheck:
         return row
     _check_calls(run, settings, row)
     return row
+
+
+def _unreadable(
+    run: Run, fmt: str, settings: Settings, exc: CtxwinError
+) -> tuple[Any, str, CtxwinError]:
+    """The request a run's next-request plan could not read, where it is and why: for a
+    call log, its first call that cannot be read (the plan reads every call with usage);
+    else the run's next request, with ``exc``."""
+    for call in run.recorded or []:
+        try:
+            load(call.request, fmt, settings.make_estimator(settings.model or call.model))
+        except CtxwinError as first:
+            return call.request, call.where, first
+    return run.next_request(), run.recorded[-1].where if run.recorded else "", exc
 
 
 def _check_calls(run: Run, settings: Settings, row: RunCheck) -> None:
