@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from ctxwin import ContextWindowManager, codec, core
+from ctxwin.errors import CtxwinError
 from ctxwin.runs import read_runs
 from ctxwin.runs.simulate import current_run, next_plan, replay_run
 from ctxwin.settings import Settings
@@ -139,3 +142,74 @@ def test_a_call_log_names_the_call_it_cannot_read() -> None:
             Run("log", "pairs", recorded=[Call(good, usage, "line 1")]), Settings()
         ).result.estimated_tokens
     )
+
+
+@settings(max_examples=40, deadline=None)
+@st.composite
+def _runs(draw: st.DrawFn) -> list[Any]:
+    """A transcript of whole turns (a call and its result each), so a window can cut it
+    anywhere."""
+    messages: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
+    sizes = draw(st.lists(st.integers(0, 3000), max_size=20))
+    for k, size in enumerate(sizes):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        text = draw(st.sampled_from(["x", "word ", "éß ", '{"a": 1}\n', "\u4e2d"])) * size
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": text})
+    return messages
+
+
+@given(_runs(), st.floats(0.2, 1.3), st.lists(st.floats(0.7, 1.3)))
+def test_generated_transcripts_have_one_number(
+    messages: list[Any], fraction: float, reported: list[float]
+) -> None:
+    """Over generated transcripts, with and without usage, at windows that cut them or not:
+    the plan of a body, check's row, replay's next request and a lazy prune agree (the
+    prune's estimate unknown only when it dropped turns it never priced, bounded then)."""
+    from ctxwin.core import load
+    from ctxwin.runs import Run
+    from ctxwin.runs.simulate import check_run
+    from ctxwin.view import ASSISTANT
+
+    body = {"model": "gpt-4o", "messages": messages}
+    try:
+        whole = core.plan_body(body, context_length=10**9).estimated_tokens
+    except CtxwinError:
+        return  # a transcript no command reads
+    # a window that cuts the transcript or not; usage around the raw estimate of each call
+    options = Settings(context_length=max(100, int(whole * fraction / 0.97)), max_tokens=0)
+    t = load(body)
+    view = t.view
+    calls = [i for i, item in enumerate(view.items) if item.role == ASSISTANT]
+    prefix = list(view.base)
+    raw_before = {}
+    for i, item in enumerate(view.items):
+        raw_before[i] = t.estimator.raw(prefix)
+        prefix = [a + b for a, b in zip(prefix, item.cost, strict=True)]
+    usage_at: dict[int, Any] = {  # each call's usage near the raw estimate of its request
+        i: {"prompt_tokens": max(1, int(n * raw_before[i]))}
+        for i, n in zip(calls, reported, strict=False)
+    }
+    run = Run("r", "chat", body=body, usage_at=usage_at)
+    try:
+        planned = next_plan(run, options)
+    except CtxwinError:
+        return  # a transcript the fit refuses: every command refuses it
+    tokens = planned.result.estimated_tokens
+    event(f"{planned.status}, usage: {bool(usage_at)}")
+    assert check_run(run, options)["estimated_tokens"] == tokens
+    nxt = replay_run(run, options)["next_request"]
+    assert nxt is not None and nxt["estimated_tokens"] == tokens
+    if not usage_at:
+        assert core.plan_body(body, options).estimated_tokens == tokens
+        lazy = core.plan_body(body, options, lazy=True).result
+        event(f"lazy priced: {lazy.priced}")
+        if lazy.priced:
+            assert lazy.estimated_tokens == tokens
+        else:
+            assert (
+                lazy.pruned and 0 <= lazy.dropped_at_least <= tokens - lazy.estimated_tokens_after
+            )
+            # what the walk priced is over the budget, unless even the floor is
+            assert lazy.overflow_at_floor or lazy.dropped_at_least > 0
+        assert lazy.estimated_tokens_after == planned.result.estimated_tokens_after
