@@ -214,7 +214,9 @@ class Plan:
     dropped_turns: int = _of_result("dropped_turns")
     kept_turns: int = _of_result("kept_turns")
     estimated_tokens: int = _of_result("estimated_tokens")
-    """Estimate of the request as given (before pruning)."""
+    """Estimate of the request as given (before pruning); :class:`ValueError` for a lazy
+    fit that left items unpriced (:attr:`FitResult.known_tokens
+    <ctxwin.fitting.pruning.FitResult.known_tokens>`)."""
     estimated_tokens_after: int = _of_result("estimated_tokens_after")
     """Estimate of :attr:`request`."""
     overflow_at_floor: bool = _of_result("overflow_at_floor")
@@ -222,7 +224,8 @@ class Plan:
 
     def row(self) -> Fitted:
         """The JSON row of this fit: what ``replay`` and ``check`` rows carry and the
-        proxy's ``x-ctxwin-*`` headers say (``ctxwin.fitting.rows.Fitted``)."""
+        proxy's ``x-ctxwin-*`` headers say (``ctxwin.fitting.rows.Fitted``). A row carries
+        the input's estimate: its fit priced every item (a view not read lazily)."""
         r, b, a = self.result, self.budget, self.applied
         return {
             "status": self.status,
@@ -259,7 +262,7 @@ class Plan:
             "safety": b.safety,
             "budget": b.budget,
             "calibration": r.calibration,
-            "estimated_tokens": r.estimated_tokens,
+            "estimated_tokens": r.known_tokens,
             "fits": r.fits,
             "pruned": r.pruned,
             "dropped_turns": r.dropped_turns,
@@ -271,7 +274,7 @@ class Plan:
             "dropped_messages": r.dropped,
             # extras
             "estimator": self.transcript.estimator.name,
-            "raw_tokens": r.raw_tokens,
+            "raw_tokens": r.known_raw,
             "reserve_source": b.reserve_source,
             "max_output_tokens": spec.max_output_tokens,
             "model_table_row": spec.table_row,
@@ -283,6 +286,7 @@ class Plan:
             "truncated_results": a.truncated_results,
             "truncated_tokens": a.truncated_tokens,
             "cleared_thinking": a.cleared_thinking,
+            "dropped_tokens_at_least": r.dropped_at_least,
             "status": self.status,
         }
 
@@ -293,6 +297,7 @@ def plan(
     *,
     overhead: int = 0,
     learned: bool = False,
+    price_input: bool = True,
     **changes: Any,
 ) -> Plan:
     """Resolve the budget for ``transcript`` and fit it (never raises for overflow).
@@ -321,6 +326,7 @@ def plan(
         overhead=overhead,
         learned=learned,
         cache_mark=s.cache_mark,
+        price_input=price_input,
     )
 
 
@@ -347,9 +353,11 @@ def fit_plan(
     overhead: int = 0,
     learned: bool = False,
     cache_mark: bool = False,
+    price_input: bool = True,
 ) -> Plan:
     """Fit ``transcript`` to a resolved ``budget`` with ``strategy`` (see :func:`plan`;
-    ``cache_mark``: :attr:`Plan.cache_mark`).
+    ``cache_mark``: :attr:`Plan.cache_mark`; ``price_input``: as
+    :func:`~ctxwin.fitting.pruning.fit` takes it).
 
     Under a strategy that edits, the edited body is read again and fitted;
     the result's ``estimated_tokens`` and ``fits`` still describe the input.
@@ -389,18 +397,41 @@ def fit_plan(
         # the edited costs would put the boundaries elsewhere and could drop more than
         # dropping alone does, so the edited body is just fitted
         block=0.0 if applied.edits else strategy.block,
+        price_input=price_input,
     )
     if fitted is not transcript:
         # the input's estimate, nothing checked
         original = fit(view, 0, est, calibration, overhead=overhead, learned=learned)
         result = replace(
             result,
-            estimated_tokens=original.estimated_tokens,
-            raw_tokens=original.raw_tokens,
+            known_tokens=original.estimated_tokens,
+            known_raw=original.raw_tokens,
             fits=False,
         )
     given = None if fitted is transcript else transcript
     return Plan(fitted, budget, result, applied, given, cache_mark=cache_mark)
+
+
+def plan_body(
+    body: Any,
+    settings: Settings | None = None,
+    *,
+    lazy: bool = False,
+    price_input: bool = True,
+    **changes: Any,
+) -> Plan:
+    """The plan of a request body alone (no usage to learn from): ``settings`` with
+    ``changes`` applied, the estimator they name for the body's model. The one path by
+    which every command and :func:`prune` estimate a body
+    (:func:`ctxwin.runs.simulate.next_plan` takes it for a body read as a run), so a
+    body has one ``estimated_tokens`` everywhere. With ``lazy`` the items are priced
+    exactly only where the fit needs them (:func:`load`): a fit that drops items it
+    never priced leaves ``estimated_tokens`` unknown (``None``), as does one that keeps
+    every item when ``price_input`` is false (a caller that never reports the number:
+    ``prune`` without ``--report``; see :func:`~ctxwin.fitting.pruning.fit`)."""
+    s = settings_with(settings, changes)
+    est = s.make_estimator(body_model(body))
+    return plan(load(body, s.fmt, est, lazy=lazy), s, price_input=price_input)
 
 
 def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[Any, Plan]:
@@ -411,8 +442,7 @@ def prune(body: Any, settings: Settings | None = None, **changes: Any) -> tuple[
     (:class:`~ctxwin.errors.NoBudget` when the budget is not positive), and
     :class:`InputError` for a body that cannot be read or safely pruned.
     """
-    s = settings_with(settings, changes)
-    p = plan(load(body, s.fmt, s.make_estimator(body_model(body))), s)
+    p = plan_body(body, settings, **changes)
     if p.result.overflow_at_floor:
         raise truncated(p.result, p.budget)
     return p.output(), p

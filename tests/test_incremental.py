@@ -73,11 +73,17 @@ def check_all_prefixes(
 
 def same_replay(transcript: Mapping[str, object], calls: Mapping[str, object]) -> bool:
     """Two replay reports agree, but for what only a transcript run reports (the
-    request the session would send next) and the run's shape."""
-    skip = {"next_request", "shape"}
-    return {k: v for k, v in transcript.items() if k not in skip} == {
+    request the session would send next, which its peak counts as the call after the
+    last) and the run's shape."""
+    skip = {"next_request", "shape", "peak_context_use", "peak_call"}
+    if {k: v for k, v in transcript.items() if k not in skip} != {
         k: v for k, v in calls.items() if k not in skip
-    }
+    }:
+        return False
+    peak, call = transcript["peak_context_use"], transcript["peak_call"]
+    if call is not None and call == int(transcript["calls"]) + 1:  # type: ignore[call-overload]
+        return calls["peak_context_use"] is None or peak >= calls["peak_context_use"]  # type: ignore[operator]
+    return (peak, call) == (calls["peak_context_use"], calls["peak_call"])
 
 
 PLAN = st.tuples(

@@ -121,9 +121,11 @@ def test_replay_reports_peak_overhead_and_next_request(session: Path, cli: Cli) 
     [rep] = orjson.loads(result.stdout)["runs"]
     assert rep["learn_overhead"] is True
     assert rep["final_overhead"] > 0
-    assert rep["peak_call"] == 2
-    assert rep["peak_context_use"] == pytest.approx(21050 / rep["context_length"], abs=0.01)
-    assert rep["next_request"]["messages"] == 5
+    # the fullest prompt is the next request (the call after the last), at what was learned
+    nxt = rep["next_request"]
+    assert rep["peak_call"] == 3 and nxt["estimated_tokens"] >= 21050
+    assert rep["peak_context_use"] == round(nxt["estimated_tokens"] / rep["context_length"], 4)
+    assert nxt["messages"] == 5
     # the second call is predicted before its usage is seen, anchored on the first's
     # report (21,000) plus the bound of the two messages added since; the 50 tokens the
     # fixture says they cost are 2 more than their bound (48), within the safety margin
@@ -143,7 +145,10 @@ def test_check_reads_every_agent_tools_sample(cli: Cli) -> None:
     assert len(rows) == len(list(AGENT_TOOLS.rglob("*.json*"))) >= 21
     assert not [r for r in rows if r["status"] == "invalid"]
     claude = next(r for r in rows if r["path"].endswith("drmaciver-coverage-test-fix.jsonl"))
-    assert claude["calls"] == 14 and claude["peak_call"] == 14
+    # the fullest prompt is the next request (call 15), what estimate reports
+    assert claude["calls"] == 14 and claude["peak_call"] == 15
+    assert claude["where"] == "next request"
+    assert claude["peak_context_use"] == round(claude["estimated_tokens"] / 200_000, 4)
     assert claude["overhead"] > 18000  # Claude Code's system prompt and tools, never logged
 
 

@@ -129,16 +129,24 @@ def test_bound_counts_are_the_bound_estimators() -> None:
 
 def _same_cut(eager: FitResult, lazy: FitResult) -> None:
     keys = ["head", "cut", "gap", "items", "budget", "calibration", "pruned", "overflow_at_floor"]
-    keys += ["dropped_turns", "kept_turns", "enforced", "overhead"]
+    keys += ["dropped_turns", "kept_turns", "enforced", "overhead", "fits"]
+    keys += ["estimated_tokens_after"]
     assert {k: getattr(lazy, k) for k in keys} == {k: getattr(eager, k) for k in keys}
-    # every figure is an upper bound of the eager one; what is kept is priced exactly
-    assert lazy.estimated_tokens >= eager.estimated_tokens
-    assert lazy.raw_tokens >= eager.raw_tokens
-    if lazy.pruned or lazy.overflow_at_floor:
-        assert lazy.estimated_tokens_after == eager.estimated_tokens_after
+    # the input's estimate is the eager one, or unknown when dropped items went unpriced:
+    # then its lower bound is at most the eager estimate, and at least what is kept
+    assert eager.priced and eager.at_least is None
+    if not lazy.priced:
+        assert lazy.known_raw is None and lazy.pruned and lazy.at_least is not None
+        assert lazy.estimated_tokens_after <= lazy.at_least <= eager.estimated_tokens
+        assert 0 <= lazy.dropped_at_least <= eager.dropped_at_least
+        if lazy.enforced and not lazy.overflow_at_floor:  # what it walked is over the budget
+            assert lazy.at_least > lazy.budget
+        with pytest.raises(ValueError):
+            lazy.estimated_tokens  # noqa: B018
     else:
-        assert lazy.estimated_tokens_after >= eager.estimated_tokens_after
-    assert lazy.fits == eager.fits or (eager.fits and lazy.estimated_tokens > lazy.budget)
+        assert lazy.estimated_tokens == eager.estimated_tokens
+        assert lazy.raw_tokens == eager.raw_tokens
+        assert lazy.dropped_at_least == eager.dropped_at_least
 
 
 def _both(body: Any, budget: int, calibration: float, block: float, overhead: int = 0) -> None:
@@ -202,14 +210,17 @@ def test_a_lazy_fit_drops_a_superseded_block_as_the_eager_one(fraction: float) -
     _both(body, max(1, int(whole * fraction)), 1.0, 0.45)
 
 
-def test_a_body_that_fits_at_the_cheap_tier_is_priced_no_further() -> None:
+def test_a_body_that_fits_is_priced_in_full() -> None:
+    """A lazy fit that keeps everything reports the input's estimate, the eager one (one
+    number for one input): every item is priced at the bound."""
     body = json.loads(FIXTURES[0].read_text())
     t = load(body, lazy=True)
     tighten = t.view.tighten
     assert tighten is not None
     result = fit(t.view, 10**9, t.estimator)
     assert result.fits and not result.pruned
-    assert not tighten.done()  # type: ignore[attr-defined]
+    assert tighten.done()  # type: ignore[attr-defined]
+    assert result.estimated_tokens == fit(load(body).view, 10**9, t.estimator).estimated_tokens
 
 
 def test_a_cost_vector_no_item_holds_reads_the_body_at_the_bound() -> None:
@@ -223,3 +234,22 @@ def test_a_cost_vector_no_item_holds_reads_the_body_at_the_bound() -> None:
     stray = [0] * est.width
     reader.add_text(stray, "a part", Kind.DENSE)
     assert tightener(t.view, reader) is None
+
+
+def test_a_fit_told_not_to_price_the_input_prices_no_further() -> None:
+    """``price_input=False`` (``prune`` without a report): a body that fits at the cheap
+    tier is priced no further, and says its estimate is unknown; one over the budget is
+    fitted as with the flag set."""
+    body = json.loads(FIXTURES[0].read_text())
+    eager = load(body)
+    exact = fit(eager.view, 10**9, eager.estimator)
+    t = load(body, lazy=True)
+    tighten = t.view.tighten
+    assert tighten is not None
+    result = fit(t.view, 10**9, t.estimator, price_input=False)
+    assert result.fits and not result.pruned and not tighten.done()  # type: ignore[attr-defined]
+    assert not result.priced and result.known_raw is None
+    assert result.estimated_tokens_after >= exact.estimated_tokens
+    budget = max(1, exact.estimated_tokens // 2)
+    told = fit(load(body, lazy=True).view, budget, t.estimator, price_input=False)
+    assert told == fit(load(body, lazy=True).view, budget, t.estimator)

@@ -185,13 +185,14 @@ def _plan(
     quiet: bool,
     run_format: str = "auto",
     lazy: bool = False,
+    price_input: bool = True,
     **flags: Any,
 ) -> tuple[Any, bytes, Any]:
     """The plan of the input; the bytes read; the session run when the input is a
     session file (its next request is planned) or ``None``. With ``lazy``, a request
-    body is priced exactly only where the fit needs it (:func:`ctxwin.core.load`)."""
+    body is priced exactly only where the fit needs it (:func:`ctxwin.core.plan_body`;
+    ``price_input`` as there)."""
     from ctxwin import codec, core
-    from ctxwin.settings import body_model
 
     settings = build_settings(**flags)
     check_run_format(run_format)
@@ -201,22 +202,20 @@ def _plan(
     body, session = read_body(data, run_format)
     if session is not None:
         data = b""  # the session's next request is written, never the file: free it now
+    # the paths check takes too: one estimated_tokens for one file
     if session is None:
         retain(body)
-        est = settings.make_estimator(body_model(body))
-        transcript = core.load(body, settings.fmt, est, lazy=lazy)
-        plan = core.plan(transcript, settings)
+        plan = core.plan_body(body, settings, lazy=lazy, price_input=price_input)
     else:
-        from ctxwin.runs.simulate import learned_manager
+        from ctxwin.runs.simulate import next_fit
 
-        manager, nxt = learned_manager(session, settings)
-        plan = manager.evaluate(nxt)  # anchored on the session's last report
-        transcript = plan.transcript
-        if manager.zero_reports and not quiet:
+        plan, manager = next_fit(session, settings)
+        if manager is not None and manager.zero_reports and not quiet:
             say(
                 f"warning: {manager.zero_reports:,} of the session's calls reported 0 prompt "
                 "tokens (a gateway that does not count?): taken as no report"
             )
+    transcript = plan.source
     s = plan.budget.spec
     if not quiet and s.context_length_source == "fallback":
         named = f"model {s.name!r}" if s.name else "no model named"
@@ -380,7 +379,10 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     from ctxwin.cli.report import render_json
     from ctxwin.core import NEEDS_PRUNING
 
-    plan, data, session = _plan(**options, lazy=True)
+    # the input's estimate is reported only in the report (and on stderr after a cut,
+    # which prices it or says what it could not): without one, a body that fits is
+    # priced no further than its cheap tier
+    plan, data, session = _plan(**options, lazy=True, price_input=report_path is not None)
     result = plan.result
     report = plan.report()
     out = data
@@ -407,8 +409,13 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
         return int(ExitCode.CONTEXT_TRUNCATED)
     write_output(output, out)
     if plan.changed and not options["quiet"]:
-        tokens = f"{result.estimated_tokens:,} → {result.estimated_tokens_after:,} tokens"
-        say(f"{_did(plan)}: {tokens}, budget {result.budget:,}")
+        after = result.estimated_tokens_after
+        if not result.priced:  # the dropped turns were never priced
+            did = f"{_did(plan)}, ≥ {result.dropped_at_least:,} tokens"
+            say(f"{did}: {after:,} tokens kept, budget {result.budget:,}")
+        else:
+            tokens = f"{result.estimated_tokens:,} → {after:,} tokens"
+            say(f"{_did(plan)}: {tokens}, budget {result.budget:,}")
     return 0
 
 

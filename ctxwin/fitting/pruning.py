@@ -28,7 +28,7 @@ subtracts its items' vectors, so fitting is linear in the number of items.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -149,6 +149,9 @@ Rules = Callable[[View, Sequence[int]], list[Problem]]
 """A format's own structural rules: the problems among the items at the given indices."""
 
 
+_UNPRICED = "the input's estimate is not known: the fit left dropped items unpriced"
+
+
 @dataclass(frozen=True, slots=True)
 class FitResult:
     """What fitting a transcript to a budget did, or would do.
@@ -164,10 +167,15 @@ class FitResult:
     """Items ``[head, cut)`` are dropped (``cut == head`` when none is)."""
     items: int
     """Number of items of the input."""
-    estimated_tokens: int
-    """Estimate of the input as given."""
+    known_tokens: int | None
+    """The input's estimate (:attr:`estimated_tokens`), or ``None`` when it is not known:
+    a fit of a lazily read view (``load(..., lazy=True)``, what ``prune`` does) dropped
+    items it never priced at the estimator's own price (:attr:`at_least` then bounds it
+    from below), or was told not to price a view that fits (``price_input=False``)."""
     estimated_tokens_after: int
-    """Estimate of the kept items."""
+    """Estimate of the kept items (only for a lazy fit told not to price what fits,
+    ``fit(..., price_input=False)``, that keeps every item: an upper bound of it, with
+    :attr:`known_tokens` ``None``)."""
     budget: int
     calibration: float
     fits: bool
@@ -181,8 +189,9 @@ class FitResult:
     enforced: bool = True
     """False when the budget was not positive: no prompt fits, :attr:`overflow_at_floor`
     is set and nothing may be sent."""
-    raw_tokens: int = 0
-    """Uncalibrated estimate of the input."""
+    known_raw: int | None = 0
+    """The input's uncalibrated estimate (:attr:`raw_tokens`), ``None`` when
+    :attr:`known_tokens` is."""
     warnings: list[str] = field(default_factory=list)
     overhead: int = 0
     """Tokens the provider counts that the body does not show (learned from usage),
@@ -190,6 +199,40 @@ class FitResult:
     gap: tuple[int, int] | None = None
     """Items ``[start, end)`` inside the head that are dropped too: the block a view marks
     :attr:`~ctxwin.view.View.superseded` (before the latest OpenAI ``compaction`` item)."""
+    at_least: int | None = None
+    """When :attr:`known_tokens` is ``None`` after a cut: a lower bound of the input's
+    estimate (the estimate of the items the fit priced, kept or not)."""
+
+    @property
+    def priced(self) -> bool:
+        """Whether the input's estimate is known (every fit but a lazy one that left items
+        unpriced: see :attr:`known_tokens`)."""
+        return self.known_tokens is not None
+
+    @property
+    def estimated_tokens(self) -> int:
+        """Estimate of the input as given: the same number whichever command or entry
+        point fits it. :class:`ValueError` when it is not known (:attr:`priced` is false:
+        only for a lazily read view, see :attr:`known_tokens`)."""
+        if self.known_tokens is None:
+            raise ValueError(_UNPRICED)
+        return self.known_tokens
+
+    @property
+    def raw_tokens(self) -> int:
+        """Uncalibrated estimate of the input (:class:`ValueError` as
+        :attr:`estimated_tokens`)."""
+        if self.known_raw is None:
+            raise ValueError(_UNPRICED)
+        return self.known_raw
+
+    @property
+    def dropped_at_least(self) -> int:
+        """How much lower the estimate of the kept items is than the input's, at least:
+        ``estimated_tokens − estimated_tokens_after`` when the input's estimate is known,
+        else its lower bound :attr:`at_least` less the kept estimate (0 when neither is)."""
+        total = self.known_tokens if self.known_tokens is not None else self.at_least
+        return 0 if total is None else total - self.estimated_tokens_after
 
     @property
     def keep(self) -> list[int]:
@@ -270,8 +313,18 @@ def fit(
     overhead: int = 0,
     learned: bool = False,
     block: float = 0.0,
+    price_input: bool = True,
 ) -> FitResult:
     """Drop the oldest drop units of ``view`` until its estimate is within ``budget``.
+
+    A lazily read view (:attr:`~ctxwin.view.View.tighten`) is priced at the estimator's
+    own price only where the fit needs it: what it may keep, walking back from the
+    newest; dropped items the walk never reached stay unpriced, and the result's
+    :attr:`~FitResult.known_tokens` is then ``None`` (:attr:`~FitResult.at_least`
+    bounds it). A view that fits at the cheap tier is priced in full, so its estimate is
+    known, unless ``price_input`` is false: then nothing more is priced, its
+    ``known_tokens`` is ``None`` and ``estimated_tokens_after`` is the cheap upper
+    bound (for a caller that reports neither, and only needs the verdict and the cut).
 
     Raises :class:`~ctxwin.errors.PairingError` when pruning is needed but the
     input already breaks a structural rule (the generic ones of
@@ -299,11 +352,21 @@ def fit(
     raw = estimator.raw(total)
     estimate = scale.estimate(raw)
     seg: Segments | None = None
-    if budget > 0 and estimate > budget and view.tighten is not None:
-        # priced at a cheap upper bound and over the budget: price what the fit may keep
-        seg = segment(items, view.pinned)
-        options = drop_options(view, seg, drop)
-        tighten_kept(view, options, seg.head_end, scale.raw_limit(budget), estimator)
+    unpriced: tuple[int, int] | None = None
+    if view.tighten is not None:  # read at a cheap upper bound (a lazy view)
+        if budget > 0 and estimate > budget:  # over the budget: price what the fit may keep
+            seg = segment(items, view.pinned)
+            options = drop_options(view, seg, drop)
+            start = seg.head_end
+            end = tighten_kept(view, options, start, scale.raw_limit(budget), estimator)
+            if end > start:
+                unpriced = (start, end)
+        elif not price_input and budget > 0:  # it fits, and the caller needs no figure
+            turns = segment(items, view.pinned).turn_count()
+            fits = passed(n, estimate, budget, scale, turns, raw)
+            return replace(fits, known_tokens=None, known_raw=None)
+        else:  # it fits: its estimate is the bound's price of every item
+            view.tighten(range(n))
         columns = cost_columns(view)
         total = total_cost(view, columns)
         raw = estimator.raw(total)
@@ -336,6 +399,8 @@ def fit(
         gap=gap if dropped_gap else None,
         gap_turns=superseded_turns(view) if dropped_gap else 0,
     )
+    if unpriced is not None:
+        result = _unpriced(result, view, columns, unpriced, estimator, scale)
     if result.pruned:
         if result.gap is not None or _shares_ids(items, start, cut):
             found = check(view, rules, result.keep)
@@ -347,11 +412,13 @@ def fit(
 
 def tighten_kept(
     view: View, options: Sequence[tuple[bool, int]], start: int, limit: int, estimator: Estimator
-) -> None:
+) -> int:
     """Price at the estimator's own price (:attr:`~ctxwin.view.View.tighten`) the items
     a fit to ``limit`` (a raw estimate) may keep: the head, then the items of each option
     of ``options`` (:func:`drop_options`) walking back from the newest, until what the
     option keeps (with the smallest head any option keeps) is over ``limit``, or all are.
+    Returns the first item after the head it priced: the items ``[start, end)`` are left
+    at the cheap tier (none when it returns ``start``).
 
     The cut is then the one pricing every item would give: every option that keeps an
     item still at the cheap price keeps all that the last option walked does, which is
@@ -360,7 +427,7 @@ def tighten_kept(
     the cheap tier either way: :meth:`ctxwin.fitting.cut.Kept.dropped`.)"""
     tighten = view.tighten
     if tighten is None:
-        return
+        return start
     items = view.items
     tighten(range(start))
     gap = view.superseded if options[-1][0] else None
@@ -382,7 +449,29 @@ def tighten_kept(
                     kept[s] += cost[s]
             end = c
         if estimator.raw(kept) > limit:
-            return
+            return end
+    return end
+
+
+def _unpriced(
+    result: FitResult,
+    view: View,
+    columns: list[list[int]],
+    unpriced: tuple[int, int],
+    estimator: Estimator,
+    scale: Scale,
+) -> FitResult:
+    """``result`` of a lazy fit that left the items ``[a, b)`` (all of them dropped) at the
+    cheap tier: the input's estimate is not known (``known_tokens`` is ``None``); it is at
+    least the estimate of the items the fit priced (the head and ``[b, n)``, each at the
+    estimator's own price), since an estimator's ``raw`` is monotone in every slot
+    (:attr:`FitResult.at_least`)."""
+    a, b = unpriced
+    priced = [
+        base + sum(col[:a]) + sum(col[b:]) for base, col in zip(view.base, columns, strict=True)
+    ]
+    at_least = scale.estimate(estimator.raw(priced))
+    return replace(result, known_tokens=None, known_raw=None, at_least=at_least)
 
 
 def drop_options(view: View, seg: Segments, drop: bool = True) -> list[tuple[bool, int]]:
@@ -482,7 +571,7 @@ def _result(
         head=head,
         cut=cut,
         items=n,
-        estimated_tokens=estimate,
+        known_tokens=estimate,
         estimated_tokens_after=after,
         budget=budget,
         calibration=scale.calibration,
@@ -492,7 +581,7 @@ def _result(
         dropped_turns=dropped_turns,
         kept_turns=kept_turns,
         enforced=enforced,
-        raw_tokens=raw,
+        known_raw=raw,
         warnings=[f"{summary(problems)}; kept as it was (see `ctxwin lint`)"] if problems else [],
         overhead=scale.reported_overhead,
         gap=gap,

@@ -312,7 +312,10 @@ class Report(TypedDict):
     safety: int
     budget: int
     calibration: float
-    estimated_tokens: int
+    estimated_tokens: int | None
+    """The input's estimate, the same number in every command; ``null`` only when
+    ``prune`` dropped turns it never priced (``dropped_tokens_at_least`` then bounds
+    what it dropped)."""
     fits: bool
     pruned: bool
     dropped_turns: int
@@ -323,7 +326,7 @@ class Report(TypedDict):
     messages_out: int
     dropped_messages: list[int]
     estimator: str
-    raw_tokens: int
+    raw_tokens: int | None
     reserve_source: ReserveSource
     max_output_tokens: int | None
     model_table_row: str | None
@@ -337,6 +340,10 @@ class Report(TypedDict):
     truncated_results: int
     truncated_tokens: int
     cleared_thinking: int
+    dropped_tokens_at_least: int
+    """``estimated_tokens − estimated_tokens_after``, or, when ``estimated_tokens`` is
+    ``null``, a lower bound of what it would be
+    (:attr:`~ctxwin.fitting.pruning.FitResult.dropped_at_least`)."""
     status: Status
     """The verdict (:attr:`ctxwin.core.Plan.status`)."""
     session: NotRequired[SessionInfo]

@@ -23,7 +23,6 @@ from ctxwin.fitting.rows import CheckRow, CheckSummary
 from ctxwin.runs import read_runs
 from ctxwin.runs.simulate import check_run
 from ctxwin.settings import Settings, settings_with
-from ctxwin.tokens.bpe import AUTO_TOKENIZER
 
 if TYPE_CHECKING:  # the pool's modules are imported when a pool starts
     import multiprocessing.context
@@ -189,12 +188,14 @@ def _check_held(
 ) -> list[CheckRow]:
     """:func:`check_bytes` of ``held[0]``, letting go of the bytes once they are read."""
     try:
-        # under tokenizer="auto" each run's model picks its own (check_run makes it)
-        estimator = None if settings.tokenizer == AUTO_TOKENIZER else settings.make_estimator()
+        # one estimator for the file's runs; under tokenizer="auto" each run's model
+        # picks its own
+        if settings.tokenizer is None:
+            settings = settings._replace(estimator=settings.make_estimator())
         rows: list[CheckRow] = []
         runs = read_runs(held.pop(), run_format)
         for run in runs:
-            row = check_run(run, settings, estimator)
+            row = check_run(run, settings)
             if run.warnings:
                 row["warnings"] = list(run.warnings)
             rows.append({"path": path, **row})

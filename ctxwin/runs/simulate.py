@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ctxwin.core import INVALID, STATUSES, Transcript, load
+from ctxwin.core import INVALID, STATUSES, Plan, Transcript, load, plan_body
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.fitting.calibration import prompt_tokens_from_usage
 from ctxwin.fitting.incremental import Prefixes
 from ctxwin.fitting.pruning import FitResult, total_cost
 from ctxwin.fitting.rows import (
+    Fitted,
     NextRequest,
     Reason,
     ReplayReport,
@@ -241,7 +242,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         if seen_usage and row.get("under_estimate"):
             after_first += 1
         seen_usage = True
-    peak_context_use, peak_call = _peak(rows)
+    peak_context_use, peak_call = _peak(rows, nxt)
     return {
         "run": run.name,
         "shape": run.shape,
@@ -287,17 +288,24 @@ def _kept_marks(marked: list[int] | None, result: FitResult) -> list[int] | None
     return out or None
 
 
-def _peak(rows: list[ReplayRow]) -> tuple[float | None, int | None]:
-    """The share of the window the fullest call's prompt (reported, or estimated when
-    larger) fills, and that call."""
+def _peak(rows: list[ReplayRow], nxt: NextRequest | None = None) -> tuple[float | None, int | None]:
+    """The share of the window the fullest prompt of the run fills, and its call: each
+    call's (reported, or estimated when larger) and the next request's (``nxt``, the
+    call after the last: what ``check`` reads a transcript as, so both say the same)."""
     best: tuple[float, int] | None = None
-    for r in rows:
+    last = rows[-1]["call"] if rows else 0
+    prompts: list[tuple[Fitted, int, int | None]] = [
+        (r, r["call"], r.get("reported_tokens")) for r in rows
+    ]
+    if nxt is not None:
+        prompts.append((nxt, last + 1, None))
+    for r, call, reported in prompts:
         window = r.get("context_length")
         if not window or "estimated_tokens" not in r:
             continue
-        use = max(r["estimated_tokens"], r.get("reported_tokens") or 0) / window
+        use = max(r["estimated_tokens"], reported or 0) / window
         if best is None or use > best[0]:
-            best = (use, r["call"])
+            best = (use, call)
     if best is None:
         return None, None
     return round(best[0], 4), best[1]
@@ -331,6 +339,38 @@ def current_run(runs: list[Run]) -> Run | None:
     its first readable run."""
     readable = [r for r in runs if r.error is None]
     return next((r for r in readable if r.current), readable[0] if readable else None)
+
+
+def learns_nothing(run: Run) -> bool:
+    """Whether ``run`` is a request body alone: a transcript with no usage that is not an
+    agent tool's session, so its next request is the body, fitted at the seed."""
+    return run.recorded is None and not run.usage_at and not learns_overhead(run)
+
+
+def next_plan(run: Run, settings: Settings, *, lazy: bool = False) -> Plan:
+    """The plan of the request ``run`` sends next (:meth:`~ctxwin.runs.recorded.Run.next_request`)
+    at what its usage taught (:func:`learned_manager`): the one path by which ``estimate``,
+    ``prune`` and ``check`` estimate a file, so each reports the same ``estimated_tokens``
+    for it (``replay``'s ``next_request`` is the same fit, at what its replay learned).
+
+    A request body alone (:func:`learns_nothing`) is fitted as it is
+    (:func:`ctxwin.core.plan_body`, ``lazy`` as there). Raises
+    :class:`~ctxwin.errors.CtxwinError` for a run that cannot be read."""
+    return next_fit(run, settings, lazy=lazy)[0]
+
+
+def next_fit(
+    run: Run, settings: Settings, *, lazy: bool = False
+) -> tuple[Plan, ContextWindowManager | None]:
+    """:func:`next_plan`, with the manager that learned the run's usage (None for a
+    request body alone), whose ``zero_reports`` says how many calls reported 0 prompt
+    tokens. The next request is anchored on the run's last report where it extends the
+    request reported (:meth:`~ctxwin.manager.ContextWindowManager.evaluate`)."""
+    if learns_nothing(run):
+        body_plan = plan_body(run.body, settings, lazy=lazy, fmt=run.format_for(settings.fmt))
+        return body_plan, None
+    manager, nxt = learned_manager(run, settings)
+    return manager.evaluate(nxt), manager
 
 
 def learned_manager(
@@ -386,122 +426,122 @@ def _reason(body: Any, fmt: str) -> Reason:
     return "bad_input"
 
 
-def check_run(run: Run, settings: Settings, estimator: Estimator | None = None) -> RunCheck:
-    """The verdict on one run: its worst request against the model spec.
+def check_run(run: Run, settings: Settings) -> RunCheck:
+    """The verdict on one run.
 
-    A transcript run is checked as one request (the whole conversation);
-    a run of recorded calls is checked call by call, and the row names the
-    first call that needs pruning (``first_pruned``), the first that would
-    stop the run (``first_truncated``) and the peak context use. An
-    agent-tool session is also replayed (learning the overhead its log does
-    not show): the verdict is the worse of the plain check and the session's
-    next request at what the replay learned, and the row carries the replay's
-    peak, first pruned and first truncated call.
+    The row is the fit of the run's next request (:func:`next_plan`): the request body
+    itself, a session's whole transcript or a call log's last request, at what the run's
+    usage taught, so its ``estimated_tokens`` is what ``estimate`` and ``prune`` report
+    for the file. A run that learns (a call log, a transcript with usage, an agent-tool
+    session) is also replayed (:func:`replay_run`): the row carries the replay's first
+    pruned and first truncated call and its peak context use, and its verdict is the
+    worst of the next request's and every call's as the replay fits them. A call log with
+    a call that cannot be read is invalid, naming it.
     """
     row: RunCheck = {"run": run.name, "shape": run.shape}
     if run.error is not None:
         row.update({"status": INVALID, "error": run.error})
         return row
-    estimator = estimator or settings.make_estimator(run_model(run))
-    worst: tuple[int, int] | None = None
-    calls = run.recorded if run.recorded is not None else [Call(run.body)]
-    fmt = run.format_for(settings.fmt)
-    if not calls:
+    requests = len(run.recorded) if run.recorded is not None else 1
+    if run.recorded is not None and not run.recorded:
         row.update({"status": INVALID, "error": "no requests in this run"})
         return row
-    first_pruned: int | None = None
-    first_truncated: int | None = None
-    peak: tuple[float, int] | None = None
-    # a request body alone: its verdict needs the bound's price only of what a fit keeps
-    lazy = run.recorded is None and not learns_overhead(run)
-    for k, call in enumerate(calls, 1):
-        manager = run_manager(settings, run, call_model(call), estimator)
-        try:
-            if lazy:
-                transcript = load(call.request, manager.fmt, manager.estimator, lazy=True)
-                fitted = manager.evaluate_transcript(transcript)
-            else:
-                fitted = manager.evaluate(call.request)
-        except CtxwinError as exc:
-            where = f"{call.where}: " if run.recorded is not None and call.where else ""
-            reason = _reason(call.request, fmt)
-            row.update(
-                {
-                    "status": INVALID,
-                    "reason": reason,
-                    "error": f"{where}{exc}",
-                    "requests": len(calls),
-                }
-            )
-            return row
-        r = fitted.result
-        b = fitted.budget
-        status = fitted.status
-        if fitted.changed and first_pruned is None:
-            first_pruned = k
-        if r.overflow_at_floor and first_truncated is None:
-            first_truncated = k
-        if b.context_length > 0:
-            reported = reported_tokens(call.usage) or 0
-            use = max(r.estimated_tokens, reported) / b.context_length
-            if peak is None or use > peak[0]:
-                peak = (use, k)
-        key = (STATUSES.index(status), r.estimated_tokens - b.budget)
-        if worst is None or key > worst:
-            worst = key
-            row = {
-                **row,
-                **fitted.row(),
-                "format": fitted.transcript.format,
-                "over_by": r.estimated_tokens - b.budget,
-                "where": call.where,
-                "enforced": r.enforced,
+    fmt = run.format_for(settings.fmt)
+    try:
+        fitted = next_plan(run, settings)
+    except CtxwinError as exc:
+        request, where, error = _unreadable(run, fmt, settings, exc)
+        row.update(
+            {
+                "status": INVALID,
+                "reason": _reason(request, fmt),
+                "error": f"{where}: {error}" if where else str(error),
+                "requests": requests,
             }
-    row["requests"] = len(calls)
-    row.update(
-        {
-            "first_pruned": first_pruned,
-            "first_truncated": first_truncated,
-            "peak_context_use": round(peak[0], 4) if peak else None,
-            "peak_call": peak[1] if peak and run.recorded is not None else None,
-        }
-    )
-    if learns_overhead(run) and run.recorded is None:
-        _check_session(run, settings, row)
+        )
+        return row
+    r = fitted.result
+    b = fitted.budget
+    estimate = r.estimated_tokens
+    if run.recorded is not None:
+        where = run.recorded[-1].where
+    else:
+        where = "" if learns_nothing(run) else "next request"
+    row = {
+        **row,
+        **fitted.row(),
+        "format": fitted.transcript.format,
+        "over_by": estimate - b.budget,
+        "where": where,
+        "enforced": r.enforced,
+        "requests": requests,
+    }
+    if learns_nothing(run):
+        use = estimate / b.context_length if b.context_length > 0 else None
+        row.update(
+            {
+                "first_pruned": 1 if fitted.changed else None,
+                "first_truncated": 1 if r.overflow_at_floor else None,
+                "peak_context_use": round(use, 4) if use is not None else None,
+                "peak_call": None,
+            }
+        )
+        return row
+    _check_calls(run, settings, row)
     return row
 
 
-def _check_session(run: Run, settings: Settings, row: RunCheck) -> None:
-    """Fold a session's replay into its check row (see :func:`check_run`)."""
+def _unreadable(
+    run: Run, fmt: str, settings: Settings, exc: CtxwinError
+) -> tuple[Any, str, CtxwinError]:
+    """The request a run's next-request plan could not read, where it is and why: for a
+    call log, its first call that cannot be read (the plan reads every call with usage);
+    else the run's next request, with ``exc``."""
+    for call in run.recorded or []:
+        try:
+            load(call.request, fmt, settings.make_estimator(settings.model or call.model))
+        except CtxwinError as first:
+            return call.request, call.where, first
+    return run.next_request(), run.recorded[-1].where if run.recorded else "", exc
+
+
+def _check_calls(run: Run, settings: Settings, row: RunCheck) -> None:
+    """Fold a run's replay into its check row (see :func:`check_run`)."""
     try:
         rep = replay_run(run, settings)
     except CtxwinError:
-        return  # the plain check above already judged the transcript
+        return  # the next request above already judged the run
     row.update(
         {
-            "calls": rep["calls"],
             "first_pruned": rep["first_pruned"],
             "first_truncated": rep["first_truncated"],
             "peak_context_use": rep["peak_context_use"],
             "peak_call": rep["peak_call"],
-            "overhead": rep["final_overhead"],
-            "under_estimates_after_first": rep["under_estimates_after_first"],
         }
     )
-    nxt = rep["next_request"]
-    if not nxt or nxt["status"] == INVALID or "status" not in row:
-        return
-    if (STATUSES.index(nxt["status"]), nxt["estimated_tokens"] - nxt["budget"]) > (
-        STATUSES.index(row["status"]),
-        row["over_by"],
-    ):
+    if run.recorded is None:
         row.update(
             {
-                "status": nxt["status"],
-                "estimated_tokens": nxt["estimated_tokens"],
-                "over_by": nxt["estimated_tokens"] - nxt["budget"],
-                "dropped_turns": nxt["dropped_turns"],
-                "estimated_tokens_after": nxt["estimated_tokens_after"],
-                "where": "next request",
+                "calls": rep["calls"],
+                "overhead": rep["final_overhead"],
+                "under_estimates_after_first": rep["under_estimates_after_first"],
             }
         )
+    worst = STATUSES.index(row["status"])
+    for call in rep["rows"]:
+        status = call["status"]
+        if status == INVALID:
+            if run.recorded is None:
+                continue  # a session's call the log cut short: its next request is read
+            request = run.recorded[call["call"] - 1].request
+            where = f"{call['where']}: " if call["where"] else ""
+            row.update(
+                {
+                    "status": INVALID,
+                    "reason": _reason(request, run.format_for(settings.fmt)),
+                    "error": f"{where}{call.get('error', '')}",
+                }
+            )
+            return
+        worst = max(worst, STATUSES.index(status))
+    row["status"] = STATUSES[worst]
