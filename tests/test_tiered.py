@@ -107,8 +107,10 @@ def test_nfc_growth_is_covered() -> None:
         _cheap_covers(ch * 50)
 
 
-TEXTS = ("", "hi", "The quick brown fox.\n\n", "x" * 5000, "Привет ├── 中文 " * 40)
-TEXTS += ("20260212165422", "e\u0301" * 30, "\u0f76" * 9, '{"id": 12, "ok": true}')
+TEXTS = [
+    *("", "hi", "The quick brown fox.\n\n", "x" * 5000, "Привет ├── 中文 " * 40),
+    *("20260212165422", "e\u0301" * 30, "\u0f76" * 9, '{"id": 12, "ok": true}'),
+]
 
 
 @pytest.mark.parametrize("text", TEXTS)
