@@ -22,6 +22,7 @@ Timings are not figures here: they come from ``make bench`` and the benchmarks u
 from __future__ import annotations
 
 import re
+import statistics
 import textwrap
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -541,3 +542,99 @@ def unused() -> list[str]:
     """Generators no page has a region for."""
     used = {name for page in pages() for name, _ in regions(page.read_text("utf-8"))}
     return sorted(set(GENERATORS) - used)
+
+
+# --- replay --compare on recorded runs of the corpus ----------------------------------------
+
+RECORDED_RUNS = (
+    ("Claude Code codemie-session-3fe1b6bc", "agent_tools/claude-code/codemie-session-3fe1b6bc*"),
+    ("Claude Code drmaciver-python-to-rust-port", "agent_tools/claude-code/drmaciver-python*"),
+    ("Codex codemie-rollout 11-26-55", "agent_tools/codex/codemie-rollout-2026-05-11T11-26-55*"),
+    ("Codex cpolar-connect", "agent_tools/codex/cpolar-connect-rollout*"),
+    ("Gemini CLI repo trajectory", "agent_tools/gemini-cli/gemini-cli-repo-trajectory*"),
+    ("mini-swe-agent django-10999", "agent_tools/mini-swe-agent/django__django-10999*"),
+    ("mini-swe-agent sympy-23534", "agent_tools/mini-swe-agent/sympy__sympy-23534*"),
+    ("OpenHands multi_swe_bench", "openhands/multi_swe_bench_output*"),
+)
+"""The recorded runs ``replay --compare`` is shown on: (label, the one file under the
+corpus this pattern names)."""
+
+RECORDED_SHARES = (0.25, 0.35, 0.4, 0.45, 0.5)
+PRICED_AS = "gpt-5"
+"""The model a run without a known price or caching rules is priced as (OpenAI's rules)."""
+
+
+def _recorded_window(path: str, extra: Sequence[str]) -> tuple[int, dict[str, Any]]:
+    """The window a run is compared at: a third of its peak estimate (its largest request
+    at a window that never prunes), raised by a tenth of the peak until no call is
+    truncated under just-fit; and the just-fit replay there."""
+    whole = _replay_json(path, "-c", "1000000000", *extra)
+    peak = max(r["estimated_tokens"] for run in whole["runs"] for r in run["rows"])
+    window = -(-peak // 3)
+    while True:
+        flags = ("-c", str(window), "--max-tokens", str(window // 10), *extra)
+        rep = _replay_json(path, *flags, "--compare", "just-fit")
+        (row,) = rep["policies"]
+        if not row["truncated_calls"] or window >= peak:
+            return window, row
+        window += -(-peak // 10)
+
+
+@cache
+def recorded_compare_runs() -> list[tuple[str, int, list[dict[str, Any]]]]:
+    """(label, window, the policies' rows) of each of :data:`RECORDED_RUNS`."""
+    root = corpus_dir()
+    assert root is not None
+
+    def one(item: tuple[str, str]) -> tuple[str, int, list[dict[str, Any]]]:
+        label, pattern = item
+        (found,) = root.glob(pattern)
+        path = str(found)
+        probe = _replay_json(path, "-c", "1000000000")
+        priced = all(
+            run.get("input_cost") is not None and run.get("cached_tokens") is not None
+            for run in probe["runs"]
+        )
+        extra: tuple[str, ...] = () if priced else ("--model", PRICED_AS)
+        window, _ = _recorded_window(path, extra)
+        policies = ",".join(["just-fit", *(f"block={s:g}" for s in RECORDED_SHARES)])
+        flags = ("-c", str(window), "--max-tokens", str(window // 10), *extra)
+        rep = _replay_json(path, *flags, "--compare", policies)
+        name = label if priced else f"{label} ({PRICED_AS})"
+        runs = len(probe["runs"])
+        if runs > 1:
+            name = f"{label}, {runs} runs" + ("" if priced else f" ({PRICED_AS})")
+        return name, window, rep["policies"]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(one, RECORDED_RUNS))
+
+
+@figure("recorded-compare-shares", corpus=True)
+def recorded_compare_shares() -> str:
+    shares = [f"{s:g}" for s in RECORDED_SHARES]
+    lines = [
+        "| run | calls (pruned, truncated) | window | just-fit USD | " + " | ".join(shares) + " |",
+        "|---|---:|---:|---:|" + "---|" * len(shares),
+    ]
+    ratios: dict[str, list[tuple[float, float]]] = {s: [] for s in shares}
+    for name, window, rows in recorded_compare_runs():
+        just = rows[0]
+        cells = [
+            name,
+            f"{just['calls']} ({just['pruned_calls']}, {just['truncated_calls']})",
+            f"{window:,}",
+            f"{just['input_cost']:.3g}",
+        ]
+        for share, row in zip(shares, rows[1:], strict=True):
+            cost = row["input_cost"] / just["input_cost"]
+            sent = row["mean_tokens_sent"] / just["mean_tokens_sent"]
+            ratios[share].append((cost, sent))
+            cells.append(f"{cost:.2f} / {sent:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    means = ", ".join(
+        f"{s} {statistics.fmean(c for c, _ in r):.2f} / {statistics.fmean(m for _, m in r):.2f}"
+        for s, r in ratios.items()
+    )
+    lines += ["", f"Mean of the ratios (input cost / mean sent), per share: {means}."]
+    return "\n".join(lines)
