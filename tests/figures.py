@@ -638,3 +638,141 @@ def recorded_compare_shares() -> str:
     )
     lines += ["", f"Mean of the ratios (input cost / mean sent), per share: {means}."]
     return "\n".join(lines)
+
+
+# --- the fidelity reports (make fidelity) and what the pages quote of them ------------------
+
+REPORTS: dict[str, tuple[str, bool]] = {
+    "fidelity/adversarial.md": ("fidelity.adversarial", False),
+    "fidelity/scripts.md": ("fidelity.scripts", False),
+    "fidelity/sessions.md": ("fidelity.sessions", True),
+    "fidelity/provider.md": ("fidelity.provider", True),
+    "fidelity/results.md": ("fidelity.run", True),
+}
+"""Each report's path and the module that writes it (``python -m MODULE --out PATH``), and
+whether it reads the corpus. ``fidelity.strategies`` and ``fidelity.compare`` run in this
+process (above)."""
+
+
+@cache
+def reports() -> dict[str, str]:
+    """What each report's command writes today, every command started at once (each in its
+    own process); those that need the corpus only when it is here."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    root = corpus_dir()
+    env = {**os.environ, **({"CTXWIN_CORPUS": str(root)} if root else {})}
+    out: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        started = {}
+        for path, (module, corpus) in REPORTS.items():
+            if corpus and root is None:
+                continue
+            target = Path(tmp) / Path(path).name
+            started[path] = (
+                target,
+                subprocess.Popen(
+                    [sys.executable, "-m", module, "--out", str(target)],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                ),
+            )
+        for path, (target, proc) in started.items():
+            _, err = proc.communicate(timeout=900)
+            if proc.returncode:
+                raise RuntimeError(f"{REPORTS[path][0]} exited {proc.returncode}: {err!r}")
+            out[path] = target.read_text("utf-8")
+    return out
+
+
+def _report(path: str) -> Callable[[], str]:
+    def make() -> str:
+        return reports()[path]
+
+    return make
+
+
+for _path, (_module, _corpus) in REPORTS.items():
+    generated_file(_path, corpus=_corpus)(_report(_path))
+
+
+def _find(text: str, pattern: str) -> re.Match[str]:
+    found = re.search(pattern, text)
+    if found is None:
+        raise LookupError(f"the report has no {pattern!r}")
+    return found
+
+
+def _adversarial(estimator: str) -> tuple[str, str, str, str]:
+    """(cases under, cases, lowest on the fit half, lowest on the held-out half) of one
+    estimator in fidelity/adversarial.md."""
+    text = reports()["fidelity/adversarial.md"]
+    section = text[text.index(f"## `{estimator}`") :]
+    low = _find(section, r"lowest ratio, fit half: ([\d.]+); held-out half: ([\d.]+)")
+    under = _find(section, r"cases under 1\.0: ([\d,]+) of ([\d,]+)")
+    return under.group(1), under.group(2), low.group(1), low.group(2)
+
+
+@figure("bound-generated")
+def bound_generated() -> str:
+    under, cases, fit_low, held_low = _adversarial("bound")
+    return (
+        f"{under} of {cases} generated cases under (lowest ratio {fit_low} on the classes its "
+        f"prices were chosen on, {held_low} on the held-out ones"
+    )
+
+
+@figure("content-generated")
+def content_generated() -> str:
+    under, cases, fit_low, held_low = _adversarial("content")
+    return (
+        f"{under} of {cases} cases under the largest count, lowest ratio {min(fit_low, held_low)}"
+    )
+
+
+def _bound_median(group: str) -> float:
+    """The bound's median ÷ the largest of four of a group of fidelity/sessions.md."""
+    for line in reports()["fidelity/sessions.md"].splitlines():
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        if len(cells) >= 3 and cells[0] == group:
+            return float(_find(cells[2], r"(\d\.\d+) \(").group(1))
+    raise LookupError(group)
+
+
+@figure("bound-medians", corpus=True)
+def bound_medians() -> str:
+    recorded = _bound_median("recorded transcripts")
+    coding = _bound_median("coding-agent sessions")
+    return (
+        f"at a median {recorded:.2f}× the largest of the four counts on recorded transcripts, "
+        f"{coding:.2f}× on coding-agent sessions"
+    )
+
+
+@figure("provider-split", corpus=True)
+def provider_split() -> str:
+    text = reports()["fidelity/provider.md"]
+    split = _find(text, r"(\d+) calls in the fit part, (\d+) held out; (\d+) of (\d+) families")
+    fit, held, families_held, families = split.groups()
+    beyond = int(_find(text, r"held-out calls beyond a shipped figure: (\d+)").group(1))
+    total = int(fit) + int(held)
+    verdict = "are not under-counted either" if not beyond else f"include {beyond} under-counted"
+    return (
+        f"were set from {fit} of the corpus's {total} provider calls; the {held} held out by "
+        f"run ({families_held} of {families} model families have any) {verdict}"
+    )
+
+
+@figure("content-corpus-pairs", corpus=True)
+def content_corpus_pairs() -> str:
+    text = reports()["fidelity/results.md"]
+    found = _find(
+        text, r"`content`: median over-count [^;]+; (\d+) under-counts in (\d+) transcript"
+    )
+    under, pairs = found.group(1), int(found.group(2))
+    return f"{under} under in the corpus's {pairs:,} transcript × tokenizer pairs"
