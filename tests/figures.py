@@ -776,3 +776,102 @@ def content_corpus_pairs() -> str:
     )
     under, pairs = found.group(1), int(found.group(2))
     return f"{under} under in the corpus's {pairs:,} transcript × tokenizer pairs"
+
+
+# --- calibrate on the session samples; the budget's examples; the bound's vocabulary ---------
+
+
+@cache
+def calibrated_sessions() -> dict[str, Any]:
+    """``ctxwin calibrate CORPUS/agent_tools --json``."""
+    from tests.docs_support import run_ctxwin
+
+    root = corpus_dir()
+    assert root is not None
+    done = run_ctxwin("calibrate", str(root / "agent_tools"), "--json")
+    if done.returncode:
+        raise RuntimeError(done.stderr)
+    out: dict[str, Any] = orjson.loads(done.stdout)
+    return out
+
+
+@figure("calibrate-sessions", corpus=True)
+def calibrate_sessions() -> str:
+    s = calibrated_sessions()["summary"]["sessions"]
+    return (
+        f"{s['calls']} calls in {s['runs']} runs, median prediction ÷ reported "
+        f"{s['median_ratio']:.3f}, waste {s['waste_percent']:.1f} %"
+    )
+
+
+@figure("calibrate-median", corpus=True)
+def calibrate_median() -> str:
+    return f"median {calibrated_sessions()['summary']['sessions']['median_ratio']:.3f}"
+
+
+def _hundreds(n: int) -> str:
+    return f"{round(n, -2):,}"
+
+
+@figure("calibrate-overheads", corpus=True)
+def calibrate_overheads() -> str:
+    """The learned overheads per agent tool and model (rounded to 100 tokens)."""
+    by: dict[tuple[str, str], list[int]] = {}
+    for run in calibrated_sessions()["by_run"]:
+        tool = Path(run["path"]).parent.name
+        if tool in ("claude-code", "codex", "gemini-cli"):
+            by.setdefault((TOOLS[tool], run["model"] or "no model"), []).append(run["overhead"])
+    parts = []
+    for tool in ("Claude Code", "Codex", "Gemini CLI"):
+        models = sorted((m, v) for (t, m), v in by.items() if t == tool)
+        cells = [
+            _hundreds(min(v))
+            + (f"–{_hundreds(max(v))}" if _hundreds(max(v)) != _hundreds(min(v)) else "")
+            + f" ({m})"
+            for m, v in models
+        ]
+        parts.append(f"{tool} {', '.join(cells)}")
+    return "; ".join(parts)
+
+
+def _estimate_json(model: str, *flags: str) -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxwin", "estimate", "-", *flags, "--json"],
+        input=body,
+        capture_output=True,
+        cwd=ROOT,
+        check=True,
+    )
+    out: dict[str, Any] = orjson.loads(done.stdout)
+    return out
+
+
+@figure("budget-scaled")
+def budget_scaled() -> str:
+    rep = _estimate_json("claude-sonnet-4-5", "-c", "20000")
+    assert rep["reserve_source"] == "scaled"
+    return (
+        f"`-c 20000` on `claude-sonnet-4-5` reserves {rep['reserve']:,} and budgets "
+        f"{rep['budget']:,} for the prompt"
+    )
+
+
+@figure("budget-shares")
+def budget_shares() -> str:
+    shares = []
+    for model, label in (("claude-sonnet-4-5", "Claude Sonnet 4.5"), ("gpt-4o", "GPT-4o")):
+        rep = _estimate_json(model)
+        share = 100 * rep["max_output_tokens"] / rep["context_length"]
+        shares.append(f"{share:.3g} % for {label}")
+    return ", ".join(shares)
+
+
+@figure("bound-vocabulary-size")
+def bound_vocabulary_size() -> str:
+    from ctxwin.tokens.vocabulary import bound_vocabulary
+
+    return f"{sum(1 for _ in bound_vocabulary().records()):,} pieces"

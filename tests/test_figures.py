@@ -11,6 +11,8 @@ import pytest
 from tests import figures
 from tests.figures import FILES, GENERATORS, REGION, ROOT, Generator, available, pages, regions
 
+pytestmark = pytest.mark.figures
+
 
 def _page_id(page: Path) -> str:
     return str(page.relative_to(ROOT))
