@@ -875,3 +875,21 @@ def bound_vocabulary_size() -> str:
     from ctxwin.tokens.vocabulary import bound_vocabulary
 
     return f"{sum(1 for _ in bound_vocabulary().records()):,} pieces"
+
+
+@figure("litellm-anthropic")
+def litellm_anthropic() -> str:
+    """The LiteLLM loop to an Anthropic model (tests/test_integrations_litellm.py), its
+    first request's unseen part learned as a factor, and as an overhead."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as tests/conftest.py
+    from tests.test_integrations_litellm import anthropic_loop
+
+    factor_standin, fit = anthropic_loop(learn_overhead=False)
+    (manager,) = fit.managers.values()
+    overhead_standin, _ = anthropic_loop(learn_overhead=True)
+    return (
+        f"factor {manager.calibration:.1f} and prompts held at {max(factor_standin.prompts):,} "
+        f"tokens, against {max(overhead_standin.prompts):,} with the overhead"
+    )
