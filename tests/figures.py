@@ -893,3 +893,19 @@ def litellm_anthropic() -> str:
         f"factor {manager.calibration:.1f} and prompts held at {max(factor_standin.prompts):,} "
         f"tokens, against {max(overhead_standin.prompts):,} with the overhead"
     )
+
+
+@figure("claude-first-call", corpus=True)
+def claude_first_call() -> str:
+    """What the first call of each Claude Code sample reports against what its log shows."""
+    firsts = [
+        next(r for r in rep["rows"] if r.get("reported_tokens"))
+        for rep in cache_sessions().values()
+    ]
+    low = min(r["reported_tokens"] for r in firsts)
+    high = max(r["reported_tokens"] for r in firsts)
+    raw = max(r["raw_tokens"] for r in firsts)
+    return (
+        f"reports {low:,}–{high:,} prompt tokens for a conversation its log prices at "
+        f"{raw:,} tokens at most"
+    )
