@@ -63,7 +63,7 @@ lint: $(TEST_STAMP) $(LINT_STAMP) ## ruff + mypy --strict (installs the lint gro
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-docs: $(STAMP) ## Rewrite docs/cli.md from the commands' --help
+docs: $(TEST_STAMP) ## Rewrite docs/cli.md (--help) and every figure of README.md and docs/ (tests/figures.py)
 	$(BIN)/python -m tests.docs_support
 
 format: $(LINT_STAMP) ## Apply ruff's fixes and formatting

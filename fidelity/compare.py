@@ -15,8 +15,10 @@ Writes two runs to ``examples/`` and replays each with ``ctxwin replay --compare
   about 190 tokens) at an 8,000-token window, without and with ``--cache-mark``.
   Anthropic caches only up to a ``cache_control`` mark, and the run has none.
 
-Every figure is what the command printed; ``tests/test_docs_compare.py`` runs this
-again and checks the runs, this report and the tables in ``docs/strategies.md``.
+Every figure is what the command printed; ``make docs`` writes this report and the
+tables of ``docs/strategies.md`` (:mod:`tests.figures`), ``tests/test_figures.py`` writes
+them again and compares, and ``tests/test_docs_compare.py`` checks the runs and what the
+doc says of the tables.
 """
 
 from __future__ import annotations
@@ -212,6 +214,29 @@ def results() -> list[dict[str, Any]]:
     return [replay(run, flags) for _, run, flags in COMMANDS]
 
 
+def section(title: str, run: str, flags: Sequence[str], result: dict[str, Any]) -> str:
+    """One command of :data:`COMMANDS` and what it printed: the command, its table, the
+    prices and the default share's ratios (``docs/strategies.md`` shows each)."""
+    prices = "; ".join(
+        f"{p['model']}: "
+        + ", ".join(
+            f"{k.replace('_', ' ')} {p['price'][k]:g}"
+            for k in ("input", "cache_read", "cache_write", "cache_write_1h")
+            if p["price"].get(k) is not None
+        )
+        + f" USD per million tokens; cache {p['cache_rules']['kind']}"
+        for p in result["prices"]
+    )
+    return "\n".join(
+        [
+            f"```console\n$ ctxwin replay {run} {' '.join(flags)}\n```\n",
+            table(result),
+            f"Prices: {prices}.\n",
+            ratios(result),
+        ]
+    )
+
+
 def report(printed: Sequence[dict[str, Any]]) -> str:
     """The Markdown report of what :data:`COMMANDS` printed: each command and its table."""
     out = [
@@ -220,21 +245,8 @@ def report(printed: Sequence[dict[str, Any]]) -> str:
         "replays are generated and written to `examples/`; see its docstring).\n",
     ]
     for (title, run, flags), result in zip(COMMANDS, printed, strict=True):
-        prices = "; ".join(
-            f"{p['model']}: "
-            + ", ".join(
-                f"{k.replace('_', ' ')} {p['price'][k]:g}"
-                for k in ("input", "cache_read", "cache_write", "cache_write_1h")
-                if p["price"].get(k) is not None
-            )
-            + f" USD per million tokens; cache {p['cache_rules']['kind']}"
-            for p in result["prices"]
-        )
         out.append(f"## {title}\n")
-        out.append(f"```console\n$ ctxwin replay {run} {' '.join(flags)}\n```\n")
-        out.append(table(result))
-        out.append(f"Prices: {prices}.\n")
-        out.append(ratios(result))
+        out.append(section(title, run, flags, result))
     return "\n".join(out)
 
 

@@ -1,7 +1,8 @@
 """What the docs tests read: the Markdown pages, their fenced blocks and the real `--help`.
 
 ``python -m tests.docs_support`` (``make docs``) rewrites docs/cli.md from the commands'
-``--help``; ``tests/test_docs.py`` fails while the page differs from it.
+``--help`` and every figure of README.md and docs/ (:mod:`tests.figures`);
+``tests/test_docs.py`` and ``tests/test_figures.py`` fail while a page differs from them.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def run_ctxwin(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _clean(text: str) -> str:
+def clean(text: str) -> str:
+    """``text`` without colour codes and trailing spaces, ending in one newline."""
     lines = [line.rstrip() for line in _ANSI.sub("", text).splitlines()]
     return "\n".join(lines).strip("\n") + "\n"
 
@@ -66,7 +68,7 @@ def help_text(*command: str) -> str:
     result = run_ctxwin(*command, "--help")
     if result.returncode != 0:
         raise RuntimeError(f"ctxwin {' '.join(command)} --help exited {result.returncode}")
-    return _clean(result.stdout)
+    return clean(result.stdout)
 
 
 def commands() -> list[str]:
@@ -106,8 +108,23 @@ def render_cli_page() -> str:
 
 
 def main() -> None:
+    from fidelity import compare
+    from tests import figures
+
     CLI_PAGE.write_text(render_cli_page(), encoding="utf-8")
     print(f"wrote {CLI_PAGE.relative_to(ROOT)}")
+    compare_runs = compare.runs()
+    for path, data in compare_runs.items():  # the runs fidelity.compare replays
+        (ROOT / path).write_bytes(data)
+    for path in figures.write_all():
+        print(f"rewrote figures in {path}")
+    skipped = [
+        g.name
+        for g in [*figures.GENERATORS.values(), *figures.FILES.values()]
+        if not figures.available(g)
+    ]
+    if skipped:
+        print(f"left as they are (no corpus): {', '.join(skipped)}")
 
 
 if __name__ == "__main__":

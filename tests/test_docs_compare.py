@@ -1,7 +1,8 @@
 """docs/strategies.md's ``replay --compare`` tables are what ``python -m fidelity.compare``
-prints: the runs it writes are the ones in ``examples/``, its report is
-``fidelity/compare.md``, and every table, command and ratio line of the report is in the
-doc. What the doc says of them is checked on the figures the commands print."""
+prints: the runs it writes are the ones in ``examples/``; the tables themselves are
+regions of the doc and ``fidelity/compare.md`` a generated file, which
+``tests/test_figures.py`` writes again and compares. What the doc says of them is checked
+here on the figures the commands print."""
 
 from __future__ import annotations
 
@@ -12,36 +13,19 @@ from typing import Any
 import pytest
 
 from fidelity import compare
+from tests import figures
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "strategies.md"
-REPORT = ROOT / "fidelity" / "compare.md"
 
 
 @pytest.fixture(scope="module")
 def printed() -> list[dict[str, Any]]:
-    return compare.results()
+    return figures.compared()
 
 
 def test_the_runs_are_what_the_script_writes() -> None:
     for path, data in compare.runs().items():
         assert (ROOT / path).read_bytes() == data, path
-
-
-def test_the_report_is_what_the_commands_print(printed: list[dict[str, Any]]) -> None:
-    assert REPORT.read_text() == compare.report(printed)
-
-
-def test_the_doc_shows_the_reports_tables() -> None:
-    doc = DOC.read_text()
-    report = REPORT.read_text()
-    blocks = [b for b in report.split("\n\n") if b.startswith(("|", "```console"))]
-    assert len(blocks) == 2 * len(compare.COMMANDS)
-    for block in blocks:
-        assert block.strip() in doc, block
-    for line in report.splitlines():
-        if "÷ just-fit" in line:
-            assert line in doc
 
 
 def _row(result: dict[str, Any], policy: str) -> dict[str, Any]:

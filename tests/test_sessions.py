@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,12 @@ from ctxwin.runs.recorded import Run
 from ctxwin.runs.simulate import check_run, replay_run
 from ctxwin.sessions import names
 from ctxwin.settings import Settings
+from fidelity import replays
+from fidelity.corpus import corpus_dir
 
-AGENT_TOOLS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "agent_tools"
+AGENT_TOOLS = (
+    corpus_dir() or Path(__file__).resolve().parents[2] / "shared" / "corpus"
+) / "agent_tools"
 corpus = pytest.mark.skipif(not AGENT_TOOLS.is_dir(), reason="../shared/corpus is absent")
 
 
@@ -679,20 +684,41 @@ def test_session_median_prediction_is_within_ten_percent_of_reported() -> None:
 
 @corpus
 @pytest.mark.corpus
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="the last call of the Claude Code subagent agent-a485154 is short by more than "
+    "the margin: its report grows by 17,100 tokens for 18.8 KB of logged content (two files "
+    "read), most likely content the session file does not record (not proven; "
+    "docs/sessions.md)",
+)
 def test_session_predictions_under_reported_stay_within_the_safety_margin() -> None:
     """A prediction misses a step that cost more than the run's factor (content the
     session file never shows: reminders, hook output, attached files): each miss is
-    smaller than the safety margin of its budget, and the next report counts it."""
+    smaller than the safety margin of its budget."""
     rows = _session_rows(with_redacted=False)
     assert len(rows) > 250
     beyond = []
     for row, _ in rows:
         safety = -((-SAFETY_PERCENT * row["context_length"]) // 100)
-        if row["reported_tokens"] - row["estimated_tokens"] >= safety:
-            beyond.append((row["run"], row["call"]))
-    # the subagent's last call: its report grows 2.2x its logged content (17,100 tokens
-    # for 7,633), more than any factor the run's other calls show
-    assert beyond in ([], [("agent-a485154", 6)])
+        short = row["reported_tokens"] - row["estimated_tokens"]
+        if short >= safety:
+            beyond.append((row["run"], row["call"], short, safety))
+    assert beyond == []
+
+
+@corpus
+@pytest.mark.corpus
+def test_after_a_miss_the_next_prediction_counts_the_missed_report() -> None:
+    """The report of a call predicted under is learned: the run's next prediction is at
+    least that report (its request holds all of the missed one), redacted rollouts too."""
+    misses = 0
+    for run in replays.measure(AGENT_TOOLS):
+        for call, after in pairwise(run.calls):
+            if call.predicted < call.reported:
+                misses += 1
+                assert after.predicted >= call.reported, (run.sample, run.run, call.call)
+    assert misses > 10
 
 
 @corpus
@@ -700,7 +726,7 @@ def test_session_predictions_under_reported_stay_within_the_safety_margin() -> N
 @pytest.mark.xfail(
     strict=True,
     reason="a prediction after a run's first call is under when a step costs more than the "
-    "run's factor (within the safety margin; docs/sessions.md)",
+    "run's factor (docs/sessions.md)",
 )
 def test_no_prediction_after_a_runs_first_call_is_under_reported() -> None:
     pairs = _session_predictions(with_redacted=False)

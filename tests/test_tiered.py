@@ -29,6 +29,7 @@ from ctxwin.tokens.tiered import (
 from ctxwin.tokens.vocabulary import bound_vocabulary
 from tests.builders import Message
 from tests.strategies import transcripts
+from tests.test_compaction import _body as compaction_anthropic
 from tests.test_responses_compaction import _body as compaction_body
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,22 +107,56 @@ def test_nfc_growth_is_covered() -> None:
         _cheap_covers(ch * 50)
 
 
-def test_bound_counts_are_the_bound_estimators() -> None:
-    """The default estimator is the bound: its estimate is BoundEstimator's, count for count."""
+TEXTS = [
+    *("", "hi", "The quick brown fox.\n\n", "x" * 5000, "Привет ├── 中文 " * 40),
+    *("20260212165422", "e\u0301" * 30, "\u0f76" * 9, '{"id": 12, "ok": true}'),
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_bound_is_bound_estimators_price_with_contents_beside_it(text: str) -> None:
+    """``bound`` (:class:`TieredBound`) estimates as :class:`BoundEstimator` (slots 0 and
+    1) and measures the cut's blocks as ``content`` does (slot 2, ContentEstimator's own
+    price), for text and for bytes (``add_bytes`` is its own code, not the parent's)."""
+    from ctxwin.tokens.bound import BoundEstimator
+    from ctxwin.tokens.content import ContentEstimator
+
     est = default_estimator()
     assert isinstance(est, TieredBound) and est.name == "bound"
     assert isinstance(get_estimator("bound"), TieredBound)
+    plain, content = BoundEstimator(), ContentEstimator()
+    data = text.encode("utf-8", "surrogatepass")
+    for method, value in (("add_text", text), ("add_bytes", data)):
+        ours, bound, fit_ = [0] * est.width, [0] * plain.width, [0] * content.width
+        for e, cost in ((est, ours), (plain, bound), (content, fit_)):
+            getattr(e, method)(cost, value, Kind.PROSE)
+        assert ours[:2] == bound, method
+        assert ours[2] == fit_[1], method
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
+def test_a_body_read_lazily_and_priced_at_the_bound_is_the_eager_read(path: Path) -> None:
+    """Every format read through ``bound`` prices as BoundEstimator does, and a lazy read
+    (slot 1 at the cheap tier, never below) whose items are all priced by its tightener
+    ends at the same costs, item by item."""
     from ctxwin.tokens.bound import BoundEstimator
 
-    plain = BoundEstimator()
-    for text in ("", "hi", "The quick brown fox.\n\n", "x" * 5000, "Привет ├── 中文 " * 40):
-        a, b = [0] * est.width, [0] * plain.width
-        est.add_text(a, text, Kind.PROSE)
-        plain.add_text(b, text, Kind.PROSE)
-        assert a[:2] == b
-    for body in FIXTURES:
-        data = json.loads(body.read_text())
-        assert load(data, estimator=est).view.base[:2] == load(data, estimator=plain).view.base
+    data = json.loads(path.read_text())
+    est = TieredBound()
+    eager = load(data, estimator=est).view
+    plain = load(data, estimator=BoundEstimator()).view
+    assert eager.base[:2] == plain.base
+    assert [i.cost[:2] for i in eager.items] == [i.cost for i in plain.items]
+    lazy = load(data, estimator=est, lazy=True).view
+    assert lazy.base == eager.base  # the base is priced at the bound when read
+    assert all(
+        lz.cost[1] >= e.cost[1] and lz.cost[2] == e.cost[2]
+        for lz, e in zip(lazy.items, eager.items, strict=True)
+    )
+    assert [i.cost for i in lazy.items] != [i.cost for i in eager.items]
+    assert lazy.tighten is not None
+    lazy.tighten(range(len(lazy.items)))
+    assert [i.cost for i in lazy.items] == [i.cost for i in eager.items]
 
 
 # --- a lazy fit is the eager fit -----------------------------------------------------------
@@ -234,6 +269,17 @@ def test_a_cost_vector_no_item_holds_reads_the_body_at_the_bound() -> None:
     stray = [0] * est.width
     reader.add_text(stray, "a part", Kind.DENSE)
     assert tightener(t.view, reader) is None
+    # an Anthropic compaction block moves a message's cost to a new vector mid-read: the
+    # strings priced before it went into a vector no item holds
+    compacted = compaction_anthropic(turns=2, before=2_000)
+    lazy = load(compacted, estimator=est, lazy=True)
+    eager = load(compacted, estimator=est)
+    assert lazy.view.tighten is None
+    assert lazy.view.base == eager.view.base
+    assert [i.cost for i in lazy.view.items] == [i.cost for i in eager.view.items]
+    # ... which is the bound's price, not the cheap tier's a read by the lazy reader gives
+    by_cheap = eager.adapter.read(compacted, est.lazy())
+    assert [i.cost for i in by_cheap.items] != [i.cost for i in eager.view.items]
 
 
 def test_a_fit_told_not_to_price_the_input_prices_no_further() -> None:

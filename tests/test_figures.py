@@ -1,0 +1,83 @@
+"""Every figure README.md and docs/ quote from running ctxwin is what its generator writes
+today (tests/figures.py): each marked region and each generated file is written again and
+compared exactly. ``make docs`` rewrites them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import figures
+from tests.figures import FILES, GENERATORS, REGION, ROOT, Generator, available, pages, regions
+
+pytestmark = pytest.mark.figures
+
+
+def _page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def _regions() -> list[tuple[Path, str, str]]:
+    return [
+        (page, name, body) for page in pages() for name, body in regions(page.read_text("utf-8"))
+    ]
+
+
+def _skip_unless_available(gen: Generator) -> None:
+    if not available(gen):
+        pytest.skip("../shared/corpus is absent")
+
+
+@pytest.mark.parametrize(
+    ("page", "name", "body"),
+    _regions(),
+    ids=[f"{_page_id(p)}:{n}" for p, n, _ in _regions()],
+)
+def test_the_region_is_what_its_generator_writes(page: Path, name: str, body: str) -> None:
+    assert name in GENERATORS, f"{_page_id(page)}: no generator for figures:{name}"
+    _skip_unless_available(GENERATORS[name])
+    assert body == figures.render(name, body), (
+        f"{_page_id(page)}: figures:{name} differs from what it writes: run make docs"
+    )
+
+
+@pytest.mark.parametrize("path", sorted(FILES))
+def test_the_file_is_what_its_generator_writes(path: str) -> None:
+    gen = FILES[path]
+    _skip_unless_available(gen)
+    assert (ROOT / path).read_text("utf-8") == gen.make(), f"{path}: run make docs"
+
+
+def test_every_generator_has_a_region_and_every_region_closes() -> None:
+    assert figures.unused() == []
+    for page in pages():
+        text = page.read_text("utf-8")
+        opened = text.count("<!-- figures:")
+        assert opened == len(REGION.findall(text)) == text.count("<!-- /figures -->"), page
+
+
+def test_a_region_is_rewritten_and_a_stale_one_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = Generator("probe", lambda: "| a | 2 |", corpus=False)
+    monkeypatch.setitem(GENERATORS, "probe", gen)
+    stale = (
+        "x <!-- figures:probe -->\n| a | 1 |\n<!-- /figures --> y "
+        "<!-- figures:probe -->1<!-- /figures -->"
+    )
+    fresh = figures.fill(stale)
+    assert fresh == (
+        "x <!-- figures:probe -->\n| a | 2 |\n<!-- /figures --> y "
+        "<!-- figures:probe -->| a | 2 |<!-- /figures -->"
+    )
+    assert figures.fill(fresh) == fresh
+    (_, body), _ = regions(stale)
+    assert body != figures.render("probe", body)  # what the region test compares
+    with pytest.raises(KeyError, match="no generator for the region figures:nope"):
+        figures.fill("<!-- figures:nope -->1<!-- /figures -->")
+
+
+def test_a_corpus_figure_is_left_alone_without_the_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(GENERATORS, "probe", Generator("probe", lambda: "new", corpus=True))
+    monkeypatch.setattr(figures, "corpus_dir", lambda: None)
+    text = "<!-- figures:probe -->old<!-- /figures -->"
+    assert figures.fill(text) == text
