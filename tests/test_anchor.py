@@ -30,6 +30,7 @@ from ctxwin.settings import Settings
 
 pytest.importorskip("quicktok")
 
+from fidelity.replays import TOOLS
 from tests.provider_standin import READ_FILE, prompt_tokens
 
 CHAT = "/v1/chat/completions"
@@ -269,15 +270,6 @@ def test_replay_marks_a_report_beyond_the_anchored_prediction() -> None:
 
 
 # --- the figures docs/sessions.md and the README quote -------------------------------
-
-TOOLS = {
-    "claude-code": "Claude Code",
-    "codex": "Codex",
-    "gemini-cli": "Gemini CLI",
-    "mini-swe-agent": "mini-swe-agent",
-    "openhands-events": "OpenHands",
-    "otel-genai": "OpenTelemetry",
-}
 
 
 def anchored_ratios() -> dict[str, list[tuple[float, bool]]]:
