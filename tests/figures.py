@@ -735,13 +735,63 @@ def content_generated() -> str:
     )
 
 
-def _bound_median(group: str) -> float:
-    """The bound's median ÷ the largest of four of a group of fidelity/sessions.md."""
+def _bound_row(group: str) -> tuple[int, str]:
+    """(files, the bound's median ÷ the largest of four as written) of a group of
+    fidelity/sessions.md."""
     for line in reports()["fidelity/sessions.md"].splitlines():
         cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
         if len(cells) >= 3 and cells[0] == group:
-            return float(_find(cells[2], r"(\d\.\d+) \(").group(1))
+            return int(cells[1]), _find(cells[2], r"(\d\.\d+) \(").group(1)
     raise LookupError(group)
+
+
+def _bound_median(group: str) -> float:
+    """The bound's median ÷ the largest of four of a group of fidelity/sessions.md."""
+    return float(_bound_row(group)[1])
+
+
+CODING_TOOLS = ("claude-code", "codex", "gemini-cli", "mini-swe-agent", "openhands-events")
+"""The agent tools whose files make fidelity/sessions.md's coding-agent sessions."""
+
+BOUND_TARGET = 1.10
+"""The median the bound aims at on sessions and transcripts (docs/fidelity.md)."""
+
+
+@figure("bound-session-medians", corpus=True)
+def bound_session_medians() -> str:
+    files, median = _bound_row("coding-agent sessions")
+    tools = ", ".join(f"{TOOLS[t]} {_bound_row(t)[1]}" for t in CODING_TOOLS)
+    return f"**{median}** on the {files} coding-agent session files ({tools}"
+
+
+@figure("bound-recorded-median", corpus=True)
+def bound_recorded_median() -> str:
+    files, median = _bound_row("recorded transcripts")
+    return f"**{median}** on the {files} recorded transcripts"
+
+
+@figure("bound-target", corpus=True)
+def bound_target() -> str:
+    groups = ("coding-agent sessions", "recorded transcripts")
+    met = [_bound_median(g) <= BOUND_TARGET for g in groups]
+    both = (
+        "met on both"
+        if all(met)
+        else "met on "
+        + (" and ".join(g for g, ok in zip(groups, met, strict=True) if ok) or "neither")
+    )
+    under = [TOOLS[t] for t in CODING_TOOLS if _bound_median(t) <= BOUND_TARGET]
+    over = [TOOLS[t] for t in CODING_TOOLS if _bound_median(t) > BOUND_TARGET]
+
+    def words(names: list[str]) -> str:
+        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+    text = f"the target of {BOUND_TARGET:.2f} is {both}"
+    if under:
+        text += f", and per tool on {words(under)}"
+    if over:
+        text += f"; {words(over)} sessions stay just over it"
+    return text
 
 
 @figure("bound-medians", corpus=True)

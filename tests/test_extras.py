@@ -9,14 +9,22 @@ import pytest
 
 from ctxwin.extras import MissingExtra, install_hint, needs_extra
 
-# (module, extra in pyproject.toml, a package it needs)
+# (module, the feature its message names, extra in pyproject.toml, a package it needs):
+# every module of the proxy names the proxy, whichever of them is imported first
 NEEDS = [
-    ("ctxwin.integrations.langchain", "langchain", "langchain"),
-    ("ctxwin.integrations.langchain", "langchain", "langgraph"),
-    ("ctxwin.integrations.litellm", "litellm", "litellm"),
-    ("ctxwin.integrations.agents", "agents", "agents"),
-    ("ctxwin.integrations.pydantic_ai", "pydantic-ai", "pydantic_ai"),
-    ("ctxwin.proxy.server", "proxy", "aiohttp"),
+    ("ctxwin.integrations.langchain", "ctxwin.integrations.langchain", "langchain", "langchain"),
+    ("ctxwin.integrations.langchain", "ctxwin.integrations.langchain", "langchain", "langgraph"),
+    ("ctxwin.integrations.litellm", "ctxwin.integrations.litellm", "litellm", "litellm"),
+    ("ctxwin.integrations.agents", "ctxwin.integrations.agents", "agents", "agents"),
+    (
+        "ctxwin.integrations.pydantic_ai",
+        "ctxwin.integrations.pydantic_ai",
+        "pydantic-ai",
+        "pydantic_ai",
+    ),
+    ("ctxwin.proxy.server", "ctxwin.proxy", "proxy", "aiohttp"),
+    ("ctxwin.proxy.connections", "ctxwin.proxy", "proxy", "aiohttp"),
+    ("ctxwin.proxy.upstream", "ctxwin.proxy", "proxy", "yarl"),
 ]
 
 
@@ -35,12 +43,14 @@ def _import_without(module: str, hidden: str) -> subprocess.CompletedProcess[str
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
 
-@pytest.mark.parametrize(("module", "extra", "hidden"), NEEDS)
-def test_a_missing_package_names_the_extra(module: str, extra: str, hidden: str) -> None:
+@pytest.mark.parametrize(("module", "feature", "extra", "hidden"), NEEDS)
+def test_a_missing_package_names_the_extra(
+    module: str, feature: str, extra: str, hidden: str
+) -> None:
     out = _import_without(module, hidden).stdout.strip()
     kind, name, message = out.split("|", 2)
     assert kind == "MissingExtra" and name.split(".")[0] == hidden
-    assert message.startswith(f"{module} needs the optional extra: ")
+    assert message.startswith(f"{feature} needs the optional extra: ")
     assert f"pip install 'ctxwin[{extra}]'" in message and hidden in message
 
 
@@ -56,7 +66,7 @@ def test_every_extra_named_exists() -> None:
 
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
-    assert {extra for _, extra, _ in NEEDS} | {"bpe", "dask"} <= set(extras)
+    assert {extra for _, _, extra, _ in NEEDS} | {"bpe", "dask"} <= set(extras)
 
 
 def test_needs_extra_keeps_other_errors_and_the_cause() -> None:

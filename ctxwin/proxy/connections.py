@@ -26,7 +26,7 @@ from typing import Any
 from ctxwin.extras import needs_extra
 from ctxwin.proxy.metrics import Metrics
 
-with needs_extra("ctxwin.proxy.connections", "proxy"):
+with needs_extra("ctxwin.proxy", "proxy"):
     from aiohttp import web
     from aiohttp.web_protocol import RequestHandler
 

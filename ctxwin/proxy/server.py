@@ -57,7 +57,7 @@ from ctxwin.proxy.routes import Route, error_body, flavor_for, route_for
 from ctxwin.proxy.upstream import Response, Upstream, UpstreamError
 from ctxwin.proxy.usage import MAX_BUFFER, UsageReader
 
-with needs_extra("ctxwin.proxy.server", "proxy"):
+with needs_extra("ctxwin.proxy", "proxy"):
     from aiohttp import web
     from aiohttp.http_exceptions import HttpProcessingError
 

@@ -36,7 +36,7 @@ from typing import cast
 
 from ctxwin.extras import needs_extra
 
-with needs_extra("ctxwin.proxy.upstream", "proxy"):  # aiohttp's own dependencies
+with needs_extra("ctxwin.proxy", "proxy"):  # aiohttp's own dependencies
     from multidict import CIMultiDict
     from yarl import URL
 
