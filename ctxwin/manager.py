@@ -159,14 +159,18 @@ class ContextWindowManager:
     def fresh(self) -> float:
         """The factor on the bound of content no report has counted, when an estimate is
         anchored on a report (:mod:`ctxwin.fitting.anchor`): the calibration, and never
-        below 1 (the bound is an upper bound of text; a factor below 1 learned from usage
-        measures opaque content priced at its bytes, no promise for what comes next);
-        the seed's until two reports measure a slope (the learner's fresh factor guesses
-        at content the log does not show, which a report already counts)."""
+        below the run's seed nor 1 (the bound is an upper bound of the four open
+        tokenizers' counts, and the seed of a family whose tokenizer counts more bounds
+        the rest; a factor below them learned from usage measures opaque content priced
+        at its bytes, or a slope fitted to a share of the growth, no promise for what
+        comes next); the seed's until two reports measure a slope (the learner's fresh
+        factor guesses at content the log does not show, which a report already
+        counts)."""
         learner = self._learner
         if learner is not None and not learner.measured:
             return max(1.0, learner.seed)
-        return max(1.0, self.calibration)
+        seed = self._seed if self._seed is not None else default_seed(self.estimator, self.model)
+        return max(1.0, seed, self.calibration)
 
     @property
     def learned(self) -> bool:

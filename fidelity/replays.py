@@ -51,6 +51,8 @@ class Call:
     context_length: int
     next_under: bool
     """The run's next call with usage is under its reported count too."""
+    unlogged: int = 0
+    """The row's ``unlogged_tokens`` (0: not marked)."""
 
     @property
     def ratio(self) -> float:
@@ -110,6 +112,7 @@ def _calls(rows: Sequence[Any]) -> Iterator[Call]:
             row["reported_tokens"],
             row["context_length"],
             i + 1 < len(rows) and rows[i + 1]["estimated_tokens"] < rows[i + 1]["reported_tokens"],
+            row.get("unlogged_tokens", 0),
         )
 
 

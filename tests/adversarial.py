@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from time import perf_counter
+from time import process_time
 
 CONTEXT_LENGTH = 16_000
 """The window every body is fitted to: the old turn, which holds the bulk, is dropped."""
@@ -221,7 +221,9 @@ def best_times(
 ) -> tuple[list[float], list[object]]:
     """The best of ``reps`` times of ``kind`` read by ``way`` (a key of :data:`PATHS`)
     at each of ``sizes``, and what each run returned. The sizes run in turn, so a busy
-    machine slows each alike.
+    machine slows each alike, and a time is the CPU time the process spent
+    (``process_time``, every thread of it): what a run waits for a busy machine's cores
+    is not counted.
 
     The cyclic garbage collector is off while a run is timed, as the console script
     runs these commands: its full collections come after a count of allocations,
@@ -235,9 +237,9 @@ def best_times(
             gc.collect()
             gc.disable()
             try:
-                start = perf_counter()
+                start = process_time()
                 results[i] = run()
-                best[i] = min(best[i], perf_counter() - start)
+                best[i] = min(best[i], process_time() - start)
             finally:
                 gc.enable()
     return best, results

@@ -334,8 +334,93 @@ def sessions_by_tool() -> str:
     return "\n".join(lines)
 
 
-MEDIAN_TARGET = 1.10
+MEDIAN_TARGET = 1.05
 """The median prediction ÷ reported per agent tool that docs/sessions.md aims at."""
+
+UNDER = 0.97
+"""A prediction below this share of the reported count is under by more than the safety
+share; each such row must be marked ``unlogged_tokens``, with its cause below."""
+
+
+@figure("sessions-anchored", corpus=True)
+def sessions_anchored() -> str:
+    lines = [
+        "| agent tool | predictions | median | least | under 0.97× unmarked "
+        "| marked `unlogged_tokens` |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for tool, runs in _by_tool(sessions()).items():
+        calls = [c for r in runs for c in r.calls]
+        unmarked = sum(1 for c in calls if c.ratio < UNDER and not c.unlogged)
+        lines.append(
+            f"| {TOOLS.get(tool, tool)} | {len(calls)} | {_median(calls)} "
+            f"| {min(c.ratio for c in calls):.3f} | {unmarked} "
+            f"| {sum(1 for c in calls if c.unlogged)} |"
+        )
+    return "\n".join(lines)
+
+
+UNLOGGED_CAUSES = {
+    "codemie-subagents-agent-a485154": (
+        "two files read, whose report grows by 17,100 tokens for 18.8 KB of logged "
+        "content (0.9 tokens a byte if that were all it sent): most likely content Claude "
+        "Code sends and does not log, not proven"
+    ),
+    "codemie-subagents-main-e9fb405b-turn2": (
+        "two files read and a glob: the report grows by 5,176 tokens for 10.5 KB of "
+        "logged JSON; the results are logged as sent (line-numbered), so the rest is most "
+        "likely content Claude Code adds to a result and does not log (its reminders), "
+        "not proven"
+    ),
+    "codemie-rollout-2026-05-11T11-26-55": (
+        "each is the response that ran a hosted web search (`web_search_call`): the "
+        "search results are part of the prompt its usage counts, and the rollout logs "
+        "only the query"
+    ),
+    "localpush-rollout": (
+        "the publisher replaced the rollout's free text by placeholders: the logged "
+        "growth is a few hundred tokens a call where the counts grow by 3,000–10,000"
+    ),
+}
+"""Why each sample's marked rows are short: a marked sample with no cause here fails the
+figure ``sessions-unlogged`` (and its test)."""
+
+
+def _calls_span(numbers: Sequence[int]) -> str:
+    """``2, 9–12, 14``: call numbers with runs joined."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in spans)
+
+
+def _range(ordered: Sequence[str]) -> str:
+    """``a–b`` of figures in ascending order, or ``a`` when they are one."""
+    return ordered[0] if ordered[0] == ordered[-1] else f"{ordered[0]}–{ordered[-1]}"
+
+
+@figure("sessions-unlogged", corpus=True)
+def sessions_unlogged() -> str:
+    items = []
+    for r in sessions():
+        marked = [c for c in r.calls if c.unlogged]
+        if not marked:
+            continue
+        cause = next((v for k, v in UNLOGGED_CAUSES.items() if r.sample.startswith(k)), None)
+        if cause is None:
+            raise LookupError(f"no cause written for the marked rows of {r.tool}/{r.sample}")
+        calls = "call" + ("s" if len(marked) > 1 else "")
+        ratios = _range([f"{c.ratio:.3f}" for c in sorted(marked, key=lambda c: c.ratio)])
+        shorts = _range([f"{c.unlogged:,}" for c in sorted(marked, key=lambda c: c.unlogged)])
+        items.append(
+            f"- {TOOLS.get(r.tool, r.tool)}, `{r.sample[:44]}…` {calls} "
+            f"{_calls_span([c.call for c in marked])} ({ratios} of the report, {shorts} "
+            f"tokens short): {cause}."
+        )
+    return "\n".join(items)
 
 
 @figure("sessions-summary", corpus=True)
@@ -378,6 +463,18 @@ def sessions_summary() -> str:
         f"{', '.join(above) or 'none'}; samples: {', '.join(above_files) or 'none'}."
     )
     return textwrap.fill(text, 92, break_on_hyphens=False, break_long_words=False)
+
+
+@figure("readme-anchored-medians", corpus=True)
+def readme_anchored_medians() -> str:
+    by_tool = _by_tool(sessions())
+    parts = []
+    for i, tool in enumerate(("claude-code", "codex", "gemini-cli", "mini-swe-agent")):
+        calls = [c for r in by_tool[tool] for c in r.calls]
+        parts.append(
+            f"{_median(calls)} for {TOOLS[tool]} ({len(calls)}{' calls' if i == 0 else ''})"
+        )
+    return ", ".join(parts)
 
 
 @figure("readme-session-medians", corpus=True)

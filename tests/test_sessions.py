@@ -139,6 +139,11 @@ def test_openhands_event_stream_sample() -> None:
     roles = [m["role"] for m in run.body["messages"]]
     assert roles.count("tool") == 4
     assert all(m.get("content") != "" for m in run.body["messages"] if m["role"] == "user")
+    # the model is sent what the agent renders of an observation: the ACI editor's message,
+    # not the diff the event holds; a command's output with its exit code
+    results = [m["content"] for m in run.body["messages"] if m["role"] == "tool"]
+    assert results[1] == "File created successfully at: /workspace/todo-app/index.html"
+    assert results[0].endswith("[Command finished with exit code 0]")
 
 
 @corpus
@@ -676,35 +681,41 @@ def _session_predictions(with_redacted: bool) -> list[tuple[int, int]]:
 
 @corpus
 @pytest.mark.corpus
-def test_session_median_prediction_is_within_ten_percent_of_reported() -> None:
-    pairs = _session_predictions(with_redacted=True)
-    assert len(pairs) > 250
-    assert statistics.median(p / r for p, r in pairs) <= 1.10
+def test_session_median_prediction_is_within_five_percent_of_reported_per_tool() -> None:
+    by_tool: dict[str, list[float]] = {}
+    for run in replays.measure(AGENT_TOOLS):
+        by_tool.setdefault(run.tool, []).extend(c.ratio for c in run.calls)
+    assert sum(map(len, by_tool.values())) > 250
+    medians = {tool: statistics.median(r) for tool, r in by_tool.items()}
+    assert {t for t, m in medians.items() if m > 1.05} == set(), medians
+    assert min(medians.values()) >= 1.0 - 0.005, medians  # a median under is a promise broken
 
 
 @corpus
 @pytest.mark.corpus
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the last call of the Claude Code subagent agent-a485154 is short by more than "
-    "the margin: its report grows by 17,100 tokens for 18.8 KB of logged content (two files "
-    "read), most likely content the session file does not record (not proven; "
-    "docs/sessions.md)",
-)
-def test_session_predictions_under_reported_stay_within_the_safety_margin() -> None:
-    """A prediction misses a step that cost more than the run's factor (content the
-    session file never shows: reminders, hook output, attached files): each miss is
-    smaller than the safety margin of its budget."""
-    rows = _session_rows(with_redacted=False)
+def test_every_prediction_short_by_more_than_the_safety_share_is_marked_unlogged() -> None:
+    """A prediction made from the run's earlier reports is under its report by more than
+    3 % of it, or by the safety margin, only where the report counted what the file does
+    not show: each such row says so (``unlogged_tokens``, its cause in docs/sessions.md),
+    redacted rollouts too; no row short by less is marked."""
+    rows = _session_rows(with_redacted=True)
     assert len(rows) > 250
-    beyond = []
+    unmarked, wrongly = [], []
     for row, _ in rows:
         safety = -((-SAFETY_PERCENT * row["context_length"]) // 100)
         short = row["reported_tokens"] - row["estimated_tokens"]
-        if short >= safety:
-            beyond.append((row["run"], row["call"], short, safety))
-    assert beyond == []
+        beyond = short > min(safety, -((-SAFETY_PERCENT * row["reported_tokens"]) // 100))
+        if beyond and row.get("unlogged_tokens") != short:
+            unmarked.append((row["run"], row["call"], short))
+        if not beyond and "unlogged_tokens" in row:
+            wrongly.append((row["run"], row["call"], short))
+    assert unmarked == [] and wrongly == []
+    assert sum(1 for row, _ in rows if row["estimated_tokens"] < 0.97 * row["reported_tokens"])
+    assert all(
+        "unlogged_tokens" in row
+        for row, _ in rows
+        if row["estimated_tokens"] < 0.97 * row["reported_tokens"]
+    )
 
 
 @corpus
@@ -731,3 +742,83 @@ def test_after_a_miss_the_next_prediction_counts_the_missed_report() -> None:
 def test_no_prediction_after_a_runs_first_call_is_under_reported() -> None:
     pairs = _session_predictions(with_redacted=False)
     assert [(p, r) for p, r in pairs if p < r] == []
+
+
+def test_openhands_observations_are_read_as_the_agent_renders_them() -> None:
+    """The shapes OpenHands' V0 agent turns an observation into (``to_agent_observation``
+    of a command; ``FileEditObservation.__str__``), whatever the event's ``content``."""
+
+    def act(k: int, name: str) -> dict[str, Any]:
+        response = {
+            "id": f"r{k}",
+            "model": "gpt-4o",
+            "choices": [
+                {
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": f"t{k}",
+                                "type": "function",
+                                "function": {"name": name, "arguments": "{}"},
+                            }
+                        ],
+                    }
+                }
+            ],
+            "usage": {"prompt_tokens": 100 + k},
+        }
+        meta = {"tool_call_id": f"t{k}", "function_name": name, "model_response": response}
+        return {"id": 2 * k, "source": "agent", "action": "run", "tool_call_metadata": meta}
+
+    def obs(k: int, kind: str, content: str, extras: dict[str, Any]) -> dict[str, Any]:
+        meta = {"tool_call_id": f"t{k}", "function_name": "x"}
+        return {
+            "id": 2 * k + 1,
+            "source": "agent",
+            "observation": kind,
+            "content": content,
+            "extras": extras,
+            "tool_call_metadata": meta,
+        }
+
+    run_meta = {
+        "exit_code": 0,
+        "prefix": "",
+        "suffix": "\n[The command completed with exit code 0.]",
+        "working_dir": "/w",
+        "py_interpreter_path": "/usr/bin/python",
+    }
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "go"}},
+        act(1, "execute_bash"),
+        obs(1, "run", "out", {"command": "ls", "metadata": run_meta}),
+        act(2, "str_replace_editor"),  # ACI editor, early versions: content is a diff
+        obs(
+            2,
+            "edit",
+            "--- a\n+++ a\n+x",
+            {"path": "/w/a", "impl_source": "oh_aci", "formatted_output_and_error": "File created"},
+        ),
+        act(3, "str_replace_editor"),  # ACI editor, later versions: content is the message
+        obs(3, "edit", "The file /w/b is edited.", {"path": "/w/b", "impl_source": "oh_aci"}),
+        act(4, "edit_file"),  # the LLM-based editor writing a new file
+        obs(4, "edit", "--- b\n+++ b\n+y", {"path": "/w/c", "prev_exist": False}),
+        act(5, "edit_file"),  # the LLM-based editor changing a file: its diff
+        obs(5, "edit", "--- d\n+++ d\n-z\n+y", {"path": "/w/d", "prev_exist": True}),
+        act(6, "execute_bash"),  # a command still running: no exit code line
+        obs(6, "run", "partial", {"metadata": {**run_meta, "exit_code": -1}}),
+    ]
+    [run] = read_runs(orjson.dumps(events))
+    results = [m["content"] for m in run.body["messages"] if m["role"] == "tool"]
+    assert results == [
+        "out\n[The command completed with exit code 0.]\n[Current working directory: /w]\n"
+        "[Python interpreter: /usr/bin/python]\n[Command finished with exit code 0]",
+        "File created",
+        "The file /w/b is edited.",
+        "[New file /w/c is created with the provided content.]\n",
+        "--- d\n+++ d\n-z\n+y",
+        "partial\n[The command completed with exit code 0.]\n[Current working directory: /w]\n"
+        "[Python interpreter: /usr/bin/python]",
+    ]

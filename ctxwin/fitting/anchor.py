@@ -41,14 +41,29 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
+from ctxwin.fitting.budget import SAFETY_PERCENT
 from ctxwin.tokens.base import scaled
 
-__all__ = ["ADDITIVE_FORMATS", "Anchor"]
+__all__ = ["ADDITIVE_FORMATS", "Anchor", "unlogged_tokens"]
 
 ADDITIVE_FORMATS = frozenset({"openai-chat"})
 """Formats whose messages a provider counts one by one, the same in every request
 that holds them (see the module docstring): their reports give the count of a range
 of items."""
+
+
+def unlogged_tokens(reported: int, predicted: int, safety: int) -> int:
+    """By how much ``reported`` exceeds a prediction made from the run's earlier reports,
+    when that is more than the safety share of the report (``SAFETY_PERCENT`` %, the
+    share the budget keeps of the window) or more than the budget's safety margin
+    ``safety``, whichever is less; else 0.
+
+    A prediction made from a report is that report plus the bound of what the file shows
+    was added since, at a factor never below the model family's seed: a report further
+    above it counted content the file does not record (or that its reader misses).
+    """
+    short = reported - predicted
+    return short if short > min(safety, -((-SAFETY_PERCENT * reported) // 100)) else 0
 
 
 class Anchor:

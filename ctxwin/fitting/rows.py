@@ -55,8 +55,9 @@ class ReplayRow(Fitted, total=False):
     under_estimate: bool
     unlogged_tokens: int
     """Present when the reported count exceeds the prediction, made from the run's
-    earlier reports, by more than the budget's safety margin: by how much (content the
-    file does not record; ``docs/sessions.md``)."""
+    earlier reports, by more than 3 % of the report or the budget's safety margin,
+    whichever is less (:func:`ctxwin.fitting.anchor.unlogged_tokens`): by how much
+    (content the file does not record; ``docs/sessions.md``)."""
     cached_tokens: int | None
     """Prompt tokens the provider's cache would read for the request as fitted and sent
     (``ctxwin.runs.billing``); ``None`` when the model's caching rules are unknown. A call

@@ -13,6 +13,7 @@ from typing import Any
 
 from ctxwin.core import INVALID, STATUSES, Plan, Transcript, load, plan_body
 from ctxwin.errors import CtxwinError, InputError
+from ctxwin.fitting.anchor import unlogged_tokens
 from ctxwin.fitting.calibration import prompt_tokens_from_usage
 from ctxwin.fitting.incremental import Prefixes
 from ctxwin.fitting.pruning import FitResult, total_cost
@@ -210,10 +211,10 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
                 **logged,  # type: ignore[typeddict-item]
             }
         )
-        if reported and counted and reported - r.estimated_tokens > fitted.budget.safety:
-            # more than the margin over a prediction made from the last report: content
-            # the file does not record (or a reader that misses it)
-            rows[-1]["unlogged_tokens"] = reported - r.estimated_tokens
+        if counted and reported:
+            unlogged = unlogged_tokens(reported, r.estimated_tokens, fitted.budget.safety)
+            if unlogged:
+                rows[-1]["unlogged_tokens"] = unlogged
         if not r.overflow_at_floor:  # a call that is sent
             ledger.rescale(r, manager.learn_overhead and manager.learned)
             if prefixes is not None and r.gap is None:

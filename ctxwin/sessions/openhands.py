@@ -78,6 +78,48 @@ def _recall_text(extras: Any) -> str:
     return "\n\n".join(parts)
 
 
+def _observation_text(event: Mapping[str, Any]) -> Any:
+    """What the model is sent for a tool's observation: what OpenHands' agent renders of it,
+    not always the event's ``content``.
+
+    * ``run``: the command's output between its metadata's ``prefix`` and ``suffix``, then
+      the working directory, the Python interpreter and the exit code (-1: none) on lines
+      of their own (``CmdOutputObservation.to_agent_observation``);
+    * ``edit``: through the ACI editor (``impl_source: oh_aci``), the editor's own message
+      (``formatted_output_and_error`` where the event has one: the ``content`` of those
+      versions is a diff the model never sees); a new file written by the LLM-based editor,
+      one line naming it; any other edit, its ``content`` (the diff the agent shows is
+      drawn from the same lines).
+    """
+    content = event.get("content", "")
+    extras = event.get("extras")
+    if not isinstance(extras, Mapping) or not isinstance(content, str):
+        return content
+    kind = event.get("observation")
+    if kind == "run":
+        meta = extras.get("metadata")
+        if not isinstance(meta, Mapping):
+            return content
+        prefix, suffix = meta.get("prefix"), meta.get("suffix")
+        text = f"{prefix if isinstance(prefix, str) else ''}{content}"
+        text += suffix if isinstance(suffix, str) else ""
+        if isinstance(meta.get("working_dir"), str) and meta["working_dir"]:
+            text += f"\n[Current working directory: {meta['working_dir']}]"
+        if isinstance(meta.get("py_interpreter_path"), str) and meta["py_interpreter_path"]:
+            text += f"\n[Python interpreter: {meta['py_interpreter_path']}]"
+        code = meta.get("exit_code")
+        if isinstance(code, int) and code != -1:
+            text += f"\n[Command finished with exit code {code}]"
+        return text
+    if kind == "edit":
+        if extras.get("impl_source") == "oh_aci":
+            shown = extras.get("formatted_output_and_error")
+            return shown if isinstance(shown, str) else content
+        if extras.get("prev_exist") is False and isinstance(extras.get("path"), str):
+            return f"[New file {extras['path']} is created with the provided content.]\n"
+    return content
+
+
 def openhands_events(events: list[Any], label: str, shape: str = "openhands") -> Run:
     """An OpenHands event list as one chat transcript with usage per model response."""
     messages: list[dict[str, Any]] = []
@@ -127,7 +169,7 @@ def openhands_events(events: list[Any], label: str, shape: str = "openhands") ->
                     {
                         "role": "tool",
                         "tool_call_id": call_id,
-                        "content": content,
+                        "content": _observation_text(event),
                     }
                 )
             elif observation == "recall":
