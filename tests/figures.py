@@ -798,6 +798,30 @@ for _path, (_module, _corpus) in REPORTS.items():
     generated_file(_path, corpus=_corpus)(_report(_path))
 
 
+SECTIONS = {
+    "results-stress": ("fidelity/results.md", "Stress classes"),
+    "results-transcripts": ("fidelity/results.md", "Real transcripts"),
+    "results-provider": ("fidelity/results.md", "Provider-reported prompt tokens"),
+    "provider-split-table": ("fidelity/provider.md", "The split"),
+    "provider-figures": ("fidelity/provider.md", "Figures set from provider calls"),
+}
+"""Regions that quote a section of a report whole (what follows its ``## `` heading)."""
+
+
+def _section(path: str, heading: str) -> Callable[[], str]:
+    def make() -> str:
+        text = reports()[path]
+        start = text.index(f"\n## {heading}\n") + len(heading) + 5
+        end = text.find("\n## ", start)
+        return text[start : len(text) if end < 0 else end].strip("\n")
+
+    return make
+
+
+for _name, (_path, _heading) in SECTIONS.items():
+    figure(_name, corpus=REPORTS[_path][1])(_section(_path, _heading))
+
+
 def _find(text: str, pattern: str) -> re.Match[str]:
     found = re.search(pattern, text)
     if found is None:
