@@ -24,8 +24,8 @@ from ctxwin.fitting.calibration import (
     prompt_tokens_from_usage,
 )
 from ctxwin.manager import ContextWindowManager
+from ctxwin.recorded import Run
 from ctxwin.runs import read_runs
-from ctxwin.runs.recorded import Run
 from ctxwin.runs.simulate import check_run, replay_run
 from ctxwin.sessions import names
 from ctxwin.settings import Settings

@@ -45,7 +45,7 @@ from ctxwin import sessions
 from ctxwin.codec import looks_like_jsonl
 from ctxwin.errors import InputError
 from ctxwin.fitting.calibration import usage_in
-from ctxwin.runs.recorded import Call, Run, calls_from_transcript, prepared_calls
+from ctxwin.recorded import Call, Run, calls_from_transcript, prepared_calls
 from ctxwin.sessions.openhands import openhands_events
 
 __all__ = [

@@ -20,9 +20,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.errors import CtxwinError
+from ctxwin.recorded import Run
 from ctxwin.runs import join_recorded, read_runs
 from ctxwin.runs.checking import _read_url, is_url, on_engine
-from ctxwin.runs.recorded import Run
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
 

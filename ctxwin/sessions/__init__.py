@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from ctxwin.errors import InputError
-from ctxwin.runs.recorded import Run
+from ctxwin.recorded import Run
 from ctxwin.sessions import claude_code, codex, gemini_cli, mini_swe_agent, openhands, otel
 
 AUTO = "auto"
