@@ -18,6 +18,8 @@ name                what
 ``openhands-events`` OpenHands V0 event-stream trajectory (a JSON list)
 ``mini-swe-agent``  mini-swe-agent ``.traj.json``
 ``otel``            OpenTelemetry spans (GenAI ``gen_ai.*`` or OpenInference ``llm.*``)
+``pi``              pi coding agent session JSONL (branches, compaction segments,
+                    each model's calls, aborted calls)
 =================== ==========================================================
 
 Pure: no typer, no rich, no stdin/stdout.
@@ -31,12 +33,12 @@ from typing import Any
 
 from ctxwin.errors import InputError
 from ctxwin.recorded import Run
-from ctxwin.sessions import claude_code, codex, gemini_cli, mini_swe_agent, openhands, otel
+from ctxwin.sessions import claude_code, codex, gemini_cli, mini_swe_agent, openhands, otel, pi
 
 AUTO = "auto"
 
 READERS: dict[str, ModuleType] = {
-    m.NAME: m for m in (claude_code, codex, gemini_cli, openhands, mini_swe_agent, otel)
+    m.NAME: m for m in (claude_code, codex, gemini_cli, openhands, mini_swe_agent, otel, pi)
 }
 """Every session reader by name, in detection order."""
 
