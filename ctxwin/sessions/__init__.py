@@ -20,6 +20,8 @@ name                what
 ``otel``            OpenTelemetry spans (GenAI ``gen_ai.*`` or OpenInference ``llm.*``)
 ``pi``              pi coding agent session JSONL (branches, compaction segments,
                     each model's calls, aborted calls)
+``copilot-cli``     GitHub Copilot CLI ``events.jsonl`` (system prompt logged; no
+                    input usage per call; subagents, compaction segments)
 =================== ==========================================================
 
 Pure: no typer, no rich, no stdin/stdout.
@@ -33,12 +35,22 @@ from typing import Any
 
 from ctxwin.errors import InputError
 from ctxwin.recorded import Run
-from ctxwin.sessions import claude_code, codex, gemini_cli, mini_swe_agent, openhands, otel, pi
+from ctxwin.sessions import (
+    claude_code,
+    codex,
+    copilot_cli,
+    gemini_cli,
+    mini_swe_agent,
+    openhands,
+    otel,
+    pi,
+)
 
 AUTO = "auto"
 
 READERS: dict[str, ModuleType] = {
-    m.NAME: m for m in (claude_code, codex, gemini_cli, openhands, mini_swe_agent, otel, pi)
+    m.NAME: m
+    for m in (claude_code, codex, gemini_cli, openhands, mini_swe_agent, otel, pi, copilot_cli)
 }
 """Every session reader by name, in detection order."""
 
