@@ -109,7 +109,7 @@ def test_lint_reports_it_as_bad_input(unknown: Path, cli: Cli) -> None:
     [record] = orjson.loads(result.stdout)["files"]
     [problem] = record["problems"]
     assert problem["rule"] == "bad-input"
-    assert problem["message"] == f"{EXPECTED}; --run-format NAME"
+    assert problem["message"] == f"{unknown}: {EXPECTED}; --run-format NAME"
 
 
 def test_calibrate_names_it_among_the_skipped(unknown: Path, cli: Cli) -> None:

@@ -248,9 +248,9 @@ def read_body(data: bytes, run_format: str = "auto", source: str = "") -> tuple[
 
     try:
         if run_format != "auto":
-            return None, _session_run(data, run_format)
+            return None, _session_run(data, run_format, source=source)
         if codec.looks_like_jsonl(data):  # not one request body: a session, or an error below
-            session = _session_run(data, "auto")
+            session = _session_run(data, "auto", source=source)
             if session is not None:
                 return None, session
             raise InputError(
@@ -264,7 +264,7 @@ def read_body(data: bytes, run_format: str = "auto", source: str = "") -> tuple[
         raise InputError(worded) from None
     body = codec.parse(data)
     if _may_be_session(body):
-        session = _session_run(data, "auto", body)
+        session = _session_run(data, "auto", body, source)
         if session is not None:
             return None, session
     return body, None
@@ -300,8 +300,18 @@ def check_run_format(run_format: str) -> None:
 
 
 _BODY_KEYS = frozenset(("input", "contents", "system", "tools"))
+_TASK_KEYS = frozenset(("ts", "metrics", "modelInfo", "isSummary", "condenseParent"))
+"""Fields Cline, Roo Code and Kilo Code add to the messages of a task's history."""
 _SESSION_KEYS = frozenset(
-    ("sessionId", "trajectory_format", "info", "spans", "resourceSpans", "attributes")
+    (
+        "sessionId",
+        "trajectory_format",
+        "info",
+        "spans",
+        "resourceSpans",
+        "attributes",
+        "files_in_context",
+    )
 )
 
 
@@ -310,7 +320,13 @@ def _may_be_session(body: Any) -> bool:
     for a plain request body)."""
     if isinstance(body, list):
         head = body[0] if body else None
-        return isinstance(head, dict) and ("role" not in head or "parts" in head)
+        if not isinstance(head, dict):
+            return False
+        if "role" not in head or "parts" in head or not _TASK_KEYS.isdisjoint(head):
+            return True
+        content = head.get("content")  # a Cline task opens with <task>
+        text = content if isinstance(content, str) else str(content)[:4096]
+        return "<task>" in text or "<environment_details>" in text
     if isinstance(body, dict):
         return not (body.keys() & _BODY_KEYS) and bool(body.keys() & _SESSION_KEYS)
     return False
@@ -328,15 +344,26 @@ def cli_error(error: str, source: str = "") -> str:
     return f"{name}: {error}; --run-format NAME" if name else f"{error}; --run-format NAME"
 
 
-def _session_run(data: bytes, run_format: str, body: Any = None) -> Any:
+class PartOfSession(InputError):
+    """The file only goes with the session file beside it (a Cline task folder's
+    ``ui_messages.json``): it has no conversation of its own to read."""
+
+
+def _session_run(data: bytes, run_format: str, body: Any = None, source: str = "") -> Any:
     """The run a session file continues (``None`` when ``data`` is not a session
-    and no ``run_format`` was named)."""
+    and no ``run_format`` was named); ``source`` is the file, whose folder holds the
+    other files of a session kept in several (a Cline task folder)."""
     from ctxwin.runs import read_session
     from ctxwin.runs.simulate import current_run
 
-    runs = read_session(data, run_format, body)
+    runs = read_session(data, run_format, body, source or None)
     if runs is None:
         return None
+    if not runs:
+        raise PartOfSession(
+            "this file goes with the session file beside it (a Cline task folder's "
+            "api_conversation_history.json): give that one"
+        )
     run = current_run(runs)
     if run is None:
         raise InputError(runs[0].error or "no conversation in this session")

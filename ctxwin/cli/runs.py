@@ -361,7 +361,7 @@ def calibrate(
         except InputError as exc:
             rows.append({"path": path, "error": str(exc)})
             continue
-        for run in read_runs(data, run_format):
+        for run in read_runs(data, run_format, path):
             rows.extend({"path": path, **row} for row in calibration_rows(run, settings))
     usable = [r for r in rows if "raw_tokens" in r]
     if not quiet:

@@ -148,7 +148,7 @@ def replay_bytes(
     """The runs in ``data`` (read from ``path``) replayed under each of ``settings``,
     those of recorded calls left for :func:`replay_files`. ``named``: each run's name is
     prefixed with ``path``; ``select``: only runs whose name contains it."""
-    runs = read_runs(data, run_format)
+    runs = read_runs(data, run_format, path)
     out = ReplayedFile(path, warnings=list(dict.fromkeys(w for r in runs for w in r.warnings)))
     for run in runs:
         if named:
