@@ -28,6 +28,7 @@ name                what
                     input usage per call; subagents, compaction segments)
 ``cline``           Cline, Roo Code and Kilo Code task folders
                     (``api_conversation_history.json`` with ``ui_messages.json``)
+``opencode``        ``opencode export`` JSON (one call per step, compaction segments)
 =================== ==========================================================
 
 Pure: no typer, no rich, no stdin/stdout.
@@ -48,6 +49,7 @@ from ctxwin.sessions import (
     copilot_cli,
     gemini_cli,
     mini_swe_agent,
+    opencode,
     openhands,
     otel,
     pi,
@@ -68,6 +70,7 @@ READERS: dict[str, ModuleType] = {
         pi,
         copilot_cli,
         cline,
+        opencode,
     )
 }
 """Every session reader by name, in detection order."""
