@@ -29,6 +29,8 @@ name                what
 ``cline``           Cline, Roo Code and Kilo Code task folders
                     (``api_conversation_history.json`` with ``ui_messages.json``)
 ``opencode``        ``opencode export`` JSON (one call per step, compaction segments)
+``qwen-code``       Qwen Code chat JSONL (``ChatRecord``: Gemini ``Content`` messages,
+                    compression segments, subagent sidechains)
 =================== ==========================================================
 
 Pure: no typer, no rich, no stdin/stdout.
@@ -53,6 +55,7 @@ from ctxwin.sessions import (
     openhands,
     otel,
     pi,
+    qwen_code,
 )
 from ctxwin.sessions._common import Beside
 
@@ -61,6 +64,7 @@ AUTO = "auto"
 READERS: dict[str, ModuleType] = {
     m.NAME: m
     for m in (
+        qwen_code,  # before claude-code: its records also have uuid, type and message
         claude_code,
         codex,
         gemini_cli,
