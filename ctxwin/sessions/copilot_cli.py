@@ -200,18 +200,21 @@ def _event(
         agent.cut([summary, *_tail(agent.items, keep)])
     elif kind == "session.truncation":
         removed = as_int(data.get("messagesRemovedDuringTruncation")) or 0
-        agent.cut(_tail(agent.items, len(agent.items) - removed))
+        agent.cut(_tail(agent.items, len(agent.items) - removed, after="user"))
     elif kind == "session.context_cleared":
         agent.cut([])
     # hooks, session.info, abort, tool.execution_start, ...: not sent
 
 
-def _tail(items: list[_Item], keep: int) -> list[_Item]:
-    """The last ``keep`` items, less results left without their call."""
+def _tail(items: list[_Item], keep: int, after: str = "result") -> list[_Item]:
+    """The last ``keep`` items, less the results left without their call at the start
+    (``after="result"``: they follow the summary, a user message), or everything before
+    the first user message among them (``after="user"``: the conversation sent opens
+    with the user)."""
     if keep <= 0:
         return []
     tail = items[-keep:] if keep < len(items) else list(items)
-    while tail and tail[0].role == "result":
+    while tail and (tail[0].role == "result" or (after == "user" and tail[0].role != "user")):
         tail.pop(0)
     return tail
 
