@@ -66,3 +66,10 @@ def test_the_command_line_reads_the_fixtures(reader: str, cli: Cli) -> None:
     assert lint.returncode == 0, lint.stdout
     calibrate = cli.process("calibrate", folder, "--json")
     assert calibrate.returncode == (1 if reader == "copilot-cli" else 0), calibrate.stderr
+
+
+def test_run_format_help_names_every_reader() -> None:
+    from ctxwin.cli.flags import FLAGS
+
+    text = FLAGS["run_format"].help
+    assert [name for name in READERS if name not in text] == []
