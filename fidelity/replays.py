@@ -37,8 +37,14 @@ TOOLS = {
     "mini-swe-agent": "mini-swe-agent",
     "openhands-events": "OpenHands",
     "otel-genai": "OpenTelemetry",
+    "pi": "pi",
+    "copilot-cli": "GitHub Copilot CLI",
+    "cline": "Cline / Roo Code / Kilo Code",
+    "opencode": "OpenCode",
+    "qwen-code": "Qwen Code",
 }
-"""The ``agent_tools/`` folders and the agent tools they hold."""
+"""The folders of ``agent_tools/``, ``agent_tools_next/`` and the readers' fixtures
+(``tests/fixtures/sessions``), and the agent tools they hold."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +81,12 @@ class Replayed:
     sample: str
     run: str
     calls: list[Call] = field(default_factory=list)
+    found: int = 0
+    """Every model call of the run, with usage or not."""
+    invalid: int = 0
+    """Calls the replay could not read."""
+    reported: int = 0
+    """Calls with a reported prompt count (the run's first one included)."""
 
     @property
     def redacted(self) -> bool:
@@ -95,12 +107,25 @@ def safety_margin(context_length: int) -> int:
 
 
 def measure(root: Path) -> list[Replayed]:
-    """Every run of every sample under ``root`` (``agent_tools/``), in file order."""
+    """Every run of every sample under ``root`` (``agent_tools/``), in file order; a
+    sample's agent tool is the folder under ``root`` that holds it (a task folder of
+    Cline's is read with the files beside it)."""
     out = []
     for path in sorted(root.rglob("*.json*")):
-        for run in read_runs(path.read_bytes()):
-            rows = [r for r in replay_run(run, Settings())["rows"] if r.get("reported_tokens")]
-            out.append(Replayed(path.parent.name, path.name, run.name, list(_calls(rows))))
+        for run in read_runs(path.read_bytes(), path=str(path)):
+            report = replay_run(run, Settings())
+            rows = [r for r in report["rows"] if r.get("reported_tokens")]
+            out.append(
+                Replayed(
+                    path.relative_to(root).parts[0],
+                    path.name,
+                    run.name,
+                    list(_calls(rows)),
+                    report["calls"],
+                    report["invalid_calls"],
+                    len(rows),
+                )
+            )
     return out
 
 

@@ -6,9 +6,9 @@ largest of the four exact counts, per file, per agent tool and overall.
 Every session file under ``agent_tools/`` (Claude Code, Codex CLI, Gemini CLI,
 OpenHands, mini-swe-agent, OTel traces) is read as ctxwin reads it
 (:func:`ctxwin.runs.read_runs`, which hands it to :mod:`ctxwin.sessions`), and every
-request of every run (:meth:`ctxwin.runs.recorded.Run.requests`: a transcript's whole
+request of every run (:meth:`ctxwin.recorded.Run.requests`: a transcript's whole
 conversation, or each recorded call) is counted in its own wire format
-(:meth:`~ctxwin.runs.recorded.Run.format_for`) by each estimator and by the four reference
+(:meth:`~ctxwin.recorded.Run.format_for`) by each estimator and by the four reference
 tokenizers, with the framing of :func:`fidelity.run.count` (:class:`fidelity.run.RealCount`:
 3 tokens a message, the provider framing). A file's ratio is the sum of an estimator's
 raw counts over its requests ÷ the sum of the largest of the four exact counts; below 1

@@ -477,6 +477,109 @@ def readme_anchored_medians() -> str:
     return ", ".join(parts)
 
 
+# --- the readers of agent_tools_next/ and their fixtures -----------------------------------
+
+FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
+"""The session readers' fixtures: a folder per reader, every shape its tool writes."""
+
+@cache
+def sessions_next() -> list[Replayed]:
+    root = corpus_dir()
+    assert root is not None
+    return measure(root / "agent_tools_next")
+
+
+@cache
+def fixture_sessions() -> list[Replayed]:
+    return measure(FIXTURES)
+
+
+def _lowest(calls: Sequence[Any]) -> str:
+    return f"{min(c.ratio for c in calls):.3f}" if calls else "—"
+
+
+@figure("sessions-next-readers", corpus=True)
+def sessions_next_readers() -> str:
+    """Per agent tool of ``agent_tools_next/``: its samples' calls, with usage, and the
+    predictions after each run's first report (median, lowest, how many under 0.97×)."""
+    lines = [
+        "| agent tool | samples | runs | calls found | invalid | with usage | predictions "
+        "| median pred ÷ reported | lowest | under 0.97× |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for tool, runs in _by_tool(sessions_next()).items():
+        calls = [c for r in runs for c in r.calls]
+        reported = sum(r.reported for r in runs)
+        lines.append(
+            f"| {TOOLS.get(tool, tool)} | {len({r.sample for r in runs})} | {len(runs)} "
+            f"| {sum(r.found for r in runs):,} | {sum(r.invalid for r in runs)} | {reported:,} "
+            f"| {len(calls):,} | {_median(calls)} | {_lowest(calls)} "
+            f"| {sum(c.ratio < UNDER for c in calls)} |"
+        )
+    return "\n".join(lines)
+
+
+@figure("sessions-reader-fixtures")
+def sessions_reader_fixtures() -> str:
+    """Per reader: its fixtures under tests/fixtures/sessions, the runs and calls read."""
+    lines = [
+        "| reader's fixtures | files | runs | calls found | invalid |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for tool, runs in _by_tool(fixture_sessions()).items():
+        files = {(r.tool, r.sample) for r in runs}
+        folder = FIXTURES / tool
+        shown = len(files) if tool != "cline" else len([d for d in folder.iterdir() if d.is_dir()])
+        lines.append(
+            f"| {TOOLS.get(tool, tool)} | {shown} | {len(runs)} | {sum(r.found for r in runs)} "
+            f"| {sum(r.invalid for r in runs)} |"
+        )
+    return "\n".join(lines)
+
+
+@figure("pi-sample-calls", corpus=True)
+def pi_sample_calls() -> str:
+    """The pi sample's calls: sent again, never sent again, and the predictions under 0.97×."""
+    runs = [r for r in sessions_next() if r.tool == "pi"]
+    main = [r for r in runs if not r.run.endswith("aborted")]
+    aborted = [r for r in runs if r.run.endswith("aborted")]
+    under = [f"call {c.call} ({c.ratio:.3f})" for r in main for c in r.calls if c.ratio < UNDER]
+    return (
+        f"{sum(r.found for r in main):,} sent again (`main`), "
+        f"{sum(r.found for r in aborted)} aborted or failed, recorded calls of their own "
+        f"(`main aborted`; {sum(r.reported for r in aborted)} of them reported a prompt); "
+        f"under 0.97×: {', '.join(under) or 'none'}"
+    )
+
+
+@figure("copilot-shutdown-check", corpus=True)
+def copilot_shutdown_check() -> str:
+    """The estimate of a Copilot CLI sample's next request against Copilot's own count of
+    its context at shutdown (the one sample with a ``session.shutdown``)."""
+    from ctxwin.runs import read_runs
+    from ctxwin.runs.simulate import current_run, next_plan
+    from ctxwin.settings import Settings
+
+    root = corpus_dir()
+    assert root is not None
+    path = root / "agent_tools_next" / "copilot-cli" / "agentv-events-db325365.jsonl"
+    shutdown = next(
+        orjson.loads(line)["data"]
+        for line in path.read_bytes().splitlines()
+        if b'"session.shutdown"' in line
+    )
+    run = current_run(read_runs(path.read_bytes(), path=str(path)))
+    assert run is not None
+    estimate = next_plan(run, Settings()).estimated_tokens
+    logged = shutdown["systemTokens"] + shutdown["conversationTokens"]
+    return (
+        f"the estimate of `agentv-events-db325365`'s next request, {estimate:,} tokens, is "
+        f"{estimate / logged:.3f}× Copilot's count of its system prompt and conversation at "
+        f"shutdown ({logged:,}); Copilot's whole count, {shutdown['currentTokens']:,}, adds "
+        f"{shutdown['toolDefinitionsTokens']:,} tokens of tool definitions the file does not log"
+    )
+
+
 @figure("readme-session-medians", corpus=True)
 def readme_session_medians() -> str:
     by_tool = _by_tool(sessions())

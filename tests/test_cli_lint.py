@@ -300,7 +300,18 @@ def test_an_openhands_trajectory_is_read(tmp_path: Path, cli: Cli) -> None:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("tool", ["claude-code", "openhands-events", "codex", "gemini-cli"])
+@pytest.mark.parametrize(
+    "tool",
+    [
+        "claude-code",
+        "openhands-events",
+        "codex",
+        "gemini-cli",
+        "../agent_tools_next/pi",
+        "../agent_tools_next/copilot-cli",
+        "../agent_tools_next/claude-code",
+    ],
+)
 def test_corpus_sessions_are_read(tool: str, cli: Cli) -> None:
     folder = AGENT_TOOLS / tool
     if not folder.is_dir():

@@ -77,7 +77,7 @@ def test_cli_estimate_no_longer_refuses_a_compacted_body(tmp_path: Any, cli: Cli
 
 def test_the_manager_and_replay_count_a_compacted_body_as_a_whole_read_does() -> None:
     from ctxwin import ContextWindowManager
-    from ctxwin.runs.recorded import Run
+    from ctxwin.recorded import Run
     from ctxwin.runs.simulate import replay_run
     from ctxwin.settings import Settings
 
@@ -102,7 +102,7 @@ def test_replay_reads_each_call_as_it_was_sent() -> None:
     """The calls made before the compaction block existed sent everything before it, and
     were billed for it: replay counts each call's request as that request reads alone
     (sharing the whole transcript's reading counted those messages as nothing)."""
-    from ctxwin.runs.recorded import Run, model_messages
+    from ctxwin.recorded import Run, model_messages
     from ctxwin.runs.simulate import replay_run
     from ctxwin.settings import Settings
 

@@ -578,8 +578,8 @@ def test_session_blocks_end_at_the_calls_estimate_pruned_or_not() -> None:
     from ctxwin.core import load
     from ctxwin.cost.caching import Cache, Sent
     from ctxwin.fitting.incremental import Prefixes
+    from ctxwin.recorded import model_messages
     from ctxwin.runs.billing import Ledger, laid_prefix
-    from ctxwin.runs.recorded import model_messages
 
     [run] = read_runs(_session(12))
     settings = Settings(context_length=18_000)

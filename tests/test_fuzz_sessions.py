@@ -1,7 +1,8 @@
 """Fuzzing the session readers with damaged copies of real session files.
 
 The agent-tool samples of the shared corpus (Claude Code, Codex CLI, Gemini CLI,
-OpenHands, mini-swe-agent, OpenTelemetry) are read, one to three of their values
+OpenHands, mini-swe-agent, OpenTelemetry, pi, GitHub Copilot CLI) and the session readers'
+fixtures (tests/fixtures/sessions) are read, one to three of their values
 (at any depth; the first 60 lines of a JSONL file) are replaced by a value of another
 type, and the result is read, replayed and checked as ``ctxwin replay`` and ``ctxwin
 check`` do. Only :class:`~ctxwin.errors.CtxwinError` (bad input: exit 1 with one line)
@@ -31,11 +32,15 @@ from tests.test_format_robustness import paths
 CORPUS = Path(
     os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
 )
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sessions"
 SAMPLES = sorted(
     p
-    for p in (CORPUS / "agent_tools").rglob("*")
+    for folder in (CORPUS / "agent_tools", CORPUS / "agent_tools_next", FIXTURES)
+    for p in folder.rglob("*")
     if p.is_file() and p.suffix in (".json", ".jsonl")
 )
+"""The agent-tool samples (``agent_tools/``, ``agent_tools_next/``) and the readers'
+fixtures."""
 CASES = int(os.environ.get("CTXWIN_FUZZ_EXAMPLES", "500"))
 VALUES: list[Any] = [[], {}, 0, -1, 1.5, None, True, "", "x", [1], {"a": []}, 2**62]
 """What a value is replaced by: every JSON type, empty and not."""
@@ -60,7 +65,7 @@ def _damaged(docs: list[Any], rng: random.Random) -> list[Any]:
     return out
 
 
-@pytest.mark.skipif(not SAMPLES, reason="shared corpus absent")
+@pytest.mark.skipif(not SAMPLES, reason="no samples")
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
 def test_damaged_session_files_are_bad_input_or_read(sample: Path) -> None:
     raw = sample.read_bytes()

@@ -31,8 +31,9 @@ LAYERS = (
     ("ctxwin.tokens",),
     ("ctxwin.formats",),
     ("ctxwin.fitting",),
-    ("ctxwin.settings", "ctxwin.core", "ctxwin.breakdown", "ctxwin.manager"),
-    ("ctxwin.sessions", "ctxwin.runs"),
+    ("ctxwin.settings", "ctxwin.core", "ctxwin.breakdown", "ctxwin.manager", "ctxwin.recorded"),
+    ("ctxwin.sessions",),  # the session readers: they build ctxwin.recorded's Run
+    ("ctxwin.runs",),  # detection (sessions first, then request-body shapes), replay, check
     ("ctxwin.integrations", "ctxwin.proxy"),
     ("ctxwin.cli",),
 )
@@ -166,3 +167,50 @@ def test_no_layer_imports_from_a_layer_above_it() -> None:
             if dep in names and dep != "ctxwin" and _layer(dep) > _layer(name):
                 upward.append(f"{name} -> {dep}")
     assert upward == []
+
+
+def _package_imports(package: str) -> dict[str, set[str]]:
+    """Each module of ``package`` (``ctxwin.sessions``) and the ctxwin modules it imports,
+    inside functions included."""
+    out = {}
+    for name in module_names():
+        if name == package or name.startswith(package + "."):
+            rel = Path(*name.split("."))
+            path = PACKAGE.parent / rel / "__init__.py"
+            if not path.exists():
+                path = PACKAGE.parent / rel.with_suffix(".py")
+            out[name] = _imports(path, name)
+    return out
+
+
+def _into(found: set[str], package: str) -> set[str]:
+    return {m for m in found if m == package or m.startswith(package + ".")}
+
+
+def test_sessions_never_import_runs() -> None:
+    """One direction between the two packages: ``ctxwin.runs`` (detection, replay, check)
+    imports the session readers; no module of ``ctxwin.sessions`` imports ``ctxwin.runs``
+    or one of its modules, at module level or inside a function. Both build the one run
+    record, ``ctxwin.recorded``, which imports neither."""
+    sessions = _package_imports("ctxwin.sessions")
+    assert "ctxwin.sessions.claude_code" in sessions and len(sessions) >= 7
+    assert {name: _into(deps, "ctxwin.runs") for name, deps in sessions.items()} == {
+        name: set() for name in sessions
+    }
+    runs = _package_imports("ctxwin.runs")
+    assert any(_into(deps, "ctxwin.sessions") for deps in runs.values())  # the one direction
+    recorded = _imports(PACKAGE / "recorded.py", "ctxwin.recorded")
+    assert _into(recorded, "ctxwin.runs") | _into(recorded, "ctxwin.sessions") == set()
+
+
+def test_a_function_level_import_of_runs_would_be_found(tmp_path: Path) -> None:
+    source = tmp_path / "reader.py"
+    source.write_text(
+        "def read():\n    from ctxwin.runs.simulate import replay_run\n    return replay_run\n",
+        encoding="utf-8",
+    )
+    found = _imports(source, "ctxwin.sessions.reader")
+    assert _into(found, "ctxwin.runs") == {
+        "ctxwin.runs.simulate",
+        "ctxwin.runs.simulate.replay_run",
+    }

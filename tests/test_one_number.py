@@ -29,7 +29,10 @@ CORPUS = Path(
     os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
 )
 SESSIONS = sorted(
-    p for p in (CORPUS / "agent_tools").rglob("*") if p.is_file() and p.name != "MANIFEST.tsv"
+    p
+    for folder in ("agent_tools", "agent_tools_next")
+    for p in (CORPUS / folder).rglob("*")
+    if p.is_file() and p.suffix in (".json", ".jsonl")
 )
 
 

@@ -172,7 +172,7 @@ def test_cli_estimate_and_prune(tmp_path: Any, cli: Cli) -> None:
 def test_the_manager_replay_and_explain_see_the_block() -> None:
     from ctxwin import ContextWindowManager
     from ctxwin.breakdown import explain
-    from ctxwin.runs.recorded import Run
+    from ctxwin.recorded import Run
     from ctxwin.runs.simulate import replay_run
     from ctxwin.settings import Settings
 

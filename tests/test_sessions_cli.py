@@ -154,6 +154,20 @@ def test_check_reads_every_agent_tools_sample(cli: Cli) -> None:
 
 @corpus
 @pytest.mark.corpus
+def test_check_reads_every_agent_tools_next_sample(cli: Cli) -> None:
+    folder = AGENT_TOOLS.parent / "agent_tools_next"
+    result = cli("check", str(folder), "--jsonl", "-j", "1", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    rows = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert not [r for r in rows if r["status"] == "invalid"]
+    files = {Path(r["path"]).name for r in rows}
+    assert files == {p.name for p in folder.rglob("*.json*")}
+    pi = [r for r in rows if r["path"].endswith("pi-mono-large-session.jsonl")]
+    assert sorted(r["run"] for r in pi) == ["main", "main aborted", "main gpt-5.1-codex aborted"]
+
+
+@corpus
+@pytest.mark.corpus
 def test_calibrate_fits_overhead_and_factor_per_run(cli: Cli) -> None:
     path = AGENT_TOOLS / "claude-code" / "drmaciver-coverage-test-fix.jsonl"
     result = cli("calibrate", str(path), "--json")

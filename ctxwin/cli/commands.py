@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.cli.funnel import say
-from ctxwin.cli.streams import read_input, write_output, write_stdout
+from ctxwin.cli.streams import STDIO, read_input, write_output, write_stdout
 from ctxwin.errors import ExitCode, InputError, SpecError, UsageError, floor_words
 from ctxwin.fitting.strategy import DEFAULT_BLOCK
 from ctxwin.words import plural
@@ -199,7 +199,7 @@ def _plan(
     data = read_input(input_, max_input_bytes)
     if data.startswith(codec.BOM) and not quiet:
         say("warning: ignoring the UTF-8 byte order mark at the start of the input")
-    body, session = read_body(data, run_format)
+    body, session = read_body(data, run_format, input_)
     if session is not None:
         data = b""  # the session's next request is written, never the file: free it now
     # the paths check takes too: one estimated_tokens for one file
@@ -237,22 +237,34 @@ def _plan(
     return plan, data, session
 
 
-def read_body(data: bytes, run_format: str = "auto") -> tuple[Any, Any]:
+def read_body(data: bytes, run_format: str = "auto", source: str = "") -> tuple[Any, Any]:
     """What ``data`` holds: ``(body, None)`` for a request body, ``(None, run)`` for an
     agent tool's session file (:mod:`ctxwin.sessions`), ``run`` being the conversation
     it continues (:func:`ctxwin.runs.simulate.current_run`). ``run_format`` names the session
-    reader, or ``auto`` detects one. Raises :class:`InputError` for what is neither."""
+    reader, or ``auto`` detects one. Raises :class:`InputError` for what is neither (JSON
+    Lines that is no session is never called invalid JSON: :func:`cli_error` names
+    ``source``, the file, where no reader recognises it)."""
     from ctxwin import codec
 
-    if run_format != "auto":
-        return None, _session_run(data, run_format)
-    if codec.looks_like_jsonl(data):  # not one request body: a session, or an error below
-        session = _session_run(data, "auto")
-        if session is not None:
-            return None, session
+    try:
+        if run_format != "auto":
+            return None, _session_run(data, run_format, source=source)
+        if codec.looks_like_jsonl(data):  # not one request body: a session, or an error below
+            session = _session_run(data, "auto", source=source)
+            if session is not None:
+                return None, session
+            raise InputError(
+                "JSON Lines of request bodies or recorded calls, one a line, not one request "
+                "body: `ctxwin replay` and `ctxwin check` read each line"
+            )
+    except InputError as exc:
+        worded = cli_error(exc.message, source)
+        if worded == exc.message:
+            raise
+        raise InputError(worded) from None
     body = codec.parse(data)
     if _may_be_session(body):
-        session = _session_run(data, "auto", body)
+        session = _session_run(data, "auto", body, source)
         if session is not None:
             return None, session
     return body, None
@@ -288,8 +300,18 @@ def check_run_format(run_format: str) -> None:
 
 
 _BODY_KEYS = frozenset(("input", "contents", "system", "tools"))
+_TASK_KEYS = frozenset(("ts", "metrics", "modelInfo", "isSummary", "condenseParent"))
+"""Fields Cline, Roo Code and Kilo Code add to the messages of a task's history."""
 _SESSION_KEYS = frozenset(
-    ("sessionId", "trajectory_format", "info", "spans", "resourceSpans", "attributes")
+    (
+        "sessionId",
+        "trajectory_format",
+        "info",
+        "spans",
+        "resourceSpans",
+        "attributes",
+        "files_in_context",
+    )
 )
 
 
@@ -298,21 +320,50 @@ def _may_be_session(body: Any) -> bool:
     for a plain request body)."""
     if isinstance(body, list):
         head = body[0] if body else None
-        return isinstance(head, dict) and ("role" not in head or "parts" in head)
+        if not isinstance(head, dict):
+            return False
+        if "role" not in head or "parts" in head or not _TASK_KEYS.isdisjoint(head):
+            return True
+        content = head.get("content")  # a Cline task opens with <task>
+        text = content if isinstance(content, str) else str(content)[:4096]
+        return "<task>" in text or "<environment_details>" in text
     if isinstance(body, dict):
         return not (body.keys() & _BODY_KEYS) and bool(body.keys() & _SESSION_KEYS)
     return False
 
 
-def _session_run(data: bytes, run_format: str, body: Any = None) -> Any:
+def cli_error(error: str, source: str = "") -> str:
+    """A reading error as the command line words it: JSON Lines that no reader recognises
+    (:data:`ctxwin.runs.UNKNOWN_RECORDS`) names the file (``source``, ``-`` for stdin) and
+    ends with the flag that names a reader; any other error is returned as it is."""
+    from ctxwin.runs import UNKNOWN_RECORDS
+
+    if not error.startswith(UNKNOWN_RECORDS):
+        return error
+    name = "stdin" if source == STDIO else source
+    return f"{name}: {error}; --run-format NAME" if name else f"{error}; --run-format NAME"
+
+
+class PartOfSession(InputError):
+    """The file only goes with the session file beside it (a Cline task folder's
+    ``ui_messages.json``): it has no conversation of its own to read."""
+
+
+def _session_run(data: bytes, run_format: str, body: Any = None, source: str = "") -> Any:
     """The run a session file continues (``None`` when ``data`` is not a session
-    and no ``run_format`` was named)."""
+    and no ``run_format`` was named); ``source`` is the file, whose folder holds the
+    other files of a session kept in several (a Cline task folder)."""
     from ctxwin.runs import read_session
     from ctxwin.runs.simulate import current_run
 
-    runs = read_session(data, run_format, body)
+    runs = read_session(data, run_format, body, source or None)
     if runs is None:
         return None
+    if not runs:
+        raise PartOfSession(
+            "this file goes with the session file beside it (a Cline task folder's "
+            "api_conversation_history.json): give that one"
+        )
     run = current_run(runs)
     if run is None:
         raise InputError(runs[0].error or "no conversation in this session")

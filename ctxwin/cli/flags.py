@@ -119,7 +119,8 @@ FLAGS: dict[str, Flag] = {
             "str",
             "auto",
             "Session file format: auto (detect by shape), claude-code, codex, gemini-cli, "
-            "openhands-events, mini-swe-agent or otel. See docs/sessions.md.",
+            "openhands-events, mini-swe-agent, otel, pi, copilot-cli, cline, opencode or "
+            "qwen-code. See docs/sessions.md.",
             panel=EST_PANEL,
         ),
         Flag(

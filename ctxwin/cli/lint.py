@@ -88,12 +88,12 @@ def lint_file(path: str, fmt: str, max_input_bytes: int, run_format: str = "auto
     """The lint record of one file: path, format, message count and problems (of the
     request a session file would send next, for a session file)."""
     from ctxwin import codec, core
-    from ctxwin.cli.commands import read_body
+    from ctxwin.cli.commands import PartOfSession, read_body
 
     record: LintRecord = {"path": path, "format": None, "messages": None, "problems": []}
     try:
         data = read_input(path, max_input_bytes)
-        body, session = read_body(data, run_format)
+        body, session = read_body(data, run_format, path)
         if session is not None:
             record["session"] = {"run": session.name, "shape": session.shape}
             data = b""  # the next request is linted, not the file's bytes
@@ -102,6 +102,8 @@ def lint_file(path: str, fmt: str, max_input_bytes: int, run_format: str = "auto
             transcript = core.load(body, fmt)
     except UsageError:
         raise
+    except PartOfSession:
+        return record  # linted with the session file it goes with
     except InputError as exc:
         record["problems"].append(
             {"index": None, "where": exc.where, "rule": BAD_INPUT_RULE, "message": exc.message}

@@ -123,7 +123,7 @@ def replay(
     if chosen is not None:
         return _compare(replayed, [name for name, _ in chosen], json_=json_, quiet=quiet)
     reports = replayed.reports()
-    errors = [f"{name}: {why}" if name else why for name, why in replayed.errors()]
+    errors = [_said(name, why, run_file) for name, why in replayed.errors()]
     if errors and not reports:
         raise InputError(errors[0])
     if not quiet:
@@ -187,7 +187,8 @@ def _compare(replayed: Replayed, names: list[str], *, json_: bool, quiet: bool) 
         reports = replayed.reports(i)
         if not first and not quiet:
             for run, why in replayed.errors(i):
-                say(f"warning: skipped {run}: {why}" if run else f"warning: {why}")
+                said = _said(run, why, replayed.label)
+                say(f"warning: skipped {said}" if run else f"warning: {said}")
         if not any(rep["calls"] for rep in reports):
             raise InputError(f"{replayed.label}: no provider calls (no model messages) to replay")
         first = first or reports
@@ -438,3 +439,14 @@ def render_chart(rows: Sequence[Mapping[str, Any]], console: Console) -> None:
         line.append(run_text, style=run_style)
         line.append(f" {r['estimated_tokens']:,}")
         console.print(line, overflow="crop", no_wrap=True)
+
+
+def _said(name: str, why: str, label: str) -> str:
+    """Why run ``name`` (of the inputs ``label`` names) could not be replayed, as a line says
+    it: JSON Lines no reader recognises names its file and the flag that names a reader."""
+    from ctxwin.cli.commands import cli_error
+
+    worded = cli_error(why, name or label)
+    if worded != why:
+        return worded
+    return f"{name}: {why}" if name else why

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ctxwin.cli.commands import check_engine, check_run_format
+from ctxwin.cli.commands import check_engine, check_run_format, cli_error
 from ctxwin.cli.flags import ESTIMATION, STRATEGY
 from ctxwin.cli.funnel import say as _say
 from ctxwin.cli.options import (
@@ -225,6 +225,9 @@ def check(
     else:
         rows = run()
     rows = stdin_rows + rows
+    for r in rows:  # a file no reader recognises: the flag that names a reader
+        if r.get("error"):
+            r["error"] = cli_error(r["error"] or "")
     summary = summarize(rows, found, worst)
     if not quiet:
         for r in rows:
@@ -296,8 +299,14 @@ def _render_check(summary: CheckSummary, console: Console) -> None:
         bad.add_column("file")
         bad.add_column("run")
         bad.add_column("error")
+        first: dict[str, str] = {}  # an error several files share is written once
         for entry in summary["invalid"]:
-            bad.add_row(short(entry["path"]), Text(entry["run"] or ""), Text(entry["error"] or ""))
+            error = entry["error"] or ""
+            said = Text(error)
+            if error and error in first:
+                said = Text(f"the error of {first[error]}", style="dim")
+            first.setdefault(error, str(short(entry["path"])))
+            bad.add_row(short(entry["path"]), Text(entry["run"] or ""), said)
         console.print(bad)
     if summary["skipped_files"]:
         console.print(
@@ -352,7 +361,7 @@ def calibrate(
         except InputError as exc:
             rows.append({"path": path, "error": str(exc)})
             continue
-        for run in read_runs(data, run_format):
+        for run in read_runs(data, run_format, path):
             rows.extend({"path": path, **row} for row in calibration_rows(run, settings))
     usable = [r for r in rows if "raw_tokens" in r]
     if not quiet:
@@ -360,7 +369,8 @@ def calibrate(
         if skipped:
             _say(
                 f"warning: {len(skipped)} calls or files skipped (first: "
-                f"{skipped[0]['path']} {skipped[0].get('where', '')}: {skipped[0]['error']})"
+                f"{skipped[0]['path']} {skipped[0].get('where', '')}: "
+                f"{cli_error(skipped[0]['error'])})"
             )
     if not usable:
         raise InputError("no recorded calls with usable usage (prompt token counts) found")

@@ -29,11 +29,14 @@ Shapes read (by shape, never by file name):
   ``response.parsed_body.usage`` or ``usageMetadata``.
 
 JSON files may also be JSONL: one body or run per line. Reading never
-raises for a bad entry: the run carries its ``error`` instead.
+raises for a bad entry: the run carries its ``error`` instead. JSON Lines that no
+session reader detects and whose records are none of these shapes is one invalid run
+(:func:`unknown_records`), not one per line.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Mapping
 from itertools import chain
@@ -45,10 +48,12 @@ from ctxwin import sessions
 from ctxwin.codec import looks_like_jsonl
 from ctxwin.errors import InputError
 from ctxwin.fitting.calibration import usage_in
-from ctxwin.runs.recorded import Call, Run, calls_from_transcript, prepared_calls
+from ctxwin.recorded import Call, Run, calls_from_transcript, prepared_calls
+from ctxwin.sessions._common import Beside, Besides
 from ctxwin.sessions.openhands import openhands_events
 
 __all__ = [
+    "UNKNOWN_RECORDS",
     "Call",
     "Run",
     "calls_from_transcript",
@@ -59,6 +64,7 @@ __all__ = [
     "read_runs",
     "read_session",
     "runs_from_value",
+    "unknown_records",
     "usage_of",
 ]
 
@@ -124,18 +130,24 @@ def parse_values(data: bytes) -> Iterator[tuple[str, Any, str | None]]:
             yield f"line {n}", None, f"invalid JSON: {exc}"
 
 
-def read_runs(data: bytes, run_format: str = "auto") -> list[Run]:
+def read_runs(data: bytes, run_format: str = "auto", path: str | None = None) -> list[Run]:
     """Every run in a recorded file's bytes (JSON or JSONL); never raises for bad content.
 
     Session files of agent tools (:mod:`ctxwin.sessions`) are detected by shape
     first; ``run_format`` names a session reader to use without detection.
     A JSONL session whose last line is cut off (still being written) is read
-    up to its last complete line, with a warning on each run.
+    up to its last complete line, with a warning on each run. ``path`` is the
+    file's, for the readers of tools that keep a session in several files of one
+    folder (:func:`beside`): a file that only goes with another one beside it
+    has no runs of its own (its runs are that file's).
     """
     values = list(parse_values(data))
-    session = _read_session(values, run_format)
+    session = _read_session(values, run_format, beside(path))
     if session is not None:
         return session
+    unknown = _unknown(values)
+    if unknown is not None:
+        return [Run("", "invalid", error=unknown)]
     runs: list[Run] = []
     for label, value, error in values:
         if error is not None:
@@ -150,17 +162,91 @@ def read_runs(data: bytes, run_format: str = "auto") -> list[Run]:
     return runs
 
 
-def read_session(data: bytes, run_format: str = "auto", value: Any = None) -> list[Run] | None:
+def read_session(
+    data: bytes, run_format: str = "auto", value: Any = None, path: str | None = None
+) -> list[Run] | None:
     """The runs of a session file (:mod:`ctxwin.sessions`), or ``None`` when ``data``
     is not one and ``run_format`` is ``auto``. ``value`` is ``data`` already parsed
-    (a single JSON document), when the caller has it."""
+    (a single JSON document), when the caller has it; ``path`` the file's, as for
+    :func:`read_runs`. JSON Lines that no reader recognises (:func:`unknown_records`)
+    is one invalid run saying so."""
     values: list[tuple[str, Any, str | None]] = (
         [("", value, None)] if value is not None else list(parse_values(data))
     )
-    return _read_session(values, run_format)
+    session = _read_session(values, run_format, beside(path))
+    if session is None and (unknown := _unknown(values)) is not None:
+        return [Run("", "invalid", error=unknown)]
+    return session
 
 
-def _read_session(values: list[tuple[str, Any, str | None]], run_format: str) -> list[Run] | None:
+UNKNOWN_RECORDS = "JSON Lines, but no reader recognises it"
+"""How the error of JSON Lines that no reader recognises begins (:func:`unknown_records`)."""
+
+_RECORD_KEYS = frozenset(("interactions", "history", "request", "messages", "input", "contents"))
+"""Keys of an object that :func:`runs_from_value` reads as a run or a request body."""
+
+_HEAD = 20
+"""How many records of JSON Lines decide whether any reader knows them."""
+
+
+def _known_record(value: Any) -> bool:
+    """Whether :func:`runs_from_value` reads ``value`` as something: a messages array
+    (or tau-bench list), or an object with the key of one of its shapes or of a wire
+    format's body."""
+    if isinstance(value, list):
+        return True
+    return isinstance(value, dict) and not _RECORD_KEYS.isdisjoint(value)
+
+
+def _unknown(values: list[tuple[str, Any, str | None]]) -> str | None:
+    """The error of JSON Lines that parse, that no session reader took, and of whose first
+    records none is a shape :func:`runs_from_value` reads; else ``None``."""
+    if len(values) < 2 or not values[0][0].startswith("line "):
+        return None
+    if any(error is not None for _, _, error in values):
+        return None
+    if any(_known_record(v) for _, v, _ in values[:_HEAD]):
+        return None
+    return unknown_records(values[0][1])
+
+
+def unknown_records(first: Any) -> str:
+    """The error of JSON Lines that no reader recognises: the first record's keys (what the
+    file is made of) and the readers that can be named instead of detecting one."""
+    if isinstance(first, dict):
+        keys = list(first)
+        shown = ", ".join(keys[:12]) + (f", … ({len(keys)} keys)" if len(keys) > 12 else "")
+        what = f"first record's keys: {shown or 'none'}"
+    else:
+        what = f"first record: {type(first).__name__ if first is not None else 'null'}"
+    return f"{UNKNOWN_RECORDS} ({what}); readers: {', '.join(sessions.names())}"
+
+
+def beside(path: str | None) -> Beside | None:
+    """The files next to the local file ``path``, by name (parsed JSON, or ``None``):
+    ``None`` for no path, standard input (``-``) or a URL."""
+    if path is None or path == "-" or "://" in path or not os.path.isfile(path):
+        return None
+    folder = os.path.dirname(path)
+    read: dict[str, Any] = {}
+
+    def load(name: str) -> Any:
+        if name not in read:
+            try:
+                with open(os.path.join(folder, name), "rb") as fh:
+                    read[name] = orjson.loads(fh.read())
+            except (OSError, orjson.JSONDecodeError):
+                read[name] = None
+        return read[name]
+
+    return load
+
+
+def _read_session(
+    values: list[tuple[str, Any, str | None]],
+    run_format: str,
+    beside_it: Beside | None = None,
+) -> list[Run] | None:
     """The runs of a session file, or ``None`` when it is not one (auto-detection)."""
     sessions.check_name(run_format)
     jsonl = bool(values) and values[0][0].startswith("line ")
@@ -184,7 +270,13 @@ def _read_session(values: list[tuple[str, Any, str | None]], run_format: str) ->
     if name is None:
         return None
     try:
-        runs = sessions.read(name, entries, labels)
+        runs = sessions.read(name, entries, labels, beside_it)
+    except Besides as part:
+        if beside_it is not None and beside_it(part.main) is not None:
+            return []  # read with the file it goes with
+        return [
+            Run("", name, error=f"this {name} file goes with {part.main}, which is not beside it")
+        ]
     except InputError as exc:
         return [Run("", name, error=str(exc))]
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:

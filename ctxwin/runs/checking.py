@@ -193,7 +193,9 @@ def _check_held(
         if settings.tokenizer is None:
             settings = settings._replace(estimator=settings.make_estimator())
         rows: list[CheckRow] = []
-        runs = read_runs(held.pop(), run_format)
+        runs = read_runs(held.pop(), run_format, path)
+        if not runs:  # it goes with the session file beside it, and is read with that one
+            return []
         for run in runs:
             row = check_run(run, settings)
             if run.warnings:

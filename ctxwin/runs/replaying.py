@@ -20,10 +20,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ctxwin.errors import CtxwinError
+from ctxwin.recorded import Run
 from ctxwin.runs import join_recorded, read_runs
 from ctxwin.runs.checking import _read_url, is_url, on_engine
-from ctxwin.runs.recorded import Run
-from ctxwin.runs.simulate import replay_run
+from ctxwin.runs.simulate import SESSION_SHAPES, replay_run
 from ctxwin.settings import Settings
 
 if TYPE_CHECKING:
@@ -99,8 +99,9 @@ def replay_each(run: Run, settings: Sequence[Settings]) -> list[ReplayReport | s
 
 
 def deferred(run: Run) -> bool:
-    """Whether ``run`` is recorded calls, joined across files before it is replayed."""
-    return run.recorded is not None and run.error is None
+    """Whether ``run`` is recorded calls, joined across files before it is replayed: not
+    those of an agent tool's session (each of its runs is one conversation of its own)."""
+    return run.recorded is not None and run.error is None and run.shape not in SESSION_SHAPES
 
 
 def read_file(path: str, max_bytes: int = 0) -> bytes | ReplayedFile:
@@ -147,7 +148,7 @@ def replay_bytes(
     """The runs in ``data`` (read from ``path``) replayed under each of ``settings``,
     those of recorded calls left for :func:`replay_files`. ``named``: each run's name is
     prefixed with ``path``; ``select``: only runs whose name contains it."""
-    runs = read_runs(data, run_format)
+    runs = read_runs(data, run_format, path)
     out = ReplayedFile(path, warnings=list(dict.fromkeys(w for r in runs for w in r.warnings)))
     for run in runs:
         if named:

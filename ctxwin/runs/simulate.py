@@ -27,9 +27,9 @@ from ctxwin.fitting.rows import (
 )
 from ctxwin.formats import get_adapter
 from ctxwin.manager import ContextWindowManager
+from ctxwin.recorded import model_messages
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.runs.billing import Ledger, body_marks, body_ttl, laid_plan, laid_prefix
-from ctxwin.runs.recorded import model_messages
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
 from ctxwin.tokens.base import Estimator
@@ -336,7 +336,7 @@ def _next_request(
 
 
 def current_run(runs: list[Run]) -> Run | None:
-    """The run a session file continues (:attr:`~ctxwin.runs.recorded.Run.current`), else
+    """The run a session file continues (:attr:`~ctxwin.recorded.Run.current`), else
     its first readable run."""
     readable = [r for r in runs if r.error is None]
     return next((r for r in readable if r.current), readable[0] if readable else None)
@@ -349,7 +349,7 @@ def learns_nothing(run: Run) -> bool:
 
 
 def next_plan(run: Run, settings: Settings, *, lazy: bool = False) -> Plan:
-    """The plan of the request ``run`` sends next (:meth:`~ctxwin.runs.recorded.Run.next_request`)
+    """The plan of the request ``run`` sends next (:meth:`~ctxwin.recorded.Run.next_request`)
     at what its usage taught (:func:`learned_manager`): the one path by which ``estimate``,
     ``prune`` and ``check`` estimate a file, so each reports the same ``estimated_tokens``
     for it (``replay``'s ``next_request`` is the same fit, at what its replay learned).

@@ -4,7 +4,11 @@ Each reader module has ``NAME``, ``detect(entries, jsonl)`` and
 ``read(entries, labels) -> list[Run]``, where ``entries`` are the parsed JSON
 values of a file (one for a JSON file, one per line for JSONL) and ``labels``
 name them (``""`` or ``line N``). Readers take fields by name, tolerate
-unknown ones, and name a required field that is missing.
+unknown ones, and name a required field that is missing. A reader whose tool keeps a
+session in several files of one folder sets ``READS_BESIDE = True`` and takes a third
+argument, ``beside`` (:data:`Beside`: the other files of the folder by name, ``None``
+when the caller has no folder); a file that only goes with another raises
+:class:`~ctxwin.sessions._common.Besides`.
 
 =================== ==========================================================
 name                what
@@ -18,6 +22,15 @@ name                what
 ``openhands-events`` OpenHands V0 event-stream trajectory (a JSON list)
 ``mini-swe-agent``  mini-swe-agent ``.traj.json``
 ``otel``            OpenTelemetry spans (GenAI ``gen_ai.*`` or OpenInference ``llm.*``)
+``pi``              pi coding agent session JSONL (branches, compaction segments,
+                    each model's calls, aborted calls)
+``copilot-cli``     GitHub Copilot CLI ``events.jsonl`` (system prompt logged; no
+                    input usage per call; subagents, compaction segments)
+``cline``           Cline, Roo Code and Kilo Code task folders
+                    (``api_conversation_history.json`` with ``ui_messages.json``)
+``opencode``        ``opencode export`` JSON (one call per step, compaction segments)
+``qwen-code``       Qwen Code chat JSONL (``ChatRecord``: Gemini ``Content`` messages,
+                    compression segments, subagent sidechains)
 =================== ==========================================================
 
 Pure: no typer, no rich, no stdin/stdout.
@@ -30,13 +43,39 @@ from types import ModuleType
 from typing import Any
 
 from ctxwin.errors import InputError
-from ctxwin.runs.recorded import Run
-from ctxwin.sessions import claude_code, codex, gemini_cli, mini_swe_agent, openhands, otel
+from ctxwin.recorded import Run
+from ctxwin.sessions import (
+    claude_code,
+    cline,
+    codex,
+    copilot_cli,
+    gemini_cli,
+    mini_swe_agent,
+    opencode,
+    openhands,
+    otel,
+    pi,
+    qwen_code,
+)
+from ctxwin.sessions._common import Beside
 
 AUTO = "auto"
 
 READERS: dict[str, ModuleType] = {
-    m.NAME: m for m in (claude_code, codex, gemini_cli, openhands, mini_swe_agent, otel)
+    m.NAME: m
+    for m in (
+        qwen_code,  # before claude-code: its records also have uuid, type and message
+        claude_code,
+        codex,
+        gemini_cli,
+        openhands,
+        mini_swe_agent,
+        otel,
+        pi,
+        copilot_cli,
+        cline,
+        opencode,
+    )
 }
 """Every session reader by name, in detection order."""
 
@@ -70,11 +109,19 @@ def detect(entries: Sequence[Any], jsonl: bool) -> str | None:
     return None
 
 
-def read(name: str, entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
-    """The runs the reader ``name`` finds in ``entries``.
+def read(
+    name: str, entries: Sequence[Any], labels: Sequence[str], beside: Beside | None = None
+) -> list[Run]:
+    """The runs the reader ``name`` finds in ``entries`` (``beside``: the files next to
+    the file read, for the readers that read several, ``READS_BESIDE``).
 
     A bad entry raises :class:`InputError` naming the field; the caller turns
-    it into an invalid run.
+    it into an invalid run. A file that only goes with another raises
+    :class:`~ctxwin.sessions._common.Besides`.
     """
-    runs: list[Run] = READERS[check_name(name)].read(entries, labels)
+    reader = READERS[check_name(name)]
+    if getattr(reader, "READS_BESIDE", False):
+        runs: list[Run] = reader.read(entries, labels, beside)
+    else:
+        runs = reader.read(entries, labels)
     return runs

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from ctxwin.errors import InputError
+
+Beside = Callable[[str], Any]
+"""A file beside the session file, by name: its parsed JSON, or ``None`` when there is no
+such file (or it is no JSON)."""
+
+
+class Besides(Exception):
+    """Raised by a reader for a file that only goes with another one beside it (a Cline
+    task folder's ``ui_messages.json`` with its ``api_conversation_history.json``): the
+    session is read from that one (``main``)."""
+
+    def __init__(self, main: str) -> None:
+        super().__init__(main)
+        self.main = main
 
 
 def need(obj: Mapping[str, Any], key: str, where: str) -> Any:

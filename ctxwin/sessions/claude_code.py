@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwin.errors import InputError
-from ctxwin.runs.recorded import Run
+from ctxwin.recorded import Run
 from ctxwin.sessions._common import as_dict, as_str, line_time, need, need_dict
 
 NAME = "claude-code"

@@ -73,7 +73,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ctxwin.formats.openai_responses import REASONING_TOKENS
-from ctxwin.runs.recorded import Run
+from ctxwin.recorded import Run
 from ctxwin.sessions._common import as_dict, as_int, as_str, line_time, need
 
 NAME = "codex"

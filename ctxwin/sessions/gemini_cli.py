@@ -41,7 +41,7 @@ from typing import Any
 
 from ctxwin.codec import dumps
 from ctxwin.errors import InputError
-from ctxwin.runs.recorded import Run
+from ctxwin.recorded import Run
 from ctxwin.sessions._common import as_dict, as_int, as_str, need, need_list
 
 NAME = "gemini-cli"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxwin.runs.recorded import Run
+from ctxwin.recorded import Run
 from ctxwin.sessions._common import as_dict, as_str, need, need_list
 
 NAME = "mini-swe-agent"

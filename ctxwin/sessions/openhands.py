@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxwin.runs.recorded import Run
+from ctxwin.recorded import Run
 
 NAME = "openhands-events"
 

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from ctxwin.codec import dumps
-from ctxwin.runs.recorded import Call, Run
+from ctxwin.recorded import Call, Run
 from ctxwin.sessions._common import as_dict, as_int, as_str
 
 NAME = "otel"

@@ -17,6 +17,7 @@ A leaf: it imports nothing of ctxwin but errors (for the prices, on use).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection, Container, Iterator, Mapping
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -225,12 +226,22 @@ def _sibling_guard(row: ModelRow, rest: str) -> ModelRow:
             return family if family.context_length <= row.context_length else row
 
 
+_CLAUDE_DOT = re.compile(r"(?<=\d)\.(?=\d)")
+"""A dot between two digits: the version separator other services put in Claude's names."""
+
+
 def candidates(name: str) -> Iterator[str]:
     """``name`` in lower case, then with each provider prefix (``x/``) and each vendor
-    word (``us.``, ``anthropic.``: letters only, then a dot) taken off in turn."""
+    word (``us.``, ``anthropic.``: letters only, then a dot) taken off in turn. A Claude
+    name whose version has a dot (``claude-sonnet-4.5``, as GitHub Copilot and OpenRouter
+    name it) is also tried with Anthropic's dash (``claude-sonnet-4-5``)."""
     candidate = name.strip().lower()
     while candidate:
         yield candidate
+        if candidate.startswith("claude") and (dashed := _CLAUDE_DOT.sub("-", candidate)) != (
+            candidate
+        ):
+            yield dashed
         head, slash, rest = candidate.partition("/")
         if slash:
             candidate = rest

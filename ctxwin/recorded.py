@@ -1,7 +1,10 @@
 """Recorded runs as data: :class:`Run` (a transcript or recorded calls) and :class:`Call`.
 
-The readers (:mod:`ctxwin.runs` for request-body shapes, :mod:`ctxwin.sessions`
-for the files agent tools write) build these; :mod:`ctxwin.runs.simulate` replays them.
+The readers build these: :mod:`ctxwin.sessions` for the files agent tools write,
+:mod:`ctxwin.runs` for request-body shapes; :mod:`ctxwin.runs.simulate` replays them.
+It sits below both packages, so a session reader never imports :mod:`ctxwin.runs`:
+the one direction between them is ``ctxwin.runs`` → ``ctxwin.sessions`` (detection,
+:func:`ctxwin.runs.read_runs`, asks the session readers first).
 """
 
 from __future__ import annotations
