@@ -482,6 +482,7 @@ def readme_anchored_medians() -> str:
 FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
 """The session readers' fixtures: a folder per reader, every shape its tool writes."""
 
+
 @cache
 def sessions_next() -> list[Replayed]:
     root = corpus_dir()
