@@ -465,9 +465,8 @@ class _Traced:
     def start(cls, method: str, route: str, path: str, headers: Any) -> _Traced | None:
         """The span of a request to ``path`` (no query), or ``None`` when nothing is traced."""
         module = telemetry.traces()
-        if module is None or not module.tracing():
-            return None
-        return cls(module, module.server_span(method, route, path, headers))
+        span = None if module is None else module.server_span(method, route, path, headers)
+        return None if span is None else cls(module, span)
 
     def inject(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         return list(self.module.inject(self.span, headers))

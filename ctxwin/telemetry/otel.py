@@ -40,8 +40,6 @@ with needs_extra("ctxwin.telemetry.otel", "otel"):
 if TYPE_CHECKING:
     from ctxwin.core import Plan
 
-TRACER = trace.get_tracer("ctxwin", __version__)
-"""ctxwin's tracer (it follows the tracer provider the application sets, whenever it does)."""
 
 MAX_EVENTS = 128
 """Edit events per span at most (the SDK's own default limit)."""
@@ -50,16 +48,35 @@ PROPAGATED = frozenset({"traceparent", "tracestate", "baggage"})
 """The request headers the proxy replaces with its own span's context."""
 
 _OFF = (ProxyTracerProvider, NoOpTracerProvider)
+_TRACER: tuple[Any, Any] = (None, None)
+"""The global tracer provider last seen, and ctxwin's tracer of it."""
+
+
+def tracer() -> Any:
+    """ctxwin's tracer of the global tracer provider; ``None`` when no SDK's provider is
+    set (the API's own records nothing). It follows the provider set now, whenever and
+    however often the application sets one."""
+    global _TRACER
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, _OFF):
+        return None
+    if _TRACER[0] is not provider:
+        _TRACER = (provider, provider.get_tracer("ctxwin", __version__))
+    return _TRACER[1]
 
 
 def tracing() -> bool:
     """Whether spans are recorded: an SDK tracer provider is set (not the API's own)."""
-    return not isinstance(trace.get_tracer_provider(), _OFF)
+    return tracer() is not None
 
 
 def start(name: str, source: str) -> Any:
-    """A span ``name`` opened by ``source``, child of the current span (not made current)."""
-    return TRACER.start_span(name, attributes={"ctxwin.source": source})
+    """A span ``name`` opened by ``source``, child of the current span (not made current);
+    ``None`` when nothing is traced."""
+    found = tracer()
+    if found is None:
+        return None
+    return found.start_span(name, attributes={"ctxwin.source": source})
 
 
 @contextmanager
@@ -139,9 +156,13 @@ def edits(p: Plan) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def server_span(method: str, route: str, path: str, headers: Mapping[str, str]) -> Any:
     """The ``SERVER`` span of one proxied request: ``METHOD ROUTE``, continuing the trace
-    the client's ``traceparent`` names (``path``: the request's path, without its query)."""
+    the client's ``traceparent`` names (``path``: the request's path, without its query);
+    ``None`` when nothing is traced."""
+    found = tracer()
+    if found is None:
+        return None
     parent = propagate.extract(headers)
-    return TRACER.start_span(
+    return found.start_span(
         f"{method} {route}",
         context=parent,
         kind=SpanKind.SERVER,
