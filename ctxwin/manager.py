@@ -247,17 +247,19 @@ class ContextWindowManager:
                 self._learner.observe(raw, reported)
             else:
                 self._learned = grow(self.calibration, raw, reported)
-        if self.sending:
+        after = self.calibration
+        share = self.growth_warning
+        if self.sending and (zero or (share is not None and after > before * (1 + share))):
             observed(
                 self.logger,
                 before=before,
-                after=self.calibration,
+                after=after,
                 reported=reported,
                 raw=raw,
                 zero=zero,
-                share=self.growth_warning,
+                share=share,
             )
-        return self.calibration
+        return after
 
     def _anchor(self, raw_tokens: int | None, reported: int) -> None:
         """Anchor the next requests on ``reported``, the count of the request last fitted

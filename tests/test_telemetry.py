@@ -5,6 +5,7 @@ spans in the SDK's in-memory exporter; nothing of the request's content; and, wi
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from typing import Any
@@ -347,3 +348,19 @@ def test_the_extra_names_itself_when_its_module_is_imported_without_it() -> None
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "otel"
+
+
+def test_a_provider_the_environment_names_is_followed() -> None:
+    code = (
+        "from ctxwin.telemetry import fit_span\n"
+        "span = fit_span('ctxwin.manager')\n"
+        "print(None if span is None else (type(span).__module__, span.is_recording()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OTEL_PYTHON_TRACER_PROVIDER"}
+    for named, expected in [(False, "None"), (True, "('opentelemetry.sdk.trace', True)")]:
+        if named:
+            env["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+        )
+        assert proc.stdout.strip() == expected
