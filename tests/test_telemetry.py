@@ -357,8 +357,8 @@ def test_a_provider_the_environment_names_is_followed() -> None:
         "print(None if span is None else (type(span).__module__, span.is_recording()))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "OTEL_PYTHON_TRACER_PROVIDER"}
-    for named, expected in [(False, "None"), (True, "('opentelemetry.sdk.trace', True)")]:
-        if named:
+    for by_env, expected in [(False, "None"), (True, "('opentelemetry.sdk.trace', True)")]:
+        if by_env:
             env["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
         proc = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env

@@ -233,8 +233,17 @@ def _changes(f: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+_SOURCE_WORDS = {
+    "flag": "as given",
+    "spec": "from the model spec",
+    "table": "from the model table",
+    "fallback": "the fallback",
+}
+
+
 def _window(f: Mapping[str, Any]) -> str:
-    return f"a {f['context_length']:,}-token window ({f['context_length_source']})"
+    source = f["context_length_source"]
+    return f"a {f['context_length']:,}-token window ({_SOURCE_WORDS.get(source, source)})"
 
 
 def _number(n: int | None) -> str:
