@@ -163,8 +163,8 @@ class ContextWindowManager:
         self.sending = False
         """Whether this manager has fitted a request for a send (:meth:`before_send`): only
         then does what usage teaches it log warnings (a replay's manager never does)."""
-        self._told: set[str | None] = set()
-        """The models a fallback window was reported for."""
+        self._told: set[str | None] | None = None
+        """The models a fallback window was reported for (made when the first is)."""
 
     @property
     def calibration(self) -> float:
@@ -425,6 +425,8 @@ class ContextWindowManager:
                 end_span(span)
             raise
         self.sending = True
+        if self._told is None and managed.budget.spec.context_length_source == "fallback":
+            self._told = set()
         fitted(managed, self.logger, span, self._told)
         if own:
             end_span(span)

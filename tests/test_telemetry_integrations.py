@@ -203,3 +203,29 @@ def test_the_hook_opens_a_span_per_fit(monkeypatch: pytest.MonkeyPatch) -> None:
     assert attrs(fits[-1])["ctxwin.status"] == "needs_pruning"
     assert attrs(fits[-1])["ctxwin.dropped_turns"] == hook.last.result.dropped_turns  # type: ignore[union-attr]
     assert_nothing_of([FILE[:60], SYSTEM, TASK], spans=fits)
+
+
+def test_every_integration_records_under_its_own_logger() -> None:
+    """The wrappers, hooks and callbacks not driven above name their module's logger too."""
+    pytest.importorskip("anthropic")
+    pytest.importorskip("pydantic_ai")
+    pytest.importorskip("litellm")
+    pytest.importorskip("agents")
+    import anthropic
+
+    from ctxwin.integrations import agents, litellm, pydantic_ai
+    from ctxwin.integrations.anthropic import wrap as wrap_anthropic
+
+    client = anthropic.Anthropic(base_url="http://127.0.0.1:9", api_key=API_KEY)
+    [fitting] = wrap_anthropic(client).ctxwin.fittings
+    assert fitting.manager("claude-sonnet-4-5").logger == "ctxwin.integrations.anthropic"
+    processor = pydantic_ai.history_processor()
+    assert processor.fitting.manager.logger == "ctxwin.integrations.pydantic_ai"
+    callback = litellm.ContextWindowCallback()
+    assert callback.conversations.manager("gpt-4o", [{"role": "user", "content": "x"}]).logger == (
+        "ctxwin.integrations.litellm"
+    )
+    filtered = agents.ContextWindowFilter()
+    assert filtered.conversations.manager("gpt-4o", [{"role": "user", "content": "x"}]).logger == (
+        "ctxwin.integrations.agents"
+    )
