@@ -9,7 +9,7 @@ TEST_STAMP := $(VENV)/.installed-test
 LINT_STAMP := $(VENV)/.installed-lint
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test lint format clean bench bench-proxy bench-estimators fidelity fuzz fuzz-proxy slow docs
+.PHONY: help venv demo test lint format clean bench bench-proxy bench-estimators bench-telemetry fidelity fuzz fuzz-proxy slow docs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -70,11 +70,14 @@ format: $(LINT_STAMP) ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: $(TEST_STAMP) bench-proxy bench-estimators ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
+bench: $(TEST_STAMP) bench-proxy bench-estimators bench-telemetry ## Benchmark ctxwin vs the orjson floor and peers (BENCH_ARGS="--sizes 1k,10k,100k,1M")
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 bench-estimators: $(TEST_STAMP) ## The default bound vs --estimator content: prune, check, estimate (ESTIMATOR_BENCH_ARGS="--reps 5")
 	$(BIN)/python bench/estimators.py $(ESTIMATOR_BENCH_ARGS)
+
+bench-telemetry: $(TEST_STAMP) ## What seeing a fit costs: logs and spans against the fit alone (TELEMETRY_BENCH_ARGS="--rounds 5")
+	$(BIN)/python bench/telemetry.py --out bench/telemetry-results.md $(TELEMETRY_BENCH_ARGS)
 
 bench-proxy: $(TEST_STAMP) ## Load test of `ctxwin proxy` on loopback (PROXY_BENCH_ARGS="--turns 30,300")
 	$(BIN)/python bench/proxy.py --out bench/proxy-results.md $(PROXY_BENCH_ARGS)

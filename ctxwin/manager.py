@@ -51,7 +51,12 @@ Promises:
   the report less what the reports measured of the dropped messages, when the
   format lets them measure it (:mod:`ctxwin.fitting.anchor`; ``anchor=False``
   estimates every request from the calibrated bound alone, as reading it whole
-  does).
+  does);
+* every fit before a send (:meth:`fit`, :meth:`before_send`) is seen: a log record under
+  the manager's ``logger`` when it changed the request or nothing may be sent, warnings
+  for a fallback window, zero usage and a calibration that jumps, and, with the ``otel``
+  extra and an SDK tracer provider, a ``ctxwin.fit`` span (:mod:`ctxwin.telemetry`).
+  :meth:`evaluate` (what replays and checks use) is never seen.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ from ctxwin.fitting.incremental import Prefixes, Reader
 from ctxwin.fitting.pruning import FitResult
 from ctxwin.fitting.strategy import Applied
 from ctxwin.settings import Settings, settings_with
+from ctxwin.telemetry import GROWTH_WARNING, MANAGER, fit_span, fitted, observed
+from ctxwin.telemetry import end as end_span
+from ctxwin.telemetry import failed as span_failed
 from ctxwin.tokens.base import Estimator
 from ctxwin.tokens.registry import seed_of
 
@@ -99,6 +107,8 @@ class ContextWindowManager:
         fresh_factor: float = FRESH_FACTOR,
         incremental: bool = True,
         anchor: bool = True,
+        logger: str = MANAGER,
+        growth_warning: float | None = GROWTH_WARNING,
         **changes: Any,
     ) -> None:
         """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
@@ -113,6 +123,9 @@ class ContextWindowManager:
         every message as sent, as a framework's own history does). ``anchor``: estimate
         a request that extends one the provider reported from that report
         (:mod:`ctxwin.fitting.anchor`; ``False``: from the calibrated bound alone).
+        ``logger`` names the logger (and the spans' ``ctxwin.source``) the fits before a
+        send are recorded under (:mod:`ctxwin.telemetry`); ``growth_warning``: a report
+        that grows the calibration by more than this share is a WARNING (``None``: never).
         """
         if model is not None:
             changes["model"] = model
@@ -143,6 +156,15 @@ class ContextWindowManager:
         raw estimate of what was sent (the request a report anchors on)."""
         self.zero_reports = 0
         """Reports of zero prompt tokens seen in this run: treated as no report."""
+        self.logger = logger
+        """The logger the fits before a send are recorded under (:mod:`ctxwin.telemetry`)."""
+        self.growth_warning = growth_warning
+        """A report that grows the calibration by more than this share is a WARNING."""
+        self.sending = False
+        """Whether this manager has fitted a request for a send (:meth:`before_send`): only
+        then does what usage teaches it log warnings (a replay's manager never does)."""
+        self._told: set[str | None] | None = None
+        """The models a fallback window was reported for (made when the first is)."""
 
     @property
     def calibration(self) -> float:
@@ -213,9 +235,12 @@ class ContextWindowManager:
         """
         raw = self._sent_raw if raw_tokens is None else raw_tokens
         reported = prompt_tokens_from_usage(usage) if isinstance(usage, Mapping) else None
+        before = self.calibration
+        zero = False
         if reported is not None and reported <= 0:
             # a provider (or a gateway in front of one) that reports zeros: no report
             self.zero_reports += 1
+            zero = self.zero_reports == 1
             reported = None
         if reported is not None:
             self._anchor(raw_tokens, reported)
@@ -226,7 +251,19 @@ class ContextWindowManager:
                 self._learner.observe(raw, reported)
             else:
                 self._learned = grow(self.calibration, raw, reported)
-        return self.calibration
+        after = self.calibration
+        share = self.growth_warning
+        if self.sending and (zero or (share is not None and after > before * (1 + share))):
+            observed(
+                self.logger,
+                before=before,
+                after=after,
+                reported=reported,
+                raw=raw,
+                zero=zero,
+                share=share,
+            )
+        return after
 
     def _anchor(self, raw_tokens: int | None, reported: int) -> None:
         """Anchor the next requests on ``reported``, the count of the request last fitted
@@ -368,9 +405,34 @@ class ContextWindowManager:
             self.reset()
         else:
             self.observe(last_usage)
-        managed = self.evaluate(request)
+        managed = self.before_send(request)
         if managed.result.overflow_at_floor:
-            self._sent_raw = None
             raise truncated(managed.result, managed.budget)
-        self._sent_raw = managed.raw_tokens_sent
+        return managed
+
+    def before_send(self, request: Any, span: Any = None) -> ManagedFit:
+        """:meth:`evaluate` ``request``, about to be sent, at what the run has learned (the
+        usage of earlier calls given to :meth:`observe`), and make the fit seen
+        (:mod:`ctxwin.telemetry`): a record under :attr:`logger`, and a ``ctxwin.fit`` span,
+        or attributes on ``span`` when one is given (its owner ends it). Never raises for
+        an overflow: the caller refuses to send when ``result.overflow_at_floor`` (a record
+        at ERROR says so already). Raises :class:`~ctxwin.errors.InputError` for a body it
+        cannot read. Every SDK wrapper, framework hook and the proxy fit through here."""
+        own = span is None
+        if own:
+            span = fit_span(self.logger)
+        try:
+            managed = self.evaluate(request)
+        except BaseException as exc:
+            if own and span is not None:
+                span_failed(span, exc)
+                end_span(span)
+            raise
+        self.sending = True
+        if self._told is None and managed.budget.spec.context_length_source == "fallback":
+            self._told = set()
+        fitted(managed, self.logger, span, self._told)
+        if own:
+            end_span(span)
+        self._sent_raw = None if managed.result.overflow_at_floor else managed.raw_tokens_sent
         return managed

@@ -74,6 +74,11 @@ class Run:
     whole transcript (the last segment of the main chain, in its main model)."""
     warnings: list[str] = field(default_factory=list)
     """Non-fatal remarks made while reading (a cut-off last line, skipped entries)."""
+    fits: list[dict[str, Any]] | None = None
+    """For a run read from ctxwin's own spans (:mod:`ctxwin.sessions.otel`): what ctxwin
+    did at each call, a replay row each (:class:`~ctxwin.fitting.rows.ReplayRow`'s keys).
+    Such a run records no requests (``recorded`` is empty): ``replay`` reports these rows
+    as they are (:mod:`ctxwin.runs.traced`) instead of fitting the calls again."""
 
     @property
     def is_transcript(self) -> bool:

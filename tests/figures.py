@@ -739,6 +739,36 @@ def recorded_compare_pruned() -> str:
     return f"{pruned}"
 
 
+# --- docs/observability.md: what its examples print --------------------------------------
+
+OBSERVABILITY = ROOT / "docs" / "observability.md"
+_PYTHON = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def _example_output(k: int, stream: str) -> str:
+    """What the ``k``-th python block of docs/observability.md writes to ``stream``, run
+    from the repository's root as ``tests/test_docs.py`` runs it, in a ``json`` block."""
+    import subprocess
+    import sys
+
+    code = _PYTHON.findall(OBSERVABILITY.read_text("utf-8"))[k]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    out = done.stderr if stream == "stderr" else done.stdout
+    return "```json\n" + out.strip("\n") + "\n```"
+
+
+@figure("observability-log-line")
+def observability_log_line() -> str:
+    return _example_output(0, "stderr")
+
+
+@figure("observability-span")
+def observability_span() -> str:
+    return _example_output(1, "stdout")
+
+
 def unused() -> list[str]:
     """Generators no page has a region for."""
     used = {name for page in pages() for name, _ in regions(page.read_text("utf-8"))}

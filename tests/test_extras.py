@@ -25,6 +25,9 @@ NEEDS = [
     ("ctxwin.proxy.server", "ctxwin.proxy", "proxy", "aiohttp"),
     ("ctxwin.proxy.connections", "ctxwin.proxy", "proxy", "aiohttp"),
     ("ctxwin.proxy.upstream", "ctxwin.proxy", "proxy", "yarl"),
+    # spans; ctxwin.telemetry itself imports it only when a fit may be traced, and traces
+    # nothing without it
+    ("ctxwin.telemetry.otel", "ctxwin.telemetry.otel", "otel", "opentelemetry"),
 ]
 
 

@@ -20,7 +20,7 @@ import ctxwin
 
 PACKAGE = Path(ctxwin.__file__).parent
 
-OPTIONAL = ("ctxwin.integrations", "ctxwin.proxy")
+OPTIONAL = ("ctxwin.integrations", "ctxwin.proxy", "ctxwin.telemetry.otel")
 """Layers that need an optional extra: they import on their own only where it is installed."""
 
 
@@ -31,6 +31,7 @@ LAYERS = (
     ("ctxwin.tokens",),
     ("ctxwin.formats",),
     ("ctxwin.fitting",),
+    ("ctxwin.telemetry",),  # what a send's fit tells an operator: log records, spans
     ("ctxwin.settings", "ctxwin.core", "ctxwin.breakdown", "ctxwin.manager", "ctxwin.recorded"),
     ("ctxwin.sessions",),  # the session readers: they build ctxwin.recorded's Run
     ("ctxwin.runs",),  # detection (sessions first, then request-body shapes), replay, check

@@ -273,11 +273,14 @@ def proxy(
         token=token,
     )
     log = logging.getLogger("ctxwin.proxy")
+    # the access lines and the fits' records (ctxwin.telemetry) on stderr; --quiet: none,
+    # not even the warnings Python's last-resort handler would print
+    handler: logging.Handler = logging.NullHandler()
     if not quiet:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("ctxwin proxy: %(message)s"))
-        log.addHandler(handler)
         log.setLevel(logging.INFO)
+    log.addHandler(handler)
 
     def ready(url: str) -> None:
         say(f"proxy listening on {url}, forwarding to {config.upstream} (Ctrl-C stops it)")

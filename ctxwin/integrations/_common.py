@@ -13,8 +13,10 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ctxwin import telemetry
 from ctxwin.codec import dumps
 from ctxwin.errors import truncated
+from ctxwin.fitting.calibration import prompt_tokens_from_usage
 from ctxwin.fitting.strategy import DEFAULT_STRATEGY, Strategy
 from ctxwin.manager import ContextWindowManager, ManagedFit
 from ctxwin.tokens.base import Estimator
@@ -134,10 +136,17 @@ class Fitting:
     object reads as (so a growing history is estimated once per message)."""
 
     def __init__(
-        self, fmt: str, items_key: str, settings: dict[str, Any], record: Any = None
+        self,
+        fmt: str,
+        items_key: str,
+        settings: dict[str, Any],
+        record: Any = None,
+        logger: str = "ctxwin.integrations",
     ) -> None:
         self.record = record
         """An object whose ``last`` is set too (one record shared by several APIs)."""
+        self.logger = logger
+        """The logger the fits are recorded under (the wrapper's module)."""
         self.fmt = fmt
         self.items_key = items_key
         self.settings = settings
@@ -150,7 +159,7 @@ class Fitting:
         """The manager of ``model``'s requests (calibration is learned per model)."""
         found = self.managers.get(model)
         if found is None:
-            found = ContextWindowManager(fmt=self.fmt, **self.settings)
+            found = ContextWindowManager(fmt=self.fmt, logger=self.logger, **self.settings)
             self.managers[model] = found
         return found
 
@@ -173,8 +182,9 @@ class Fitting:
         self._plain = fresh
         return out
 
-    def fit(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], ManagedFit]:
-        """The keyword arguments to send (the message list fitted) and the fit.
+    def fit(self, kwargs: dict[str, Any], span: Any = None) -> tuple[dict[str, Any], ManagedFit]:
+        """The keyword arguments to send (the message list fitted) and the fit (seen on
+        ``span`` when given: :meth:`~ctxwin.manager.ContextWindowManager.before_send`).
 
         Raises :class:`~ctxwin.errors.ContextTruncated` when even the floor does
         not fit: nothing is to be sent.
@@ -191,7 +201,7 @@ class Fitting:
         elif messages is not None:
             body[key] = plain(messages)
         model = body.get("model") if isinstance(body.get("model"), str) else None
-        fitted = self.manager(model).evaluate(body)
+        fitted = self.manager(model).before_send(body, span)
         if fitted.result.overflow_at_floor:
             raise truncated(fitted.result, fitted.budget)
         self.last = fitted
@@ -201,14 +211,17 @@ class Fitting:
             return kwargs, fitted
         return {**kwargs, key: sent_items(messages, fitted)}, fitted
 
-    def learn(self, model: Any, usage: Any, fitted: ManagedFit) -> None:
-        """Learn from the ``usage`` a provider reported for the request ``fitted`` sent."""
+    def learn(self, model: Any, usage: Any, fitted: ManagedFit) -> int | None:
+        """Learn from the ``usage`` a provider reported for the request ``fitted`` sent;
+        the prompt tokens it reports, if any."""
         if usage is None:
-            return
+            return None
         data = plain(usage)
-        if isinstance(data, Mapping):
-            name = model if isinstance(model, str) else None
-            self.manager(name).observe(data, raw_tokens=fitted.raw_tokens_sent)
+        if not isinstance(data, Mapping):
+            return None
+        name = model if isinstance(model, str) else None
+        self.manager(name).observe(data, raw_tokens=fitted.raw_tokens_sent)
+        return prompt_tokens_from_usage(data)
 
 
 def sent_items(items: Sequence[Any], fitted: ManagedFit) -> list[Any]:
@@ -270,8 +283,11 @@ class Conversations:
         limit: int = 1024,
         learn_overhead: bool = True,
         parsed: bool = False,
+        logger: str = "ctxwin.integrations",
     ) -> None:
         self.fmt = fmt
+        self.logger = logger
+        """The logger the fits are recorded under (the callback's module, the proxy)."""
         self.parsed = parsed
         """The entries are JSON data already (parsed from bytes, as the proxy's are):
         read as they are, without :func:`plain`'s walk over every value."""
@@ -307,7 +323,9 @@ class Conversations:
     ) -> ContextWindowManager:
         found = self.managers.get(key)
         if found is None:
-            found = ContextWindowManager(**{"fmt": self.fmt, **self.settings, **(changes or {})})
+            found = ContextWindowManager(
+                **{"fmt": self.fmt, "logger": self.logger, **self.settings, **(changes or {})}
+            )
         remember(self.managers, key, found, self.limit)
         return found
 
@@ -378,21 +396,66 @@ def fitted_call(
 ) -> Create:
     """``create`` fitted: the request is fitted before it is sent, usage is learned
     from the response (or from the stream's events, when ``stream=True``).
-    Keeps ``create``'s sync or async nature."""
+    Keeps ``create``'s sync or async nature.
+
+    When spans are recorded (:mod:`ctxwin.telemetry`), the call is one ``ctxwin.fit``
+    span: the fit, then the provider call as its child (the current span while it runs),
+    with the prompt tokens the response reports; a streamed call's span ends when the
+    stream is handed back (its usage comes later)."""
 
     def call(**kwargs: Any) -> Any:
-        sent, fitted = fitting.fit(kwargs)
-        response = create(**sent)
-        if inspect.isawaitable(response):  # an async client's call
+        span = telemetry.fit_span(fitting.logger)
+        if span is None:
+            sent, fitted = fitting.fit(kwargs)
+            response = create(**sent)
+            if inspect.isawaitable(response):  # an async client's call
 
-            async def finish() -> Any:
-                done = await response
-                return _after(fitting, kwargs, fitted, done, usage_of, stream_usage)
+                async def finish() -> Any:
+                    done = await response
+                    return _after(fitting, kwargs, fitted, done, usage_of, stream_usage)
 
-            return finish()
-        return _after(fitting, kwargs, fitted, response, usage_of, stream_usage)
+                return finish()
+            return _after(fitting, kwargs, fitted, response, usage_of, stream_usage)
+        return _traced(span, fitting, create, kwargs, usage_of, stream_usage)
 
     return call
+
+
+def _traced(
+    span: Any,
+    fitting: Fitting,
+    create: Create,
+    kwargs: dict[str, Any],
+    usage_of: Callable[[Any], Any],
+    stream_usage: Callable[[Any], Any],
+) -> Any:
+    """:func:`fitted_call`'s call inside ``span``, which it ends."""
+    try:
+        sent, fitted = fitting.fit(kwargs, span)
+        with telemetry.current(span):
+            response = create(**sent)
+    except BaseException as exc:
+        telemetry.failed(span, exc)
+        telemetry.end(span)
+        raise
+    if inspect.isawaitable(response):
+
+        async def finish() -> Any:
+            try:
+                with telemetry.current(span):
+                    done = await response
+                return _after(fitting, kwargs, fitted, done, usage_of, stream_usage, span)
+            except BaseException as exc:
+                telemetry.failed(span, exc)
+                raise
+            finally:
+                telemetry.end(span)
+
+        return finish()
+    try:
+        return _after(fitting, kwargs, fitted, response, usage_of, stream_usage, span)
+    finally:
+        telemetry.end(span)
 
 
 def _after(
@@ -402,6 +465,7 @@ def _after(
     response: Any,
     usage_of: Callable[[Any], Any],
     stream_usage: Callable[[Any], Any],
+    span: Any = None,
 ) -> Any:
     model = kwargs.get("model")
     if kwargs.get("stream"):
@@ -412,7 +476,8 @@ def _after(
                 fitting.learn(model, usage, fitted)
 
         return Watched(response, seen)
-    fitting.learn(model, usage_of(response), fitted)
+    reported = fitting.learn(model, usage_of(response), fitted)
+    telemetry.usage(span, reported)
     return response
 
 
@@ -505,8 +570,14 @@ class Record:
         """The fit of the last request sent, through any API."""
         self.fittings: list[Fitting] = []
 
-    def add(self, fmt: str, items_key: str, settings: dict[str, Any]) -> Fitting:
-        fitting = Fitting(fmt, items_key, settings, self)
+    def add(
+        self,
+        fmt: str,
+        items_key: str,
+        settings: dict[str, Any],
+        logger: str = "ctxwin.integrations",
+    ) -> Fitting:
+        fitting = Fitting(fmt, items_key, settings, self, logger)
         self.fittings.append(fitting)
         return fitting
 

@@ -68,13 +68,18 @@ class HistoryFit:
         settings: dict[str, Any],
         *,
         learn_overhead: bool = True,
+        logger: str = "ctxwin.integrations",
     ) -> None:
         self._convert = convert
         self._rebuild = rebuild
         self._usage_of = usage_of
         # the view shows every message as sent: new content costs what it reads as
         self.manager = ContextWindowManager(
-            fmt="openai-chat", learn_overhead=learn_overhead, fresh_factor=1.0, **settings
+            fmt="openai-chat",
+            learn_overhead=learn_overhead,
+            fresh_factor=1.0,
+            logger=logger,
+            **settings,
         )
         self._read: dict[int, tuple[Any, Converted]] = {}
         self._view: _View | None = None
@@ -161,7 +166,7 @@ class HistoryFit:
         if model is not None:
             body["model"] = model
         body["messages"] = view.items
-        fitted = self.manager.evaluate(body)
+        fitted = self.manager.before_send(body)
         self.last = fitted
         if fitted.result.overflow_at_floor:
             self._sent = None

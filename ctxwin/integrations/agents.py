@@ -105,7 +105,7 @@ class ContextWindowFilter(RunHooks[Any]):
         # the items are what is sent; what the filter cannot see (hosted and MCP tools,
         # an output schema) is learned from usage as an overhead
         self.conversations = Conversations(
-            "openai-responses", self.options, conversations, learn_overhead
+            "openai-responses", self.options, conversations, learn_overhead, logger=__name__
         )
         self.managers = self.conversations.managers
         """The manager of each conversation, by model and name."""
@@ -138,7 +138,7 @@ class ContextWindowFilter(RunHooks[Any]):
         max_tokens = agent.model_settings.max_tokens
         if max_tokens is not None:
             body["max_output_tokens"] = max_tokens
-        fitted = manager.evaluate(body)
+        fitted = manager.before_send(body)
         if fitted.result.overflow_at_floor:
             raise truncated(fitted.result, fitted.budget)
         self.last = fitted

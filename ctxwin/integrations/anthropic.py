@@ -52,7 +52,7 @@ def wrap(client: Any, **settings: Any) -> Any:
     """``client`` (an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic``) with
     its ``messages.create`` and ``messages.stream`` fitted (see the module docstring)."""
     record = Record()
-    fitting = record.add("anthropic", "messages", settings_for(**settings))
+    fitting = record.add("anthropic", "messages", settings_for(**settings), __name__)
     messages = client.messages
     calls: dict[tuple[str, ...], Any] = {
         ("messages", "create"): fitted_call(fitting, messages.create, _usage, _stream_usage),

@@ -178,7 +178,12 @@ def _usage(message: Any) -> int | None:
 
 def _fitting(settings: dict[str, Any], learn_overhead: bool) -> HistoryFit:
     return HistoryFit(
-        _convert, _rebuild, _usage, settings_for(**settings), learn_overhead=learn_overhead
+        _convert,
+        _rebuild,
+        _usage,
+        settings_for(**settings),
+        learn_overhead=learn_overhead,
+        logger=__name__,
     )
 
 

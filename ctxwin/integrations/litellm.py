@@ -118,7 +118,7 @@ class ContextWindowCallback(CustomLogger):
         # what the provider counts beyond the messages (its own prompt for tools, a
         # provider's framing after LiteLLM's translation) is learned as an overhead
         self.conversations = Conversations(
-            "openai-chat", self.options, conversations, learn_overhead
+            "openai-chat", self.options, conversations, learn_overhead, logger=__name__
         )
         self.managers = self.conversations.managers
         """The manager of each conversation, by model and name."""
@@ -151,7 +151,7 @@ class ContextWindowCallback(CustomLogger):
         for k in BODY_FIELDS:
             if kwargs.get(k) is not None:
                 body[k] = plain(kwargs[k])
-        fitted = manager.evaluate(body)
+        fitted = manager.before_send(body)
         if fitted.result.overflow_at_floor:
             raise ContextWindowExceeded(fitted.result, model, fitted.budget)
         self.last = fitted

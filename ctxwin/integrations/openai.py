@@ -55,8 +55,8 @@ def wrap(client: Any, **settings: Any) -> Any:
     docstring)."""
     options = settings_for(**settings)
     record = Record()
-    chat = record.add("openai-chat", "messages", options)
-    responses = record.add("openai-responses", "input", options)
+    chat = record.add("openai-chat", "messages", options, __name__)
+    responses = record.add("openai-responses", "input", options, __name__)
     calls: dict[tuple[str, ...], Any] = {
         ("chat", "completions", "create"): fitted_call(
             chat, client.chat.completions.create, _usage, _chat_stream_usage

@@ -202,7 +202,12 @@ class HistoryProcessor(Fitted):
 
     def __init__(self, *, learn_overhead: bool = True, **settings: Any) -> None:
         self.fitting = HistoryFit(
-            to_chat, _rebuild, _usage, settings_for(**settings), learn_overhead=learn_overhead
+            to_chat,
+            _rebuild,
+            _usage,
+            settings_for(**settings),
+            learn_overhead=learn_overhead,
+            logger=__name__,
         )
         self._instructions: dict[str, Entry] = {}
 

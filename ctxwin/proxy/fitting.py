@@ -72,6 +72,9 @@ CONVERSATION_BYTES = 8 << 10
 """What a remembered conversation holds besides its messages: its manager, reader and
 key (measured 3.0-3.7 KiB)."""
 
+LOGGER = "ctxwin.proxy"
+"""The proxy's logger: its access lines and the records of its fits (:mod:`ctxwin.telemetry`)."""
+
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 """Headers whose values separate tenants in the fingerprint (hashed, never stored or logged)."""
 
@@ -171,6 +174,7 @@ class Fitter:
             config.conversations,
             learn_overhead=False,
             parsed=True,
+            logger=LOGGER,
         )
         """One manager per conversation; calibration only grows (no overhead is learned:
         the proxy sees every byte of each request)."""
@@ -182,8 +186,11 @@ class Fitter:
         """What :func:`held_bytes` measured of each conversation's entries, for the next
         request, which reuses them when it extends the conversation."""
 
-    def fit(self, route: Route, raw: bytes, credentials: Iterable[str] = ()) -> Fitted:
-        """Decide what to forward for ``raw`` posted to ``route``.
+    def fit(
+        self, route: Route, raw: bytes, credentials: Iterable[str] = (), span: Any = None
+    ) -> Fitted:
+        """Decide what to forward for ``raw`` posted to ``route`` (the fit seen on ``span``,
+        the request's server span, when given: :mod:`ctxwin.telemetry`).
 
         Raises :class:`InputError` when ``raw`` is not JSON (the caller answers 400),
         nested deeper than :data:`ctxwin.codec.MAX_DEPTH` included. A body that parses
@@ -191,11 +198,13 @@ class Fitter:
         """
         body = parse(raw)
         try:
-            return self._fit(route, raw, body, credentials)
+            return self._fit(route, raw, body, credentials, span)
         except RecursionError:
             return Fitted(UNREAD, raw, reason="nested too deeply for ctxwin to read")
 
-    def _fit(self, route: Route, raw: bytes, body: Any, credentials: Iterable[str]) -> Fitted:
+    def _fit(
+        self, route: Route, raw: bytes, body: Any, credentials: Iterable[str], span: Any
+    ) -> Fitted:
         settings = self.settings
         try:
             items_key = get_adapter(body, route.fmt).items_key
@@ -219,7 +228,7 @@ class Fitter:
             body = read if body is messages else {**body, items_key: read}
         fitted: Fitted | None = None
         try:
-            fitted = self._decide(raw, body, route, manager, key)
+            fitted = self._decide(raw, body, route, manager, key, span)
             return fitted
         finally:
             if fitted is not None and fitted.plan is not None:
@@ -266,10 +275,11 @@ class Fitter:
         route: Route,
         manager: ContextWindowManager,
         key: tuple[str | None, str],
+        span: Any = None,
     ) -> Fitted:
         """What to forward for ``body`` (``raw`` parsed, its entries read for ``manager``)."""
         try:
-            p = manager.evaluate(body)
+            p = manager.before_send(body, span)
         except InputError as exc:
             try:
                 load(body, route.fmt, manager.estimator)

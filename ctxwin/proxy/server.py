@@ -23,6 +23,11 @@ handler is cancelled, the upstream connection closed). The head deadline and the
 connection cap are :mod:`ctxwin.proxy.connections`'. Bodies, query strings and
 credentials are never logged.
 
+With the ``otel`` extra and an SDK tracer provider set, each request is a ``SERVER`` span
+that continues the client's ``traceparent``; the fit adds to it, the upstream request
+carries it as its ``traceparent``, and the prompt tokens the response reports are added
+before it ends (:mod:`ctxwin.telemetry.otel`).
+
 Before anything is read, :class:`~ctxwin.proxy.guard.Guard` may refuse the request (a
 target that is not a plain path, a foreign ``Host`` or ``Origin``, a missing token):
 answered in the provider's shape, counted by reason, never forwarded.
@@ -40,11 +45,13 @@ from contextlib import suppress
 from time import perf_counter
 from typing import Any
 
+from ctxwin import telemetry
 from ctxwin.errors import InputError
 from ctxwin.extras import needs_extra
 from ctxwin.proxy.connections import Limits, Server
 from ctxwin.proxy.fitting import (
     CREDENTIAL_HEADERS,
+    LOGGER,
     TRUNCATED,
     Fitted,
     Fitter,
@@ -61,7 +68,7 @@ with needs_extra("ctxwin.proxy", "proxy"):
     from aiohttp import web
     from aiohttp.http_exceptions import HttpProcessingError
 
-log = logging.getLogger("ctxwin.proxy")
+log = logging.getLogger(LOGGER)
 
 _HOP_BY_HOP = frozenset(
     {
@@ -185,6 +192,9 @@ class Proxy:
         route = route_for(method, path)
         label = route.name if route is not None else "passthrough"
         flavor = route.flavor if route is not None else flavor_for(path)
+        # the raw path (percent-encoded, no query), escaped: one request, one line
+        target = loggable(request.raw_path.partition("?")[0])
+        traced = _Traced.start(method, label, target, request.headers)
         status = 0
         action = "forwarded"
         response: web.StreamResponse
@@ -193,7 +203,7 @@ class Proxy:
                 response, action = self._refuse(flavor, refusal), f"refused:{refusal.reason}"
             else:
                 try:
-                    response, action = await self._serve(request, route, flavor)
+                    response, action = await self._serve(request, route, flavor, traced)
                 except ConnectionError:  # the client went away
                     raise
                 except Exception as exc:  # a fault of the proxy's own, in the route's shape
@@ -206,16 +216,16 @@ class Proxy:
             self.metrics.requests[label, action.partition(":")[0]] += 1
             elapsed = perf_counter() - start
             self.metrics.request_seconds.observe(elapsed)
-            # the raw path (percent-encoded, no query), escaped: one request, one line
-            target = loggable(request.raw_path.partition("?")[0])
             log.info("%s %s %s %s %.1fms", method, target, status, action, elapsed * 1000)
+            if traced is not None:
+                traced.answered(status, action)
 
     def _refuse(self, flavor: str, refusal: Refusal) -> web.Response:
         self.metrics.refused[refusal.reason] += 1
         return self._error(flavor, refusal.status, refusal.message, refusal.code)
 
     async def _serve(
-        self, request: web.BaseRequest, route: Any, flavor: str
+        self, request: web.BaseRequest, route: Any, flavor: str, traced: _Traced | None = None
     ) -> tuple[web.StreamResponse, str]:
         try:
             async with asyncio.timeout(self.config.body_timeout):
@@ -246,7 +256,7 @@ class Proxy:
         if route is not None:
             credentials = [request.headers.get(h, "") for h in CREDENTIAL_HEADERS]
             try:
-                fitted = await self._fit(route, raw, credentials)
+                fitted = await self._fit(route, raw, credentials, traced)
             except InputError as exc:
                 message = f"ctxwin proxy: the request body is not valid JSON ({exc}); not forwarded"
                 return self._error(flavor, 400, message, "invalid_json"), "invalid_json"
@@ -259,10 +269,15 @@ class Proxy:
                 self.metrics.fitted(fitted.plan)
             body = fitted.body
         action = fitted.action if fitted is not None else "forwarded"
-        return await self._forward(request, body, flavor, fitted), action
+        return await self._forward(request, body, flavor, fitted, traced), action
 
     async def _forward(
-        self, request: web.BaseRequest, body: bytes, flavor: str, fitted: Fitted | None
+        self,
+        request: web.BaseRequest,
+        body: bytes,
+        flavor: str,
+        fitted: Fitted | None,
+        traced: _Traced | None = None,
     ) -> web.StreamResponse:
         drop = _dropped(_REQUEST_DROP, request.headers.getall("Connection", []))
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in drop]
@@ -271,6 +286,8 @@ class Proxy:
             at = (i for i, (k, _) in enumerate(headers) if k.lower() == "content-encoding")
             if (first := next(at, None)) is not None:  # (None: Connection named it)
                 del headers[first]
+        if traced is not None:  # the upstream request continues the proxy's span
+            headers = traced.inject(headers)
         has_body = bool(body) or request.body_exists
         try:
             upstream = await self.upstream.request(
@@ -285,12 +302,17 @@ class Proxy:
             message = f"ctxwin proxy: cannot reach the upstream: {exc}"
             return self._error(flavor, 502, message, "upstream_unreachable", fitted)
         try:
-            return await self._relay(request, upstream, flavor, fitted)
+            return await self._relay(request, upstream, flavor, fitted, traced)
         finally:
             upstream.close()
 
     async def _relay(
-        self, request: web.BaseRequest, upstream: Response, flavor: str, fitted: Fitted | None
+        self,
+        request: web.BaseRequest,
+        upstream: Response,
+        flavor: str,
+        fitted: Fitted | None,
+        traced: _Traced | None = None,
     ) -> web.StreamResponse:
         reader: UsageReader | None = None
         decoder: Any = None
@@ -320,7 +342,11 @@ class Proxy:
                 return self._error(flavor, 502, message, "upstream_broken", fitted)
             if reader is not None and fitted is not None:  # after the response is written
                 loop = asyncio.get_running_loop()
-                loop.call_soon(self._with_fitter, self._learn, fitted, reader, decoder, data)
+                if traced is not None:
+                    traced.later = True  # the span ends once the usage is read
+                loop.call_soon(
+                    self._with_fitter, self._learn, fitted, reader, decoder, data, traced
+                )
             return web.Response(
                 status=upstream.status, reason=upstream.reason, body=data, headers=headers
             )
@@ -346,22 +372,32 @@ class Proxy:
             raise
         await response.write_eof()
         if reader is not None and fitted is not None:
-            self._with_fitter(self.fitter.learn, fitted, reader.result())
+            prompt_tokens = reader.result()
+            if traced is not None:
+                telemetry.usage(traced.span, prompt_tokens)
+            self._with_fitter(self.fitter.learn, fitted, prompt_tokens)
         return response
 
-    async def _fit(self, route: Route, raw: bytes, credentials: list[str]) -> Fitted:
+    async def _fit(
+        self, route: Route, raw: bytes, credentials: list[str], traced: _Traced | None = None
+    ) -> Fitted:
         """``fitter.fit``: for a body over :data:`INLINE_BYTES`, or while the fitting
         thread has work, in the fitting thread (after that work), the event loop free
         meanwhile; else here, on the loop (the hop to the thread costs about as much as
         such a fit)."""
+        span = traced.span if traced is not None else None
         if not self.queued and len(raw) <= INLINE_BYTES:
-            return self._timed_fit(route, raw, credentials)
-        return await asyncio.wrap_future(self._submit(self._timed_fit, route, raw, credentials))
+            return self._timed_fit(route, raw, credentials, span)
+        return await asyncio.wrap_future(
+            self._submit(self._timed_fit, route, raw, credentials, span)
+        )
 
-    def _timed_fit(self, route: Route, raw: bytes, credentials: list[str]) -> Fitted:
+    def _timed_fit(
+        self, route: Route, raw: bytes, credentials: list[str], span: Any = None
+    ) -> Fitted:
         start = perf_counter()
         try:
-            return self.fitter.fit(route, raw, credentials)
+            return self.fitter.fit(route, raw, credentials, span)
         finally:
             self.metrics.fit_seconds.observe(perf_counter() - start)
 
@@ -391,12 +427,60 @@ class Proxy:
         with suppress(RuntimeError):  # the proxy is closing: nothing more is learned
             self._submit(fn, *args)
 
-    def _learn(self, fitted: Fitted, reader: UsageReader, decoder: Any, data: bytes) -> None:
+    def _learn(
+        self,
+        fitted: Fitted,
+        reader: UsageReader,
+        decoder: Any,
+        data: bytes,
+        traced: _Traced | None = None,
+    ) -> None:
         try:
-            reader.feed(decoder.decompress(data) if decoder is not None else data)
-        except zlib.error:
-            return
-        self.fitter.learn(fitted, reader.result())
+            try:
+                reader.feed(decoder.decompress(data) if decoder is not None else data)
+            except zlib.error:
+                return
+            prompt_tokens = reader.result()
+            if traced is not None:
+                telemetry.usage(traced.span, prompt_tokens)
+            self.fitter.learn(fitted, prompt_tokens)
+        finally:
+            if traced is not None:
+                traced.end()
+
+
+class _Traced:
+    """The server span of one request (:mod:`ctxwin.telemetry.otel`), when spans are
+    recorded. It ends when the answer is sent, or, for a buffered answer whose usage is
+    read after it is written, once that usage is on it (:attr:`later`)."""
+
+    __slots__ = ("later", "module", "span")
+
+    def __init__(self, module: Any, span: Any) -> None:
+        self.module = module
+        self.span = span
+        self.later = False
+
+    @classmethod
+    def start(cls, method: str, route: str, path: str, headers: Any) -> _Traced | None:
+        """The span of a request to ``path`` (no query), or ``None`` when nothing is traced."""
+        module = telemetry.traces()
+        span = None if module is None else module.server_span(method, route, path, headers)
+        return None if span is None else cls(module, span)
+
+    def inject(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return list(self.module.inject(self.span, headers))
+
+    def answered(self, status: int, action: str) -> None:
+        if status:
+            self.module.answered(self.span, status, action)
+        else:
+            self.span.set_attribute("ctxwin.action", action)
+        if not self.later:
+            self.end()
+
+    def end(self) -> None:
+        self.span.end()
 
 
 def _unread(request: web.BaseRequest, response: web.Response) -> web.Response:

@@ -30,6 +30,7 @@ from ctxwin.manager import ContextWindowManager
 from ctxwin.recorded import model_messages
 from ctxwin.runs import Call, Run, prepared_calls
 from ctxwin.runs.billing import Ledger, body_marks, body_ttl, laid_plan, laid_prefix
+from ctxwin.runs.traced import traced_report
 from ctxwin.sessions import names as session_names
 from ctxwin.settings import Settings, body_model
 from ctxwin.tokens.base import Estimator
@@ -112,6 +113,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     use and, for a transcript, the session's next request (the whole
     transcript) at what was learned.
     """
+    if run.fits is not None:  # ctxwin's own spans: what it did, reported as it is
+        return traced_report(run)
     estimator = settings.make_estimator(run_model(run))
     if run.error is not None:
         raise InputError(run.error)

@@ -23,6 +23,13 @@ its input, each is a recorded call. When only the first does (any-agent), the
 conversation is rebuilt: the first input, then each call's output
 (``gen_ai.output``: text or ``[{"tool.name", "tool.args"}]``) as an assistant
 message and each ``execute_tool`` span's ``gen_ai.output`` as the tool result.
+
+The spans ctxwin writes itself (a ``ctxwin.fit`` span, the proxy's server span: any span
+with a ``ctxwin.status``, :mod:`ctxwin.telemetry.otel`) hold what ctxwin did at each call
+and no message: a trace's such spans are a run of their own whose rows are theirs
+(:attr:`~ctxwin.recorded.Run.fits`; named ``trace ID (ctxwin)`` when the trace also
+holds model calls, which are read as above), ``ctxwin.NAME`` as each row's ``NAME`` and
+``gen_ai.usage.input_tokens`` as its reported tokens.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from typing import Any
 import orjson
 
 from ctxwin.codec import dumps
+from ctxwin.core import INVALID, STATUSES
+from ctxwin.fitting.rows import Fitted
 from ctxwin.recorded import Call, Run
 from ctxwin.sessions._common import as_dict, as_int, as_str
 
@@ -40,6 +49,11 @@ NAME = "otel"
 
 _LLM_OPS = frozenset(("chat", "call_llm", "generate_content", "text_completion", "completion"))
 _PROMPT_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+_FIT_KEY = "ctxwin.status"
+"""The attribute that marks a span ctxwin wrote of one of its fits."""
+_ROW_KEYS = tuple(k for k in Fitted.__annotations__ if k not in ("status", "model", "error"))
+"""The numeric keys of a fit's row, each ``ctxwin.KEY`` on its span (the row's status and
+model are read apart)."""
 
 
 def _value(v: Any) -> Any:
@@ -101,7 +115,14 @@ def _spans(value: Any) -> list[dict[str, Any]] | None:
     return None
 
 
+def _is_fit(attrs: Mapping[str, Any]) -> bool:
+    """A span ctxwin wrote of one of its fits (its attributes say what it did)."""
+    return isinstance(attrs.get(_FIT_KEY), str)
+
+
 def _is_llm(attrs: Mapping[str, Any]) -> bool:
+    if _is_fit(attrs):
+        return False
     if any(k in attrs for k in _PROMPT_KEYS):
         return True
     if as_str(attrs.get("gen_ai.operation.name")) in _LLM_OPS:
@@ -114,7 +135,7 @@ def detect(entries: Sequence[Any], jsonl: bool) -> bool:
     candidates = entries if jsonl else entries[:1]
     for value in candidates:
         spans = _spans(value)
-        if spans and any(_is_llm(_attrs(s)) for s in spans):
+        if spans and any(_is_llm(a) or _is_fit(a) for a in map(_attrs, spans)):
             return True
     return False
 
@@ -287,8 +308,39 @@ def read(entries: Sequence[Any], labels: Sequence[str]) -> list[Run]:
         items.sort(key=lambda t: (t[0], t[1]))
         attrs_list = [a for _, _, a in items]
         name = f"trace {trace}" if trace else (labels[0] or f"trace {n}")
-        runs.append(_trace_run(attrs_list, name))
+        fits = [a for a in attrs_list if _is_fit(a)]
+        if not fits:
+            runs.append(_trace_run(attrs_list, name))
+            continue
+        rest = [a for a in attrs_list if not _is_fit(a)]
+        if any(_is_llm(a) for a in rest):
+            runs.append(_trace_run(rest, name))
+            name = f"{name} (ctxwin)"
+        runs.append(_fits_run(fits, name))
     return runs
+
+
+def _fits_run(spans: list[dict[str, Any]], name: str) -> Run:
+    """The run of ctxwin's own spans of a trace: one row per fit, as recorded."""
+    rows: list[dict[str, Any]] = []
+    for k, attrs in enumerate(spans, 1):
+        row: dict[str, Any] = {"run": name, "call": k, "where": f"span {k}"}
+        status = attrs[_FIT_KEY]
+        if status in STATUSES and status != INVALID:
+            row["status"] = status
+        else:
+            row.update({"status": INVALID, "error": f"unknown ctxwin.status {status[:40]!r}"})
+        row["model"] = as_str(attrs.get("ctxwin.model")) or _model(attrs)
+        for key in _ROW_KEYS:
+            value = attrs.get(f"ctxwin.{key}")
+            if key == "calibration" and isinstance(value, int | float) and value == value:
+                row[key] = float(value)
+            elif isinstance(value, int) and not isinstance(value, bool):
+                row[key] = value
+        usage = _usage(attrs)
+        row["reported_tokens"] = usage["prompt_tokens"] if usage is not None else None
+        rows.append(row)
+    return Run(name, NAME, recorded=[], fits=rows)
 
 
 def _trace_run(spans: list[dict[str, Any]], name: str) -> Run:
