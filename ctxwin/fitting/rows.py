@@ -289,6 +289,32 @@ class RunOverhead(OverheadFit, total=False):
     model: Required[str | None]
 
 
+class ToolUse(TypedDict):
+    """One tool's share of a request (``by_tool``)."""
+
+    calls: int
+    results: int
+    tokens: int
+
+
+class LargeResult(TypedDict):
+    """One of the largest tool results of a request (``largest_results``)."""
+
+    message: str
+    """Where it sits: the JSON path of the message holding it."""
+    tool: str
+    tokens: int
+    """Its tokens priced on its own."""
+
+
+class Filling(TypedDict):
+    """What fills a request (:func:`ctxwin.breakdown.attribute`)."""
+
+    by_kind: dict[str, int]
+    by_tool: dict[str, ToolUse]
+    largest_results: list[LargeResult]
+
+
 class SessionInfo(TypedDict):
     """The run of a session file that ``estimate`` and ``prune`` planned."""
 
@@ -353,3 +379,10 @@ class Report(TypedDict):
     its estimate (a system prompt and tools the log never recorded)."""
     explain: NotRequired[dict[str, Any]]
     """Where the tokens go (``estimate --explain``; :func:`ctxwin.explain`)."""
+    by_kind: NotRequired[dict[str, int]]
+    """What fills the estimate, by kind of content (``estimate --by``;
+    :func:`ctxwin.breakdown.attribute`): sums to ``estimated_tokens``."""
+    by_tool: NotRequired[dict[str, ToolUse]]
+    """Each tool's calls and results and the tokens they add (``estimate --by``)."""
+    largest_results: NotRequired[list[LargeResult]]
+    """The largest tool results (``estimate --by``)."""
