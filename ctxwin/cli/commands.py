@@ -338,17 +338,26 @@ def truncated_message(report: Report) -> str:
     )
 
 
-def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[PlanOptions]) -> int:
-    """``ctxwin estimate``: print the report (``explain``: and where the tokens go);
-    the exit code."""
+BY = ("tool", "kind")
+"""What ``estimate --by`` attributes the tokens to."""
+
+
+def estimate_command(
+    *, json_: bool, explain: bool = False, by: str | None = None, **options: Unpack[PlanOptions]
+) -> int:
+    """``ctxwin estimate``: print the report (``explain``: and where the tokens go; ``by``:
+    and what fills the context, by tool or by kind); the exit code."""
     from ctxwin.cli.report import (
         pipe_width,
         plain_summary,
+        render_by,
         render_explain,
         render_json,
         render_summary,
     )
 
+    if by is not None and by.lower() not in BY:
+        raise UsageError(f"{by!r}: choose one of {', '.join(BY)}", setting="by")
     plan, _, session = _plan(**options)
     report = plan.report()
     if session is not None:
@@ -357,9 +366,21 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
         from ctxwin.breakdown import explain as explain_plan
 
         report["explain"] = explain_plan(plan)
+    if by is not None:
+        from ctxwin.breakdown import attribute
+
+        filled = attribute(plan)
+        report["by_kind"] = filled["by_kind"]
+        report["by_tool"] = filled["by_tool"]
+        report["largest_results"] = filled["largest_results"]
     if json_:
         write_stdout(render_json(report))
-    elif not explain and (width := pipe_width()) and (text := plain_summary(report, width)):
+    elif (
+        not explain
+        and by is None
+        and (width := pipe_width())
+        and (text := plain_summary(report, width))
+    ):
         sys.stdout.write(text)  # what rich would print to this pipe, without importing it
     else:
         from rich.console import Console
@@ -368,6 +389,8 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
         render_summary(report, console)
         if explain:
             render_explain(report["explain"], console)
+        if by is not None:
+            render_by(report, by.lower(), console)
     if plan.result.overflow_at_floor:
         say(truncated_message(report))
         return int(ExitCode.CONTEXT_TRUNCATED)

@@ -255,6 +255,17 @@ FLAGS: dict[str, Flag] = {
             "largest messages) and what each strategy step could save.",
         ),
         Flag(
+            "by",
+            ("--by",),
+            "str",
+            None,
+            "Also show what fills the context: 'tool' (each tool's calls and results, and "
+            "the largest results) or 'kind' (system, tools, user, assistant, thinking, tool "
+            "calls, tool results, media, overhead). With --json: by_kind, by_tool and "
+            "largest_results.",
+            metavar="<tool|kind>",
+        ),
+        Flag(
             "json_",
             ("--json",),
             "flag",
@@ -318,7 +329,7 @@ _READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
 """The estimation flags with ``--run-format`` after ``--format``, as ``--help`` lists them."""
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "estimate": (*_READ, "json_", "explain", "max_input_bytes", "quiet", *STRATEGY),
+    "estimate": (*_READ, "json_", "by", "explain", "max_input_bytes", "quiet", *STRATEGY),
     "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY, *CACHING),
     "replay": (
         "select",
