@@ -61,7 +61,7 @@ from typing import Any
 
 from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import truncated
-from ctxwin.fitting.budget import Budget
+from ctxwin.fitting.budget import Budget, ContextSource
 from ctxwin.fitting.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.fitting.incremental import Prefixes, Reader
 from ctxwin.fitting.pruning import FitResult
@@ -99,6 +99,7 @@ class ContextWindowManager:
         fresh_factor: float = FRESH_FACTOR,
         incremental: bool = True,
         anchor: bool = True,
+        context_length_source: ContextSource = "flag",
         **changes: Any,
     ) -> None:
         """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
@@ -113,6 +114,8 @@ class ContextWindowManager:
         every message as sent, as a framework's own history does). ``anchor``: estimate
         a request that extends one the provider reported from that report
         (:mod:`ctxwin.fitting.anchor`; ``False``: from the calibrated bound alone).
+        ``context_length_source`` names where the setting ``context_length`` came from
+        (the window an agent tool ran a recorded session at: :mod:`ctxwin.fitting.windows`).
         """
         if model is not None:
             changes["model"] = model
@@ -143,6 +146,7 @@ class ContextWindowManager:
         raw estimate of what was sent (the request a report anchors on)."""
         self.zero_reports = 0
         """Reports of zero prompt tokens seen in this run: treated as no report."""
+        self.context_length_source: ContextSource = context_length_source
 
     @property
     def calibration(self) -> float:
@@ -313,6 +317,7 @@ class ContextWindowManager:
             calibration=self.calibration,
             overhead=self.overhead,
             learned=learner is not None,
+            context_length_source=self.context_length_source,
         )
 
     def evaluate_prefix(self, prefixes: Prefixes, i: int, transcript: Transcript) -> Plan:
@@ -348,7 +353,7 @@ class ContextWindowManager:
             self._seed = default_seed(self.estimator, self.model or view.model)
         key = (view.model, view.max_tokens)
         if self._budget is None or self._budget[0] != key:
-            self._budget = (key, budget_for(view, self.settings))
+            self._budget = (key, budget_for(view, self.settings, self.context_length_source))
         return self._budget[1]
 
     def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:

@@ -343,7 +343,12 @@ BY = ("tool", "kind")
 
 
 def estimate_command(
-    *, json_: bool, explain: bool = False, by: str | None = None, **options: Unpack[PlanOptions]
+    *,
+    json_: bool,
+    explain: bool = False,
+    by: str | None = None,
+    auto_compact_at: int | None = None,
+    **options: Unpack[PlanOptions],
 ) -> int:
     """``ctxwin estimate``: print the report (``explain``: and where the tokens go; ``by``:
     and what fills the context, by tool or by kind); the exit code."""
@@ -360,8 +365,7 @@ def estimate_command(
         raise UsageError(f"{by!r}: choose one of {', '.join(BY)}", setting="by")
     plan, _, session = _plan(**options)
     report = plan.report()
-    if session is not None:
-        _add_session_keys(report, session, plan)
+    _add_session_keys(report, session, plan, auto_compact_at)
     if explain:
         from ctxwin.breakdown import explain as explain_plan
 
@@ -397,7 +401,13 @@ def estimate_command(
     return 0
 
 
-def prune_command(*, output: str, report_path: Path | None, **options: Unpack[PlanOptions]) -> int:
+def prune_command(
+    *,
+    output: str,
+    report_path: Path | None,
+    auto_compact_at: int | None = None,
+    **options: Unpack[PlanOptions],
+) -> int:
     """``ctxwin prune``: write the fitted body to ``output``; the exit code."""
     from ctxwin.cli.report import render_json
     from ctxwin.core import NEEDS_PRUNING
@@ -409,8 +419,8 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     result = plan.result
     report = plan.report()
     out = data
+    _add_session_keys(report, session, plan, auto_compact_at)
     if session is not None:
-        _add_session_keys(report, session, plan)
         from ctxwin.codec import dumps
 
         out = dumps(plan.output(), indent=True, newline=True)  # the request, as a body
@@ -442,10 +452,26 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     return 0
 
 
-def _add_session_keys(report: Report, session: Any, plan: Any) -> None:
-    """The extra report keys of a session file: which run, and the overhead learned."""
-    report["session"] = {"run": session.name, "shape": session.shape}
-    report["overhead"] = plan.result.overhead
+def _add_session_keys(
+    report: Report, session: Any, plan: Any, auto_compact_at: int | None = None
+) -> None:
+    """The extra report keys of a session file: which run, the overhead learned, and when
+    its agent tool compacts it by itself (``auto_compact_at``: as the flag says, for any
+    input)."""
+    compact = None
+    if auto_compact_at is not None:
+        compact = (auto_compact_at, "flag")
+    elif session is not None:
+        from ctxwin.fitting.windows import auto_compact
+
+        found = auto_compact(session.shape, plan.budget.spec)
+        if found is not None:
+            compact = (found.tokens, session.shape)
+    if session is not None:
+        report["session"] = {"run": session.name, "shape": session.shape}
+        report["overhead"] = plan.result.overhead
+    if compact is not None:
+        report["auto_compact_at"], report["auto_compact_source"] = compact
 
 
 def _did(plan: Any) -> str:

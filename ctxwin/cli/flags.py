@@ -73,6 +73,17 @@ FLAGS: dict[str, Flag] = {
             panel=MODEL_PANEL,
         ),
         Flag(
+            "auto_compact_at",
+            ("--auto-compact-at",),
+            "int",
+            None,
+            "The prompt tokens at which the agent tool compacts the session by itself "
+            "(default: Claude Code's and Codex's own rules; see docs/sessions.md).",
+            minimum=1,
+            panel=MODEL_PANEL,
+            metavar="TOKENS",
+        ),
+        Flag(
             "max_output_tokens",
             ("--max-output-tokens",),
             "int",
@@ -329,8 +340,25 @@ _READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
 """The estimation flags with ``--run-format`` after ``--format``, as ``--help`` lists them."""
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "estimate": (*_READ, "json_", "by", "explain", "max_input_bytes", "quiet", *STRATEGY),
-    "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY, *CACHING),
+    "estimate": (
+        *_READ,
+        "auto_compact_at",
+        "json_",
+        "by",
+        "explain",
+        "max_input_bytes",
+        "quiet",
+        *STRATEGY,
+    ),
+    "prune": (
+        *_READ,
+        "auto_compact_at",
+        "report_path",
+        "max_input_bytes",
+        "quiet",
+        *STRATEGY,
+        *CACHING,
+    ),
     "replay": (
         "select",
         *ESTIMATION,

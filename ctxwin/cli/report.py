@@ -75,8 +75,30 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
             f"− {report['safety']:,} safety",
         ),
         ("messages", f"{report['messages_in']:,}"),
+        *_compact_row(report),
         ("verdict", verdict(report)),
     ]
+
+
+_COMPACT_RULE = {
+    "claude-code": "Claude Code's rule",
+    "codex": "Codex's rule",
+    "flag": "--auto-compact-at",
+}
+
+
+def _compact_row(report: Report) -> list[tuple[str, str]]:
+    """When the session's agent tool compacts it by itself, and how far off that is."""
+    at = report.get("auto_compact_at")
+    if at is None:
+        return []
+    source = report.get("auto_compact_source", "")
+    text = f"{at:,} tokens ({_COMPACT_RULE.get(source, source)})"
+    estimate = report["estimated_tokens"]
+    if estimate is not None:
+        left = at - estimate
+        text += f"; {left:,} to go" if left >= 0 else f"; past it by {-left:,}"
+    return [("compacts at", text)]
 
 
 def render_summary(report: Report, console: Console) -> None:

@@ -377,6 +377,11 @@ class Report(TypedDict):
     overhead: NotRequired[int]
     """Only for a session file: the tokens its usage proves every request costs beyond
     its estimate (a system prompt and tools the log never recorded)."""
+    auto_compact_at: NotRequired[int]
+    """The prompt tokens at which the session's agent tool compacts it by itself
+    (:func:`ctxwin.fitting.windows.auto_compact`, or ``--auto-compact-at``)."""
+    auto_compact_source: NotRequired[str]
+    """``claude-code`` or ``codex`` (the tool's rule), or ``flag``."""
     explain: NotRequired[dict[str, Any]]
     """Where the tokens go (``estimate --explain``; :func:`ctxwin.explain`)."""
     by_kind: NotRequired[dict[str, int]]

@@ -24,6 +24,7 @@ from ctxwin.fitting.rows import (
     ReplayRow,
     RunCheck,
 )
+from ctxwin.fitting.windows import Window, session_window
 from ctxwin.formats import get_adapter
 from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import Call, Run, prepared_calls
@@ -55,11 +56,13 @@ def run_manager(
     learn_overhead: bool = False,
 ) -> ContextWindowManager:
     """A fresh manager for one call or run of ``run``: the run's wire format, and
-    ``model_hint`` naming the model when no setting does; the run's recorded window
-    (``run.context_length``) when no setting names a model, spec or window."""
+    ``model_hint`` naming the model when no setting does; the window the run's agent tool
+    ran it at (:func:`run_window`) when no setting names a spec or a window."""
     changes: dict[str, Any] = {"fmt": run.format_for(settings.fmt)}
-    if settings.spec is None and settings.context_length is None and settings.model is None:
-        changes["context_length"] = run.context_length
+    window = run_window(run, settings, model_hint)
+    if window is not None:
+        changes["context_length"] = window.context_length
+        changes["context_length_source"] = window.source
     manager = ContextWindowManager(
         settings.model or model_hint,
         settings,
@@ -71,6 +74,19 @@ def run_manager(
     # one's extends it (and is anchored on its report)
     manager.reads_equal_prefixes()
     return manager
+
+
+def run_window(run: Run, settings: Settings, model_hint: str | None = None) -> Window | None:
+    """The window ``run``'s agent tool ran it at, when it is not the model table's
+    (:func:`ctxwin.fitting.windows.session_window`: the window a Codex rollout names,
+    Claude Code's own), unless a setting names a spec file or a window."""
+    if settings.spec is not None or settings.context_length is not None:
+        return None
+    model = settings.model or model_hint or run_model(run)
+    reports = [n for n in map(reported_tokens, run.usage_at.values()) if n]
+    return session_window(
+        run.shape, model, run.context_length, reports, model_given=settings.model is not None
+    )
 
 
 def reported_tokens(usage: Mapping[str, Any] | None) -> int | None:

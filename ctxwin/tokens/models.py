@@ -225,10 +225,22 @@ def _sibling_guard(row: ModelRow, rest: str) -> ModelRow:
             return family if family.context_length <= row.context_length else row
 
 
+LONG_CONTEXT_SUFFIX = "[1m]"
+"""What ends a model id that asks for the model's 1M-token window (Claude Code's
+``sonnet[1m]``, ``claude-opus-4-6[1m]``: ``--model`` and the ``model`` setting)."""
+LONG_CONTEXT_WINDOW = 1_000_000
+
+
+def long_context(name: str | None) -> bool:
+    """Whether the model id ``name`` asks for the 1M-token window (ends with ``[1m]``)."""
+    return name is not None and name.strip().lower().endswith(LONG_CONTEXT_SUFFIX)
+
+
 def candidates(name: str) -> Iterator[str]:
-    """``name`` in lower case, then with each provider prefix (``x/``) and each vendor
-    word (``us.``, ``anthropic.``: letters only, then a dot) taken off in turn."""
-    candidate = name.strip().lower()
+    """``name`` in lower case (without a ``[1m]`` suffix: :func:`long_context`), then with
+    each provider prefix (``x/``) and each vendor word (``us.``, ``anthropic.``: letters
+    only, then a dot) taken off in turn."""
+    candidate = name.strip().lower().removesuffix(LONG_CONTEXT_SUFFIX)
     while candidate:
         yield candidate
         head, slash, rest = candidate.partition("/")
