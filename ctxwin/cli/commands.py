@@ -211,10 +211,10 @@ def _plan(
 
         plan, manager = next_fit(session, settings)
         if manager is not None and manager.zero_reports and not quiet:
-            say(
-                f"warning: {manager.zero_reports:,} of the session's calls reported 0 prompt "
-                "tokens (a gateway that does not count?): taken as no report"
-            )
+            from ctxwin.fitting.calibration import zero_report_words
+
+            words = zero_report_words(manager.zero_reports, "of the session's")
+            say(f"warning: {words}")
     transcript = plan.source
     s = plan.budget.spec
     if not quiet and s.context_length_source == "fallback":

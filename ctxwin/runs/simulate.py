@@ -13,7 +13,7 @@ from typing import Any
 
 from ctxwin.core import INVALID, STATUSES, Plan, Transcript, load, plan_body
 from ctxwin.errors import CtxwinError, InputError
-from ctxwin.fitting.calibration import prompt_tokens_from_usage
+from ctxwin.fitting.calibration import prompt_tokens_from_usage, zero_report_words
 from ctxwin.fitting.incremental import Prefixes
 from ctxwin.fitting.pruning import FitResult, total_cost
 from ctxwin.fitting.rows import (
@@ -253,7 +253,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     seen_usage = False
     after_first = 0
     for row in rows:
-        if row.get("reported_tokens") is None:
+        if not row.get("reported_tokens"):  # none, or 0: no report
             continue
         if seen_usage and row.get("under_estimate"):
             after_first += 1
@@ -263,7 +263,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "run": run.name,
         "shape": run.shape,
         "calls": len(rows),
-        "calls_with_usage": sum(1 for r in rows if r.get("reported_tokens") is not None),
+        "calls_with_usage": sum(1 for r in rows if r.get("reported_tokens")),
         "model": first["model"] if first else None,
         "context_length": first["context_length"] if first else None,
         "first_pruned": first_pruned,
@@ -535,6 +535,8 @@ def _check_calls(run: Run, settings: Settings, row: RunCheck) -> None:
             "peak_call": rep["peak_call"],
         }
     )
+    if rep["zero_reports"]:
+        row.setdefault("warnings", []).append(zero_report_words(rep["zero_reports"]))
     if run.recorded is None:
         row.update(
             {
