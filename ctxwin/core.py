@@ -12,7 +12,13 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from ctxwin.errors import truncated
-from ctxwin.fitting.budget import Budget, ContextSource, compute_budget, resolve_spec
+from ctxwin.fitting.budget import (
+    Budget,
+    ContextSource,
+    compute_budget,
+    resolve_spec,
+    spec_warnings,
+)
 from ctxwin.fitting.pruning import FitResult, fit
 from ctxwin.fitting.strategy import DEFAULT_STRATEGY, DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.fitting.transcript import Transcript as Transcript
@@ -279,7 +285,7 @@ class Plan:
             "max_output_tokens": spec.max_output_tokens,
             "model_table_row": spec.table_row,
             "enforced": r.enforced,
-            "warnings": list(r.warnings),
+            "warnings": [*spec_warnings(spec), *r.warnings],
             "strategy": a.strategy.name,
             "cleared_results": a.cleared_results,
             "cleared_tokens": a.cleared_tokens,

@@ -111,6 +111,25 @@ def make_strategy(
     return Strategy(steps, keep_results, tools, clear_at_least, block)
 
 
+def check_model(model: str | None, spec: Any, context_length: int | None) -> None:
+    """Refuse (exit 2) a ``--model`` the model table does not know when nothing else gives
+    a window (``--context-length``, ``--model-spec``): most likely a typo, which the
+    fallback window would budget silently. Names the closest names the table has."""
+    if model is None or spec is not None or context_length is not None:
+        return
+    from ctxwin.tokens.models import did_you_mean, lookup_model
+
+    if lookup_model(model) is not None:
+        return
+    meant = did_you_mean(model)
+    raise UsageError(
+        f"unknown model {model!r}, not in the model table (`ctxwin models`)"
+        + (f"; {meant}" if meant else "")
+        + ". Pass --context-length or --model-spec to budget for it anyway.",
+        setting="model",
+    )
+
+
 def check_format(fmt: str) -> str:
     """``fmt`` when it is ``auto`` or a wire format; :class:`UsageError` about ``fmt``
     (``--format``, exit 2) naming the choices."""
@@ -172,6 +191,7 @@ def build_settings(
 
     fields["strategy"] = make_strategy(strategy, keep_results, exclude_tools, clear_at_least, block)
     fields["spec"] = load_spec(spec)
+    check_model(fields.get("model"), fields["spec"], fields.get("context_length"))
     fields["fmt"] = check_format(fmt)
     fields["calibration"] = check_calibration(calibration)
     fields["estimator"], fields["tokenizer"] = name_estimator(estimator, tokenizer)
@@ -216,13 +236,11 @@ def _plan(
             words = zero_report_words(manager.zero_reports, "of the session's")
             say(f"warning: {words}")
     transcript = plan.source
-    s = plan.budget.spec
-    if not quiet and s.context_length_source == "fallback":
-        named = f"model {s.name!r}" if s.name else "no model named"
-        say(
-            f"warning: unknown context length ({named}); assuming {s.context_length:,} "
-            "tokens. Pass --context-length, --model or --model-spec."
-        )
+    if not quiet:
+        from ctxwin.fitting.budget import spec_warnings
+
+        for words in spec_warnings(plan.budget.spec):
+            say(f"warning: {words}. Pass --context-length, --model or --model-spec.")
     if not plan.result.enforced:  # no prompt fits: exit 3, nothing written
         from ctxwin.errors import truncated
 

@@ -150,6 +150,8 @@ def replay(
             first = next(r for r in rep["rows"] if r["status"] == "invalid")
             say(f"warning: {rep['run'] or run_file} call {first['call']}: {first['error']}")
         for rep in reports:
+            for words in rep.get("warnings", ()):
+                say(f"warning: {rep['run'] or run_file}: {words}")
             if rep.get("zero_reports"):
                 from ctxwin.fitting.calibration import zero_report_words
 

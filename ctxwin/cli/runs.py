@@ -365,6 +365,15 @@ def calibrate(
                 f"warning: {zero_report_words(len(zero))} (first: {first['path']} "
                 f"{first.get('where', '')})"
             )
+        from ctxwin.tokens.models import did_you_mean, lookup_model
+
+        for model in sorted({m for r in usable if (m := r.get("model"))}):
+            if lookup_model(model) is None:
+                meant = did_you_mean(model)
+                _say(
+                    f"warning: model {model!r} is not in the model table: its calls are "
+                    "estimated at the default seed" + (f"; {meant}" if meant else "")
+                )
         skipped = [r for r in rows if "error" in r and r.get("error") != ZERO_REPORT]
         if skipped:
             _say(

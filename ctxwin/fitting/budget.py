@@ -41,7 +41,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ctxwin.errors import SpecError, spec_int
-from ctxwin.tokens.models import LONG_CONTEXT_WINDOW, long_context, lookup_model, table_row
+from ctxwin.tokens.models import (
+    LONG_CONTEXT_WINDOW,
+    long_context,
+    lookup_model,
+    table_row,
+    unknown_model_words,
+)
 
 if TYPE_CHECKING:
     from ctxwin.cost.pricing import CacheRules, Pricing
@@ -267,6 +273,14 @@ def resolve_spec(
         spec_price=price,
         spec_cache=cache,
     )
+
+
+def spec_warnings(spec: ModelSpec) -> list[str]:
+    """What to warn about ``spec``: a window that is the fallback for a model the table
+    does not know (naming the closest names it has), or for no model named."""
+    if spec.context_length_source != "fallback":
+        return []
+    return [unknown_model_words(spec.name, spec.context_length)]
 
 
 def _percent_ceil(percent: int, n: int) -> int:

@@ -136,6 +136,9 @@ class ReplayReport(TypedDict):
     (the body's marks, or the agent tool's) and at least the model's shortest cacheable
     prefix: they reached the provider without their marks. ``None`` when the log does
     not say what calls read and wrote."""
+    warnings: list[str]
+    """What to warn about the run's budget: a model the table does not know, budgeted at
+    the fallback window (:func:`ctxwin.fitting.budget.spec_warnings`)."""
     served_by: str | None
     """The service that answered, where the log shows it (Claude Code's response ids:
     ``msg_bdrk_…`` Amazon Bedrock, ``msg_vrtx_…`` Google Vertex AI, ``msg_…``

@@ -13,6 +13,7 @@ from typing import Any
 
 from ctxwin.core import INVALID, STATUSES, Plan, Transcript, load, plan_body
 from ctxwin.errors import CtxwinError, InputError
+from ctxwin.fitting.budget import spec_warnings
 from ctxwin.fitting.calibration import prompt_tokens_from_usage, zero_report_words
 from ctxwin.fitting.incremental import Prefixes
 from ctxwin.fitting.pruning import FitResult, total_cost
@@ -180,6 +181,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     prev: tuple[Mapping[str, Any] | None, int] | None = None
     counted = False
     """Whether a call before this one reported a (non-zero) prompt count."""
+    warnings: list[str] | None = None
     for k, (request, usage, where_k, transcript, at) in enumerate(prepared, 1):
         if prev is None:
             manager.reset()
@@ -210,6 +212,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             prev = (None, 0)  # nothing to learn from it; keep what was learned
             continue
         r = fitted.result
+        if warnings is None:  # the first call read: one budget for the run's model
+            warnings = spec_warnings(fitted.budget.spec)
         logged = ledger.log(usage, at, ttl, fitted.budget.spec.cache)
         if fitted.changed and first_pruned is None:
             first_pruned = k
@@ -281,6 +285,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "next_request": nxt,
         "rows": rows,
         "served_by": run.served_by,
+        "warnings": warnings or [],
         **ledger.totals(),  # type: ignore[typeddict-item]
     }
 
@@ -483,6 +488,9 @@ def check_run(run: Run, settings: Settings) -> RunCheck:
         where = run.recorded[-1].where
     else:
         where = "" if learns_nothing(run) else "next request"
+    found = spec_warnings(b.spec)
+    if found:
+        row["warnings"] = found
     row = {
         **row,
         **fitted.row(),
