@@ -264,9 +264,10 @@ def test_zero_usage_is_no_report_in_every_command(tmp_path: Path, cli: Cli) -> N
     est = cli("estimate", str(path), "--json")
     assert est.exit_code == 0 and "reported 0 prompt tokens" in est.stderr
     plain = cli("estimate", str(without), "--json")
-    assert orjson.loads(est.stdout)["estimated_tokens"] == orjson.loads(plain.stdout)[
-        "estimated_tokens"
-    ]
+    assert (
+        orjson.loads(est.stdout)["estimated_tokens"]
+        == orjson.loads(plain.stdout)["estimated_tokens"]
+    )
     replayed = cli("replay", str(path), "--json")
     run = orjson.loads(replayed.stdout)["runs"][0]
     assert run["calls_with_usage"] == 0 and run["zero_reports"] == calls
