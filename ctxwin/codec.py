@@ -52,8 +52,10 @@ def _byte_at(data: bytes, offset: int) -> str:
     return f"line {line} column {column} (byte {offset:,})"
 
 
-def _explain(data: bytes | str, exc: orjson.JSONDecodeError) -> str:
-    """One line saying what is wrong with ``data`` and where, from orjson's error."""
+def explain_error(data: bytes | str, exc: orjson.JSONDecodeError) -> str:
+    """One line saying what is wrong with ``data`` and where, from orjson's error: the
+    one wording of every reader's parse errors (:func:`parse`, and the recorded-run and
+    session readers' :func:`ctxwin.runs.parse_values`)."""
     msg = exc.msg
     pos = exc.pos
     if isinstance(data, bytes):
@@ -107,7 +109,9 @@ def parse(data: bytes | bytearray | memoryview | str) -> Any:
             raise InputError(
                 "empty input (expected a JSON request body or messages array)"
             ) from None
-        raise InputError(_explain(data if isinstance(data, str) else bytes(data), exc)) from None
+        raise InputError(
+            explain_error(data if isinstance(data, str) else bytes(data), exc)
+        ) from None
 
 
 def _unescaped_quotes(raw: bytes, start: int, end: int) -> int:

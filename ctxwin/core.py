@@ -12,7 +12,13 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from ctxwin.errors import truncated
-from ctxwin.fitting.budget import Budget, compute_budget, resolve_spec
+from ctxwin.fitting.budget import (
+    Budget,
+    ContextSource,
+    compute_budget,
+    resolve_spec,
+    spec_warnings,
+)
 from ctxwin.fitting.pruning import FitResult, fit
 from ctxwin.fitting.strategy import DEFAULT_STRATEGY, DROP_TURNS, Applied, Strategy, plan_edits
 from ctxwin.fitting.transcript import Transcript as Transcript
@@ -279,7 +285,7 @@ class Plan:
             "max_output_tokens": spec.max_output_tokens,
             "model_table_row": spec.table_row,
             "enforced": r.enforced,
-            "warnings": list(r.warnings),
+            "warnings": [*spec_warnings(spec), *r.warnings],
             "strategy": a.strategy.name,
             "cleared_results": a.cleared_results,
             "cleared_tokens": a.cleared_tokens,
@@ -298,6 +304,7 @@ def plan(
     overhead: int = 0,
     learned: bool = False,
     price_input: bool = True,
+    context_length_source: ContextSource = "flag",
     **changes: Any,
 ) -> Plan:
     """Resolve the budget for ``transcript`` and fit it (never raises for overflow).
@@ -311,10 +318,11 @@ def plan(
     ``overhead`` is
     added to every estimate (tokens the body does not show); with ``learned``,
     ``calibration`` is a factor learned from usage, applied as it is (see
-    :class:`~ctxwin.fitting.calibration.OverheadLearner`).
+    :class:`~ctxwin.fitting.calibration.OverheadLearner`). ``context_length_source`` names
+    where the setting ``context_length`` came from (:func:`budget_for`).
     """
     s = settings_with(settings, changes)
-    budget = budget_for(transcript.view, s)
+    budget = budget_for(transcript.view, s, context_length_source)
     calibration = s.calibration
     if calibration is None:
         calibration = seed_of(transcript.estimator, budget.spec.name)
@@ -330,14 +338,17 @@ def plan(
     )
 
 
-def budget_for(view: View, settings: Settings) -> Budget:
+def budget_for(view: View, settings: Settings, source: ContextSource = "flag") -> Budget:
     """The budget of a request read into ``view``: ``settings``' model spec, else the
-    body's ``model`` and ``max_tokens`` (see :func:`~ctxwin.fitting.budget.resolve_spec`)."""
+    body's ``model`` and ``max_tokens`` (see :func:`~ctxwin.fitting.budget.resolve_spec`);
+    ``source`` names where ``settings.context_length`` came from (an agent tool's session:
+    :mod:`ctxwin.fitting.windows`)."""
     model_spec = resolve_spec(
         settings.model or view.model,
         context_length=settings.context_length,
         max_output_tokens=settings.max_output_tokens,
         spec=settings.spec,
+        context_length_source=source,
     )
     return compute_budget(
         model_spec, max_tokens=settings.max_tokens, body_max_tokens=view.max_tokens

@@ -66,7 +66,7 @@ from typing import Any
 
 from ctxwin.core import Plan, Transcript, budget_for, load, plan
 from ctxwin.errors import truncated
-from ctxwin.fitting.budget import Budget
+from ctxwin.fitting.budget import Budget, ContextSource
 from ctxwin.fitting.calibration import FRESH_FACTOR, OverheadLearner, grow, prompt_tokens_from_usage
 from ctxwin.fitting.incremental import Prefixes, Reader
 from ctxwin.fitting.pruning import FitResult
@@ -109,6 +109,7 @@ class ContextWindowManager:
         anchor: bool = True,
         logger: str = MANAGER,
         growth_warning: float | None = GROWTH_WARNING,
+        context_length_source: ContextSource = "flag",
         **changes: Any,
     ) -> None:
         """Manage one run with ``settings`` and ``changes`` (:class:`~ctxwin.settings.Settings`).
@@ -126,6 +127,8 @@ class ContextWindowManager:
         ``logger`` names the logger (and the spans' ``ctxwin.source``) the fits before a
         send are recorded under (:mod:`ctxwin.telemetry`); ``growth_warning``: a report
         that grows the calibration by more than this share is a WARNING (``None``: never).
+        ``context_length_source`` names where the setting ``context_length`` came from
+        (the window an agent tool ran a recorded session at: :mod:`ctxwin.fitting.windows`).
         """
         if model is not None:
             changes["model"] = model
@@ -165,6 +168,7 @@ class ContextWindowManager:
         then does what usage teaches it log warnings (a replay's manager never does)."""
         self._told: set[str | None] | None = None
         """The models a fallback window was reported for (made when the first is)."""
+        self.context_length_source: ContextSource = context_length_source
 
     @property
     def calibration(self) -> float:
@@ -354,6 +358,7 @@ class ContextWindowManager:
             calibration=self.calibration,
             overhead=self.overhead,
             learned=learner is not None,
+            context_length_source=self.context_length_source,
         )
 
     def evaluate_prefix(self, prefixes: Prefixes, i: int, transcript: Transcript) -> Plan:
@@ -389,7 +394,7 @@ class ContextWindowManager:
             self._seed = default_seed(self.estimator, self.model or view.model)
         key = (view.model, view.max_tokens)
         if self._budget is None or self._budget[0] != key:
-            self._budget = (key, budget_for(view, self.settings))
+            self._budget = (key, budget_for(view, self.settings, self.context_length_source))
         return self._budget[1]
 
     def fit(self, request: Any, last_usage: Mapping[str, Any] | None = None) -> ManagedFit:

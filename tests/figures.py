@@ -1221,3 +1221,44 @@ def claude_first_call() -> str:
         f"reports {low:,}–{high:,} prompt tokens for a conversation its log prices at "
         f"{raw:,} tokens at most"
     )
+
+
+# --- what fills the context (ctxwin.breakdown.attribute, estimate --by) -------------------
+
+
+@figure("session-filling", corpus=True)
+def session_filling() -> str:
+    """Per Claude Code, Codex and Gemini CLI sample: the estimate of its next request and
+    the shares of it that tool results, tool calls and the overhead take, and its largest
+    tool (``estimate --by tool --json``)."""
+    from ctxwin.breakdown import attribute
+    from ctxwin.runs import read_runs
+    from ctxwin.runs.simulate import current_run, next_plan
+    from ctxwin.settings import Settings
+
+    root = corpus_dir()
+    assert root is not None
+    lines = [
+        "| sample | estimate | tool results | tool calls | overhead | largest tool |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for tool in ("claude-code", "codex", "gemini-cli"):
+        for path in sorted((root / "agent_tools" / tool).iterdir()):
+            run = current_run(read_runs(path.read_bytes()))
+            assert run is not None
+            plan = next_plan(run, Settings())
+            filled = attribute(plan)
+            total = plan.result.estimated_tokens
+            kinds = filled["by_kind"]
+            name, use = next(iter(filled["by_tool"].items()))
+            if name.startswith("["):  # a redacted name
+                name = "(redacted)"
+            shares = [
+                f"{100 * n / total:.0f} %"
+                for n in (kinds["tool_results"], kinds["tool_calls"], kinds["overhead"])
+            ]
+            lines.append(
+                f"| {TOOLS[tool]}: {path.name[:36]} | {total:,} | {' | '.join(shares)} "
+                f"| {name} ({100 * use['tokens'] / total:.0f} %) |"
+            )
+    return "\n".join(lines)

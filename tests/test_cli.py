@@ -461,3 +461,28 @@ def test_models_is_readable_at_80_columns(cli: Cli) -> None:
     assert "provider" in wide_lines[0] and "$/M in / out" in wide_lines[0]
     assert max(map(len, wide_lines)) <= 140
     assert any(line.split()[0] == "gpt-4o" and line.endswith("2.5 / 10") for line in wide_lines)
+
+
+HELP_COMMANDS = ("estimate", "prune", "replay", "check", "calibrate", "lint", "repair", "proxy")
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS)
+def test_help_reads_whole_at_80_columns(command: str, cli: Cli) -> None:
+    """At 80 columns no help text is cut (rich ends a word too long for its column with
+    "…") and no option's help runs past 12 lines."""
+    result = cli.process(command, "--help", env={"COLUMNS": "80", "TERM": "dumb"})
+    assert result.returncode == 0, result.stderr
+    text = result.stdout.decode()
+    assert "…" not in text
+    lines: dict[str, int] = {}
+    current = None
+    for line in text.splitlines():
+        inner = line.strip("│ ").lstrip()
+        if not line.startswith("│"):
+            current = None
+        elif inner.startswith("--"):
+            current = inner.split()[0]
+            lines[current] = 1
+        elif current is not None and inner:
+            lines[current] += 1
+    assert lines and max(lines.values()) <= 12, lines

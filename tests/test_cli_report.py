@@ -14,6 +14,7 @@ from rich.console import Console
 
 from ctxwin import core
 from ctxwin.cli.report import pipe_width, plain_summary, render_summary, summary_rows
+from ctxwin.fitting.budget import CONTEXT_SOURCES
 from tests.conftest import Cli
 from tests.test_cli_fastargs import IMPORTTIME, imported
 
@@ -49,7 +50,7 @@ counts = st.integers(0, 10**12)
 @settings(max_examples=500, deadline=None)
 @given(
     model=st.one_of(st.none(), text),
-    source=st.sampled_from(["flag", "spec", "table", "fallback"]),
+    source=st.sampled_from(list(CONTEXT_SOURCES)),
     numbers=st.tuples(counts, counts, counts, counts, counts, counts, counts),
     calibration=st.floats(1.0, 5.0),
     state=st.sampled_from(["fits", "pruned", "truncated", "off"]),

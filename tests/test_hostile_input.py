@@ -752,3 +752,32 @@ def test_unhashable_names_are_bad_input_not_a_crash(
     assert "internal error" not in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
     assert run.exit_code in (0, 1, 3, 4), run.stderr
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x7fELF\x02\x01\x01\x00" + bytes(range(128, 256)) * 3, b'{"a": "\xff\xfe"}'],
+    ids=["binary", "a bad byte"],
+)
+def test_bytes_that_are_not_utf8_get_one_message_in_every_command(
+    data: bytes, cli: Cli, tmp_path: Path
+) -> None:
+    """estimate, prune, replay, check, calibrate and lint word the same bad byte the same
+    way (the recorded-run readers said "str is not valid UTF-8: surrogates not allowed")."""
+    path = tmp_path / "input.json"
+    path.write_bytes(data)
+    said = {
+        "estimate": cli("estimate", str(path)).stderr,
+        "prune": cli("prune", str(path), str(tmp_path / "out.json")).stderr,
+        "replay": cli("replay", str(path)).stderr,
+        "check": cli("check", str(path), "--jsonl").stdout,
+        "calibrate": cli("calibrate", str(path)).stderr,
+        "lint": cli("lint", str(path)).stdout,
+    }
+    found = {
+        name: re.search(r"invalid UTF-8: byte 0x[0-9a-f]{2} at [^\n\"(]*\(byte \d+\)", text)
+        for name, text in said.items()
+    }
+    assert all(found.values()), said
+    assert len({m.group() for m in found.values() if m}) == 1
+    assert not any("surrogates not allowed" in text for text in said.values())

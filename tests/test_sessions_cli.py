@@ -255,3 +255,53 @@ def test_a_session_reporting_zero_prompt_tokens_is_taken_as_unreported(
     assert report["estimated_tokens"] < 21_000  # nothing counted 21,000
     replayed = orjson.loads(cli("replay", str(path), "--json").stdout)["runs"][0]
     assert replayed["zero_reports"] == 2
+
+
+def test_zero_usage_is_no_report_in_every_command(tmp_path: Path, cli: Cli) -> None:
+    """Every call reporting 0 prompt tokens: the estimate is the one of the same session
+    with no usage at all; replay counts no call with usage; check and calibrate warn, and
+    calibrate exits 1 (no call has usable usage)."""
+    zero = {"input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    zeroed = session_lines()
+    bare = session_lines()
+    calls = 0
+    for k, line in enumerate(zeroed):
+        if "usage" in line.get("message", {}):
+            zeroed[k]["message"]["usage"] = {**zero, "output_tokens": 0}
+            del bare[k]["message"]["usage"]
+            calls += 1
+    assert calls >= 2
+    path = tmp_path / "zero.jsonl"
+    path.write_bytes(jsonl(*zeroed))
+    without = tmp_path / "bare.jsonl"
+    without.write_bytes(jsonl(*bare))
+    est = cli("estimate", str(path), "--json")
+    assert est.exit_code == 0 and "reported 0 prompt tokens" in est.stderr
+    plain = cli("estimate", str(without), "--json")
+    assert (
+        orjson.loads(est.stdout)["estimated_tokens"]
+        == orjson.loads(plain.stdout)["estimated_tokens"]
+    )
+    replayed = cli("replay", str(path), "--json")
+    run = orjson.loads(replayed.stdout)["runs"][0]
+    assert run["calls_with_usage"] == 0 and run["zero_reports"] == calls
+    assert run["under_estimates"] == run["under_estimates_after_first"] == 0
+    assert "reported 0 prompt tokens" in replayed.stderr
+    checked = cli("check", str(path), "--jsonl")
+    (row,) = [orjson.loads(line) for line in checked.stdout.splitlines()]
+    assert any("reported 0 prompt tokens" in w for w in row["warnings"])
+    assert "reported 0 prompt tokens" in checked.stderr
+    calibrated = cli("calibrate", str(path))
+    assert calibrated.exit_code == 1
+    assert f"{calls} calls reported 0 prompt tokens" in calibrated.stderr
+    assert "no recorded calls with usable usage" in calibrated.stderr
+    quiet = cli("calibrate", "-q", str(path))
+    assert quiet.exit_code == 1 and "warning" not in quiet.stderr
+
+
+def test_calibrate_reads_stdin(cli: Cli) -> None:
+    data = jsonl(*session_lines())
+    from_stdin = cli("calibrate", "-", "--json", input=data)
+    assert from_stdin.exit_code == 0, from_stdin.output
+    (fit,) = orjson.loads(from_stdin.stdout)["by_run"]
+    assert fit["path"] == "-" and fit["calls"] >= 2

@@ -120,8 +120,13 @@ def models(
     if name is not None:
         row = lookup_model(name)
         if row is None:
+            from ctxwin.tokens.models import did_you_mean
+
+            meant = did_you_mean(name)
             raise SpecError(
-                f"no model in the table matches {name!r}; pass --context-length or --model-spec"
+                f"no model in the table matches {name!r}"
+                + (f"; {meant}" if meant else "")
+                + "; pass --context-length or --model-spec"
             )
         rows = (row,)
     if json_:

@@ -111,6 +111,25 @@ def make_strategy(
     return Strategy(steps, keep_results, tools, clear_at_least, block)
 
 
+def check_model(model: str | None, spec: Any, context_length: int | None) -> None:
+    """Refuse (exit 2) a ``--model`` the model table does not know when nothing else gives
+    a window (``--context-length``, ``--model-spec``): most likely a typo, which the
+    fallback window would budget silently. Names the closest names the table has."""
+    if model is None or spec is not None or context_length is not None:
+        return
+    from ctxwin.tokens.models import did_you_mean, lookup_model
+
+    if lookup_model(model) is not None:
+        return
+    meant = did_you_mean(model)
+    raise UsageError(
+        f"unknown model {model!r}, not in the model table (`ctxwin models`)"
+        + (f"; {meant}" if meant else "")
+        + ". Pass --context-length or --model-spec to budget for it anyway.",
+        setting="model",
+    )
+
+
 def check_format(fmt: str) -> str:
     """``fmt`` when it is ``auto`` or a wire format; :class:`UsageError` about ``fmt``
     (``--format``, exit 2) naming the choices."""
@@ -172,6 +191,7 @@ def build_settings(
 
     fields["strategy"] = make_strategy(strategy, keep_results, exclude_tools, clear_at_least, block)
     fields["spec"] = load_spec(spec)
+    check_model(fields.get("model"), fields["spec"], fields.get("context_length"))
     fields["fmt"] = check_format(fmt)
     fields["calibration"] = check_calibration(calibration)
     fields["estimator"], fields["tokenizer"] = name_estimator(estimator, tokenizer)
@@ -211,18 +231,16 @@ def _plan(
 
         plan, manager = next_fit(session, settings)
         if manager is not None and manager.zero_reports and not quiet:
-            say(
-                f"warning: {manager.zero_reports:,} of the session's calls reported 0 prompt "
-                "tokens (a gateway that does not count?): taken as no report"
-            )
+            from ctxwin.fitting.calibration import zero_report_words
+
+            words = zero_report_words(manager.zero_reports, "of the session's")
+            say(f"warning: {words}")
     transcript = plan.source
-    s = plan.budget.spec
-    if not quiet and s.context_length_source == "fallback":
-        named = f"model {s.name!r}" if s.name else "no model named"
-        say(
-            f"warning: unknown context length ({named}); assuming {s.context_length:,} "
-            "tokens. Pass --context-length, --model or --model-spec."
-        )
+    if not quiet:
+        from ctxwin.fitting.budget import spec_warnings
+
+        for words in spec_warnings(plan.budget.spec):
+            say(f"warning: {words}. Pass --context-length, --model or --model-spec.")
     if not plan.result.enforced:  # no prompt fits: exit 3, nothing written
         from ctxwin.errors import truncated
 
@@ -389,28 +407,53 @@ def truncated_message(report: Report) -> str:
     )
 
 
-def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[PlanOptions]) -> int:
-    """``ctxwin estimate``: print the report (``explain``: and where the tokens go);
-    the exit code."""
+BY = ("tool", "kind")
+"""What ``estimate --by`` attributes the tokens to."""
+
+
+def estimate_command(
+    *,
+    json_: bool,
+    explain: bool = False,
+    by: str | None = None,
+    auto_compact_at: int | None = None,
+    **options: Unpack[PlanOptions],
+) -> int:
+    """``ctxwin estimate``: print the report (``explain``: and where the tokens go; ``by``:
+    and what fills the context, by tool or by kind); the exit code."""
     from ctxwin.cli.report import (
         pipe_width,
         plain_summary,
+        render_by,
         render_explain,
         render_json,
         render_summary,
     )
 
+    if by is not None and by.lower() not in BY:
+        raise UsageError(f"{by!r}: choose one of {', '.join(BY)}", setting="by")
     plan, _, session = _plan(**options)
     report = plan.report()
-    if session is not None:
-        _add_session_keys(report, session, plan)
+    _add_session_keys(report, session, plan, auto_compact_at)
     if explain:
         from ctxwin.breakdown import explain as explain_plan
 
         report["explain"] = explain_plan(plan)
+    if by is not None:
+        from ctxwin.breakdown import attribute
+
+        filled = attribute(plan)
+        report["by_kind"] = filled["by_kind"]
+        report["by_tool"] = filled["by_tool"]
+        report["largest_results"] = filled["largest_results"]
     if json_:
         write_stdout(render_json(report))
-    elif not explain and (width := pipe_width()) and (text := plain_summary(report, width)):
+    elif (
+        not explain
+        and by is None
+        and (width := pipe_width())
+        and (text := plain_summary(report, width))
+    ):
         sys.stdout.write(text)  # what rich would print to this pipe, without importing it
     else:
         from rich.console import Console
@@ -419,13 +462,21 @@ def estimate_command(*, json_: bool, explain: bool = False, **options: Unpack[Pl
         render_summary(report, console)
         if explain:
             render_explain(report["explain"], console)
+        if by is not None:
+            render_by(report, by.lower(), console)
     if plan.result.overflow_at_floor:
         say(truncated_message(report))
         return int(ExitCode.CONTEXT_TRUNCATED)
     return 0
 
 
-def prune_command(*, output: str, report_path: Path | None, **options: Unpack[PlanOptions]) -> int:
+def prune_command(
+    *,
+    output: str,
+    report_path: Path | None,
+    auto_compact_at: int | None = None,
+    **options: Unpack[PlanOptions],
+) -> int:
     """``ctxwin prune``: write the fitted body to ``output``; the exit code."""
     from ctxwin.cli.report import render_json
     from ctxwin.core import NEEDS_PRUNING
@@ -437,8 +488,8 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     result = plan.result
     report = plan.report()
     out = data
+    _add_session_keys(report, session, plan, auto_compact_at)
     if session is not None:
-        _add_session_keys(report, session, plan)
         from ctxwin.codec import dumps
 
         out = dumps(plan.output(), indent=True, newline=True)  # the request, as a body
@@ -470,10 +521,26 @@ def prune_command(*, output: str, report_path: Path | None, **options: Unpack[Pl
     return 0
 
 
-def _add_session_keys(report: Report, session: Any, plan: Any) -> None:
-    """The extra report keys of a session file: which run, and the overhead learned."""
-    report["session"] = {"run": session.name, "shape": session.shape}
-    report["overhead"] = plan.result.overhead
+def _add_session_keys(
+    report: Report, session: Any, plan: Any, auto_compact_at: int | None = None
+) -> None:
+    """The extra report keys of a session file: which run, the overhead learned, and when
+    its agent tool compacts it by itself (``auto_compact_at``: as the flag says, for any
+    input)."""
+    compact = None
+    if auto_compact_at is not None:
+        compact = (auto_compact_at, "flag")
+    elif session is not None:
+        from ctxwin.fitting.windows import auto_compact
+
+        found = auto_compact(session.shape, plan.budget.spec)
+        if found is not None:
+            compact = (found.tokens, session.shape)
+    if session is not None:
+        report["session"] = {"run": session.name, "shape": session.shape}
+        report["overhead"] = plan.result.overhead
+    if compact is not None:
+        report["auto_compact_at"], report["auto_compact_source"] = compact
 
 
 def _did(plan: Any) -> str:

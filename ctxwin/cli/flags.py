@@ -52,16 +52,18 @@ FLAGS: dict[str, Flag] = {
             "Model to budget for, looked up in the built-in table "
             "(default: the body's 'model'). See `ctxwin models`.",
             panel=MODEL_PANEL,
+            metavar="NAME",
         ),
         Flag(
             "spec",
             ("--model-spec",),
             "path",
             None,
-            "JSON file with context_length and max_output_tokens "
-            "(LiteLLM's max_input_tokens/max_tokens/max_output_tokens also work, "
-            "as does a whole LiteLLM model map).",
+            "JSON file with context_length and max_output_tokens (or LiteLLM's "
+            "max_input_tokens, max_tokens and max_output_tokens, or a whole LiteLLM model "
+            "map).",
             panel=MODEL_PANEL,
+            metavar="FILE",
         ),
         Flag(
             "context_length",
@@ -71,6 +73,18 @@ FLAGS: dict[str, Flag] = {
             "Context window in tokens (overrides spec file and table).",
             minimum=1,
             panel=MODEL_PANEL,
+            metavar="TOKENS",
+        ),
+        Flag(
+            "auto_compact_at",
+            ("--auto-compact-at",),
+            "int",
+            None,
+            "The prompt tokens at which the agent tool compacts the session by itself "
+            "(default: Claude Code's and Codex's own rules; see docs/sessions.md).",
+            minimum=1,
+            panel=MODEL_PANEL,
+            metavar="TOKENS",
         ),
         Flag(
             "max_output_tokens",
@@ -80,6 +94,7 @@ FLAGS: dict[str, Flag] = {
             "The model's output cap in tokens (used as the reserve when the body sets none).",
             minimum=1,
             panel=MODEL_PANEL,
+            metavar="TOKENS",
         ),
         Flag(
             "max_tokens",
@@ -89,20 +104,21 @@ FLAGS: dict[str, Flag] = {
             "Tokens to reserve for the response (overrides the body's max_tokens).",
             minimum=0,
             panel=MODEL_PANEL,
+            metavar="TOKENS",
         ),
         Flag(
             "calibration",
             ("--calibration",),
             "float",
             None,
-            "Factor the raw estimate is scaled by (values below 1 count as 1). "
-            "Default: 1.0 for bound (the default estimator) and content, or the model "
-            "family's seed (bound: Claude 1.4, Llama 4 1.45, DeepSeek 1.4; content: Claude "
-            "1.35, Llama 4 1.3, DeepSeek 1.2; both: Claude Opus 4.7 and later 2.0); 1.15 "
-            "for --estimator seed; 1.0 with --tokenizer.",
+            "Factor the raw estimate is scaled by (below 1 counts as 1). Default: the "
+            "model family's seed for the estimator (1.0 for most; Claude, Llama 4 and "
+            "DeepSeek more: docs/tokenizers.md), 1.15 for --estimator seed, 1.0 with "
+            "--tokenizer.",
             minimum=0.0,
             panel=EST_PANEL,
             show_default=False,
+            metavar="FACTOR",
         ),
         Flag(
             "fmt",
@@ -112,6 +128,7 @@ FLAGS: dict[str, Flag] = {
             "Wire format of the input: auto (detect by shape), anthropic, openai-responses, "
             "gemini or openai-chat.",
             panel=EST_PANEL,
+            metavar="FORMAT",
         ),
         Flag(
             "run_format",
@@ -122,21 +139,18 @@ FLAGS: dict[str, Flag] = {
             "openhands-events, mini-swe-agent, otel, pi, copilot-cli, cline, opencode or "
             "qwen-code. See docs/sessions.md.",
             panel=EST_PANEL,
+            metavar="FORMAT",
         ),
         Flag(
             "estimator",
             ("--estimator",),
             "str",
             "bound",
-            "Estimator: 'bound' (default) prices the words, punctuation, whitespace and "
-            "digit runs whose count in o200k, cl100k, Llama 3 and Qwen 3 it knows at the "
-            "largest of those counts, non-ASCII runs at the most tokens BPE can give them, "
-            "other bytes by class and the class before: an upper bound on all four on every "
-            "text class tried, at about 1.13× the real count; 'content' (alias 'fast') "
-            "costs each byte by its class (digits, upper-case, punctuation, non-ASCII), a "
-            "fit to recorded transcripts that is faster but not a bound (it under-counts "
-            "text unlike them); 'seed' is the chars/N formula (prose ÷ 3.5, dense ÷ 2.5).",
+            "Estimator: 'bound' (an upper bound of the o200k, cl100k, Llama 3 and Qwen 3 "
+            "counts), 'content' (alias 'fast': faster, a fit to recorded transcripts, not a "
+            "bound) or 'seed' (prose ÷ 3.5 chars, dense ÷ 2.5). See docs/fidelity.md.",
             panel=EST_PANEL,
+            metavar="NAME",
         ),
         Flag(
             "tokenizer",
@@ -149,6 +163,7 @@ FLAGS: dict[str, Flag] = {
             "of those and the extra is installed (GPT-4o/4.1/5.x, o-series, GPT-4, GPT-3.5, "
             "Llama 3.x, Qwen 2.5/3), else --estimator; the report's estimator says which.",
             panel=EST_PANEL,
+            metavar="ENCODING",
         ),
         Flag(
             "strategy",
@@ -160,6 +175,7 @@ FLAGS: dict[str, Flag] = {
             "thinking), drop-turns (the oldest whole turns), truncate-results (last: cut the "
             "middle of the largest results).",
             panel=STRATEGY_PANEL,
+            metavar="STEPS",
         ),
         Flag(
             "keep_results",
@@ -169,6 +185,7 @@ FLAGS: dict[str, Flag] = {
             "clear-results never clears the newest N tool results.",
             minimum=0,
             panel=STRATEGY_PANEL,
+            metavar="N",
         ),
         Flag(
             "exclude_tools",
@@ -177,6 +194,7 @@ FLAGS: dict[str, Flag] = {
             "",
             "Comma-separated tool names whose results are never cleared or cut.",
             panel=STRATEGY_PANEL,
+            metavar="NAMES",
         ),
         Flag(
             "clear_at_least",
@@ -187,6 +205,7 @@ FLAGS: dict[str, Flag] = {
             "(fewer edits that break a prompt cache).",
             minimum=0,
             panel=STRATEGY_PANEL,
+            metavar="TOKENS",
         ),
         Flag(
             "block",
@@ -199,6 +218,7 @@ FLAGS: dict[str, Flag] = {
             "and the provider's prompt cache, until what must go crosses the next block.",
             minimum=0.0,
             panel=STRATEGY_PANEL,
+            metavar="SHARE",
         ),
         Flag(
             "cache_mark",
@@ -217,6 +237,7 @@ FLAGS: dict[str, Flag] = {
             DEFAULT_MAX_INPUT_BYTES,
             "Refuse inputs larger than this many bytes (0: no limit).",
             minimum=0,
+            metavar="BYTES",
         ),
         Flag("quiet", ("--quiet", "-q"), "flag", False, "No info lines or warnings on stderr."),
         Flag(
@@ -226,6 +247,7 @@ FLAGS: dict[str, Flag] = {
             0,
             "Worker processes (0: all cores; --engine local).",
             minimum=0,
+            metavar="N",
         ),
         Flag(
             "engine",
@@ -254,6 +276,17 @@ FLAGS: dict[str, Flag] = {
             False,
             "Also show where the tokens go (outside the messages, head, each turn, the "
             "largest messages) and what each strategy step could save.",
+        ),
+        Flag(
+            "by",
+            ("--by",),
+            "str",
+            None,
+            "Also show what fills the context: 'tool' (each tool's calls and results, and "
+            "the largest results) or 'kind' (system, tools, user, assistant, thinking, tool "
+            "calls, tool results, media, overhead). With --json: by_kind, by_tool and "
+            "largest_results.",
+            metavar="<tool|kind>",
         ),
         Flag(
             "json_",
@@ -319,8 +352,25 @@ _READ = (*ESTIMATION[:_AT], "run_format", *ESTIMATION[_AT:])
 """The estimation flags with ``--run-format`` after ``--format``, as ``--help`` lists them."""
 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "estimate": (*_READ, "json_", "explain", "max_input_bytes", "quiet", *STRATEGY),
-    "prune": (*_READ, "report_path", "max_input_bytes", "quiet", *STRATEGY, *CACHING),
+    "estimate": (
+        *_READ,
+        "auto_compact_at",
+        "json_",
+        "by",
+        "explain",
+        "max_input_bytes",
+        "quiet",
+        *STRATEGY,
+    ),
+    "prune": (
+        *_READ,
+        "auto_compact_at",
+        "report_path",
+        "max_input_bytes",
+        "quiet",
+        *STRATEGY,
+        *CACHING,
+    ),
     "replay": (
         "select",
         *ESTIMATION,

@@ -70,6 +70,9 @@ def exit_code_for(exc: BaseException) -> int:
 _WINDOW_FROM = {
     "flag": "--context-length",
     "spec": "--model-spec",
+    "name": "the [1m] of the model's name",
+    "session": "the session file",
+    "tool": "the agent tool's default window",
     "table": "the model table",
     "fallback": "the fallback for an unknown model",
 }

@@ -150,12 +150,12 @@ def replay(
             first = next(r for r in rep["rows"] if r["status"] == "invalid")
             say(f"warning: {rep['run'] or run_file} call {first['call']}: {first['error']}")
         for rep in reports:
+            for words in rep.get("warnings", ()):
+                say(f"warning: {rep['run'] or run_file}: {words}")
             if rep.get("zero_reports"):
-                say(
-                    f"warning: {rep['run'] or run_file}: {plural(rep['zero_reports'], 'call')} "
-                    "reported 0 prompt tokens (a gateway that does not count?): taken as no "
-                    "report"
-                )
+                from ctxwin.fitting.calibration import zero_report_words
+
+                say(f"warning: {rep['run'] or run_file}: {zero_report_words(rep['zero_reports'])}")
     if truncated:
         if not quiet:
             for rep in truncated:

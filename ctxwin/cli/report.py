@@ -75,8 +75,30 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
             f"− {report['safety']:,} safety",
         ),
         ("messages", f"{report['messages_in']:,}"),
+        *_compact_row(report),
         ("verdict", verdict(report)),
     ]
+
+
+_COMPACT_RULE = {
+    "claude-code": "Claude Code's rule",
+    "codex": "Codex's rule",
+    "flag": "--auto-compact-at",
+}
+
+
+def _compact_row(report: Report) -> list[tuple[str, str]]:
+    """When the session's agent tool compacts it by itself, and how far off that is."""
+    at = report.get("auto_compact_at")
+    if at is None:
+        return []
+    source = report.get("auto_compact_source", "")
+    text = f"{at:,} tokens ({_COMPACT_RULE.get(source, source)})"
+    estimate = report["estimated_tokens"]
+    if estimate is not None:
+        left = at - estimate
+        text += f"; {left:,} to go" if left >= 0 else f"; past it by {-left:,}"
+    return [("compacts at", text)]
 
 
 def render_summary(report: Report, console: Console) -> None:
@@ -230,3 +252,60 @@ def render_explain(details: dict[str, Any], console: Console) -> None:
             f"{row['tokens']:,}",
         )
     console.print(steps)
+
+
+_KIND_LABEL = {
+    "system": "system prompt",
+    "tools": "tool definitions",
+    "user": "user text",
+    "assistant": "assistant text",
+    "thinking": "thinking",
+    "tool_calls": "tool calls",
+    "tool_results": "tool results",
+    "media": "images, documents, audio",
+    "overhead": "overhead (framing; learned from usage; anchoring)",
+}
+
+
+def render_by(report: Report, by: str, console: Console) -> None:
+    """``estimate --by kind`` or ``--by tool`` for people: what fills the estimate, each
+    part with its share of it; by tool, the largest results after."""
+    from rich.table import Table
+
+    total = report["estimated_tokens"] or 0
+
+    def share(tokens: int) -> str:
+        return f"{100 * tokens / total:.1f}%" if total else "—"
+
+    if by == "kind":
+        table = Table(title="what fills the context", title_justify="left", box=None)
+        for col in ("kind", "tokens", "share"):
+            table.add_column(col, justify="left" if col == "kind" else "right")
+        for kind, tokens in report.get("by_kind", {}).items():
+            table.add_row(_KIND_LABEL.get(kind, kind), f"{tokens:,}", share(tokens))
+        table.add_row("estimate", f"{total:,}", "")
+        console.print(table)
+        return
+    table = Table(title="what fills the context, by tool", title_justify="left", box=None)
+    for col in ("tool", "calls", "results", "tokens", "share"):
+        table.add_column(col, justify="left" if col == "tool" else "right")
+    for name, use in report.get("by_tool", {}).items():
+        table.add_row(
+            name,
+            f"{use['calls']:,}",
+            f"{use['results']:,}",
+            f"{use['tokens']:,}",
+            share(use["tokens"]),
+        )
+    kinds = report.get("by_kind", {})
+    rest = total - kinds.get("tool_calls", 0) - kinds.get("tool_results", 0)
+    table.add_row("(everything else)", "", "", f"{rest:,}", share(rest))
+    console.print(table)
+    largest = report.get("largest_results", [])
+    if largest:
+        biggest = Table(title="largest tool results", title_justify="left", box=None)
+        for col in ("message", "tool", "tokens"):
+            biggest.add_column(col, justify="right" if col == "tokens" else "left")
+        for row in largest:
+            biggest.add_row(row["message"], row["tool"], f"{row['tokens']:,}")
+        console.print(biggest)

@@ -38,6 +38,7 @@ from ctxwin.cli.streams import DEFAULT_MAX_INPUT_BYTES, STDIO, read_input, write
 from ctxwin.cli.verdicts import LABEL, STYLE
 from ctxwin.core import STATUSES
 from ctxwin.errors import NO_PROMPT_FITS, InputError, UsageError
+from ctxwin.fitting.calibration import ZERO_REPORT, zero_report_words
 from ctxwin.runs.checking import check_exit_code
 from ctxwin.settings import DEFAULT, Settings
 from ctxwin.words import plural
@@ -328,7 +329,8 @@ def calibrate(
         typer.Argument(
             metavar="LOG...",
             help="Recorded request/usage pairs: files, folders and globs "
-            '(JSONL of {"request", "response"}, cassettes, per-call logs, eval output).',
+            '(JSONL of {"request", "response"}, cassettes, per-call logs, eval output, '
+            "session files); '-' reads stdin.",
         ),
     ],
     settings: Settings = DEFAULT,
@@ -348,14 +350,14 @@ def calibrate(
     from ctxwin.runs.checking import find_files
 
     check_run_format(run_format)
-    found = find_files(logs)
+    found = find_files([arg for arg in logs if arg != STDIO])
     if not quiet:
         for arg in found.missing:
             _say(f"warning: {arg}: no such file, folder or match")
         for arg, error in found.unreadable:
             _say(f"warning: {arg}: {error}")
     rows: list[CalibrationRow] = []
-    for path in found.files:
+    for path in [STDIO] * (STDIO in logs) + found.files:
         try:
             data = read_input(path, max_input_bytes)
         except InputError as exc:
@@ -364,8 +366,24 @@ def calibrate(
         for run in read_runs(data, run_format, path):
             rows.extend({"path": path, **row} for row in calibration_rows(run, settings))
     usable = [r for r in rows if "raw_tokens" in r]
+    zero = [r for r in rows if r.get("error") == ZERO_REPORT]
     if not quiet:
-        skipped = [r for r in rows if "error" in r]
+        if zero:
+            first = zero[0]
+            _say(
+                f"warning: {zero_report_words(len(zero))} (first: {first['path']} "
+                f"{first.get('where', '')})"
+            )
+        from ctxwin.tokens.models import did_you_mean, lookup_model
+
+        for model in sorted({m for r in usable if (m := r.get("model"))}):
+            if lookup_model(model) is None:
+                meant = did_you_mean(model)
+                _say(
+                    f"warning: model {model!r} is not in the model table: its calls are "
+                    "estimated at the default seed" + (f"; {meant}" if meant else "")
+                )
+        skipped = [r for r in rows if "error" in r and r.get("error") != ZERO_REPORT]
         if skipped:
             _say(
                 f"warning: {len(skipped)} calls or files skipped (first: "
@@ -373,7 +391,8 @@ def calibrate(
                 f"{cli_error(skipped[0]['error'])})"
             )
     if not usable:
-        raise InputError("no recorded calls with usable usage (prompt token counts) found")
+        why = f" ({len(zero):,} reported 0 prompt tokens)" if zero else ""
+        raise InputError(f"no recorded calls with usable usage (prompt token counts) found{why}")
     summary = calibration_summary(rows)
     models: dict[str, list[CalibrationRow]] = {}
     for r in usable:

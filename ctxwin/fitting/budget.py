@@ -23,7 +23,10 @@ room for any prompt: fitting then reports an overflow at the floor
 (:class:`~ctxwin.errors.NoBudget`); nothing passes through unchecked.
 
 Each field of the spec comes from the first source that has it: flags, then a
-spec file, then the built-in model table (``ctxwin/data/models.json``).
+spec file, then the built-in model table (``ctxwin/data/models.json``). The window has two
+more: a model id ending in ``[1m]`` asks for the 1M-token window (source ``name``) after a
+spec file; and a window given with a source of its own (an agent tool's session:
+:mod:`ctxwin.fitting.windows`) is named by it (``session``, ``tool``).
 
 The table and a spec file may also give the model's prices
 (:class:`~ctxwin.cost.pricing.Pricing`, USD per million tokens, with a long-context tier above
@@ -38,7 +41,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ctxwin.errors import SpecError, spec_int
-from ctxwin.tokens.models import lookup_model, table_row
+from ctxwin.tokens.models import (
+    LONG_CONTEXT_WINDOW,
+    long_context,
+    lookup_model,
+    table_row,
+    unknown_model_words,
+)
 
 if TYPE_CHECKING:
     from ctxwin.cost.pricing import CacheRules, Pricing
@@ -48,8 +57,21 @@ RESERVE_FLOOR = 1000
 RESERVE_PERCENT = 2
 SAFETY_PERCENT = 3
 
-ContextSource = Literal["flag", "spec", "table", "fallback"]
-"""Where a context length came from."""
+ContextSource = Literal["flag", "spec", "name", "session", "tool", "table", "fallback"]
+"""Where a context length came from: a flag (or the caller), a spec file, the model name
+(a ``[1m]`` id), an agent tool's session file (the window it names, or the larger one its
+reports show), the agent tool's own default for the model, the model table, or the
+fallback for an unknown model."""
+
+CONTEXT_SOURCES: tuple[ContextSource, ...] = (
+    "flag",
+    "spec",
+    "name",
+    "session",
+    "tool",
+    "table",
+    "fallback",
+)
 
 ReserveSource = Literal["flag", "body", "model", "scaled", "default"]
 """Where the response reserve came from (``scaled``: the model table's output cap,
@@ -65,7 +87,7 @@ class ModelSpec(NamedTuple):
     name: str | None
     context_length: int
     context_length_source: ContextSource
-    """``flag``, ``spec``, ``table`` or ``fallback``."""
+    """One of :data:`CONTEXT_SOURCES`."""
     max_output_tokens: int | None = None
     max_output_tokens_source: str | None = None
     table_row: str | None = None
@@ -198,8 +220,11 @@ def resolve_spec(
     max_output_tokens: int | None = None,
     spec: Any = None,
     max_input_tokens: int | None = None,
+    context_length_source: ContextSource = "flag",
 ) -> ModelSpec:
-    """Resolve the model spec, field by field: flags, spec file, table, fallback."""
+    """Resolve the model spec, field by field: flags, spec file, table, fallback; the
+    window also from a ``[1m]`` model id after the spec file. ``context_length_source``
+    names where ``context_length`` came from (default: a flag)."""
     spec_ctx, spec_out = spec_fields(spec, model) if spec is not None else (None, None)
     spec_in = spec_input_cap(spec, model) if spec is not None else None
     price = cache = None
@@ -208,10 +233,12 @@ def resolve_spec(
 
         price, cache = spec_pricing(_spec_entry(spec, model))
     row = lookup_model(model) if model else None
-    ctx_source: ContextSource = "flag"
+    ctx_source: ContextSource = context_length_source
     ctx = spec_int(context_length, "context_length")
     if ctx is None and spec_ctx is not None:
         ctx, ctx_source = spec_ctx, "spec"
+    if ctx is None and long_context(model):
+        ctx, ctx_source = LONG_CONTEXT_WINDOW, "name"
     if ctx is None and row is not None:
         ctx, ctx_source = row.context_length, "table"
     if ctx is None:
@@ -246,6 +273,14 @@ def resolve_spec(
         spec_price=price,
         spec_cache=cache,
     )
+
+
+def spec_warnings(spec: ModelSpec) -> list[str]:
+    """What to warn about ``spec``: a window that is the fallback for a model the table
+    does not know (naming the closest names it has), or for no model named."""
+    if spec.context_length_source != "fallback":
+        return []
+    return [unknown_model_words(spec.name, spec.context_length)]
 
 
 def _percent_ceil(percent: int, n: int) -> int:

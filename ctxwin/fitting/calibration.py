@@ -71,6 +71,22 @@ def usage_in(body: Any) -> Mapping[str, Any] | None:
     return None
 
 
+ZERO_REPORT = "reported 0 prompt tokens: taken as no report"
+"""Why a call whose usage counts 0 prompt tokens teaches nothing (a calibration row's
+``error``)."""
+
+
+def zero_report_words(calls: int, of: str = "") -> str:
+    """The one warning about calls that reported 0 prompt tokens (a provider, or a gateway
+    in front of one, that counts nothing): learning ignores them, as if they reported
+    nothing. ``of`` names what the calls are of (``"the session's"``)."""
+    counted = f"{calls:,} {of + ' ' if of else ''}call{'s' if calls != 1 else ''}"
+    return (
+        f"{counted} reported 0 prompt tokens (a gateway that does not count?): taken as no "
+        "report, as for a log without usage"
+    )
+
+
 def prompt_tokens_from_usage(usage: Mapping[str, Any]) -> int | None:
     """All prompt tokens in a provider's usage object, or ``None`` when it has none.
 

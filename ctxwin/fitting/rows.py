@@ -137,6 +137,9 @@ class ReplayReport(TypedDict):
     (the body's marks, or the agent tool's) and at least the model's shortest cacheable
     prefix: they reached the provider without their marks. ``None`` when the log does
     not say what calls read and wrote."""
+    warnings: list[str]
+    """What to warn about the run's budget: a model the table does not know, budgeted at
+    the fallback window (:func:`ctxwin.fitting.budget.spec_warnings`)."""
     served_by: str | None
     """The service that answered, where the log shows it (Claude Code's response ids:
     ``msg_bdrk_…`` Amazon Bedrock, ``msg_vrtx_…`` Google Vertex AI, ``msg_…``
@@ -290,6 +293,32 @@ class RunOverhead(OverheadFit, total=False):
     model: Required[str | None]
 
 
+class ToolUse(TypedDict):
+    """One tool's share of a request (``by_tool``)."""
+
+    calls: int
+    results: int
+    tokens: int
+
+
+class LargeResult(TypedDict):
+    """One of the largest tool results of a request (``largest_results``)."""
+
+    message: str
+    """Where it sits: the JSON path of the message holding it."""
+    tool: str
+    tokens: int
+    """Its tokens priced on its own."""
+
+
+class Filling(TypedDict):
+    """What fills a request (:func:`ctxwin.breakdown.attribute`)."""
+
+    by_kind: dict[str, int]
+    by_tool: dict[str, ToolUse]
+    largest_results: list[LargeResult]
+
+
 class SessionInfo(TypedDict):
     """The run of a session file that ``estimate`` and ``prune`` planned."""
 
@@ -352,5 +381,17 @@ class Report(TypedDict):
     overhead: NotRequired[int]
     """Only for a session file: the tokens its usage proves every request costs beyond
     its estimate (a system prompt and tools the log never recorded)."""
+    auto_compact_at: NotRequired[int]
+    """The prompt tokens at which the session's agent tool compacts it by itself
+    (:func:`ctxwin.fitting.windows.auto_compact`, or ``--auto-compact-at``)."""
+    auto_compact_source: NotRequired[str]
+    """``claude-code`` or ``codex`` (the tool's rule), or ``flag``."""
     explain: NotRequired[dict[str, Any]]
     """Where the tokens go (``estimate --explain``; :func:`ctxwin.explain`)."""
+    by_kind: NotRequired[dict[str, int]]
+    """What fills the estimate, by kind of content (``estimate --by``;
+    :func:`ctxwin.breakdown.attribute`): sums to ``estimated_tokens``."""
+    by_tool: NotRequired[dict[str, ToolUse]]
+    """Each tool's calls and results and the tokens they add (``estimate --by``)."""
+    largest_results: NotRequired[list[LargeResult]]
+    """The largest tool results (``estimate --by``)."""

@@ -35,7 +35,18 @@ from typing import Any
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
 from ctxwin.formats import media
-from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
+from ctxwin.formats.base import (
+    CALL,
+    MEDIA,
+    RESULT,
+    SYSTEM_PROMPT,
+    THINKING,
+    TOOL_DEFINITIONS,
+    Edits,
+    Part,
+    Path,
+    extend_plain,
+)
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.tokens.framing import ANTHROPIC_TOOL_PROMPT
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
@@ -417,6 +428,57 @@ class Anthropic:
                         estimator.add_text(cost, block["data"], Kind.DENSE)
                     found.append(Part(i, ("content", k), THINKING, None, cost, None))
         found.sort(key=lambda p: p.index)
+        return found
+
+    def kinds(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """The ``system`` prompt and ``tools``; in each message its ``tool_use`` (and
+        server and MCP tool use) blocks, their results, its thinking and its images and
+        documents, each block priced alone as :meth:`read` prices it. Blocks before a
+        ``compaction`` block cost nothing (the API drops them), so they are no piece."""
+        width = estimator.width
+        found: list[Part] = []
+        ctx = _Context([])
+        system = body.get("system")
+        if system is not None:
+            cost = [0] * width
+            cost[0] = estimator.per_message
+            if isinstance(system, str):
+                estimator.add_text(cost, system, Kind.PROSE)
+            else:
+                for block in system:
+                    self._block(block, "", cost, estimator, None, [], [], Kind.PROSE, ctx)
+            found.append(Part(-1, ("system",), SYSTEM_PROMPT, None, cost, None))
+        tools = body.get("tools")
+        if tools is not None:
+            cost = [0] * width
+            u.add_json(cost, tools, estimator)
+            found.append(Part(-1, ("tools",), TOOL_DEFINITIONS, None, cost, None))
+        names: dict[str, str] = {}
+        for i, m in enumerate(body["messages"]):
+            content = m["content"]
+            if isinstance(content, str):
+                continue
+            role = view.items[i].role
+            start = len(found)
+            for k, block in enumerate(content):
+                t = block["type"]
+                if t == "compaction":
+                    del found[start:]  # the API reads only what follows the block
+                    continue
+                if t in ("tool_use", "server_tool_use", "mcp_tool_use"):
+                    names[block["id"]] = block["name"]
+                    kind, tool = CALL, block["name"]
+                elif t == "tool_result" or t.endswith("_tool_result"):
+                    kind, tool = RESULT, names.get(block["tool_use_id"])
+                elif t in ("thinking", "redacted_thinking"):
+                    kind, tool = THINKING, None
+                elif t in ("image", "document"):
+                    kind, tool = MEDIA, None
+                else:
+                    continue
+                cost = [0] * width
+                self._block(block, "", cost, estimator, role, [], [], Kind.PROSE, ctx)
+                found.append(Part(i, ("content", k), kind, tool, cost, None))
         return found
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:

@@ -13,6 +13,18 @@ RESULT = "result"
 """A :class:`Part` holding a tool result's content."""
 THINKING = "thinking"
 """A :class:`Part` holding thinking or reasoning content."""
+CALL = "call"
+"""A :class:`Part` holding one tool call: its name, arguments, id and framing
+(:meth:`Adapter.kinds` only: calls are never edited)."""
+MEDIA = "media"
+"""A :class:`Part` holding an image, a document or audio outside a tool result
+(:meth:`Adapter.kinds` only)."""
+SYSTEM_PROMPT = "system"
+"""A :class:`Part` outside the message list holding the system prompt or instructions
+(index ``-1``; :meth:`Adapter.kinds` only)."""
+TOOL_DEFINITIONS = "tools"
+"""A :class:`Part` outside the message list holding the tool definitions (index ``-1``;
+:meth:`Adapter.kinds` only)."""
 
 Path = tuple[int | str, ...]
 """Where a part sits inside its entry of the message list (keys and indices)."""
@@ -20,18 +32,21 @@ Path = tuple[int | str, ...]
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One editable piece of an entry: a tool result's content, or a thinking block.
+    """One piece of an entry: a tool result's content, or a thinking block, which the
+    strategies may edit (:meth:`Adapter.parts`); or, for saying what fills a request
+    (:meth:`Adapter.kinds`), any piece of a kind other than its entry's role.
 
     ``cost`` is the cost vector the adapter counted for this content alone,
     so replacing it subtracts ``cost`` and adds :meth:`Adapter.replaced_cost`.
     """
 
     index: int
-    """The entry (item) it belongs to."""
+    """The entry (item) it belongs to; ``-1`` for what is outside the message list."""
     path: Path
     """Where it sits inside the entry (the content to replace, or the block to remove)."""
     kind: str
-    """:data:`RESULT` or :data:`THINKING`."""
+    """:data:`RESULT` or :data:`THINKING`; in :meth:`Adapter.kinds` also :data:`CALL`,
+    :data:`MEDIA`, :data:`SYSTEM_PROMPT` and :data:`TOOL_DEFINITIONS`."""
     tool: str | None
     """The name of the tool whose result this is, when the body says it."""
     cost: list[int]
@@ -78,6 +93,17 @@ class Adapter(Protocol):
     def parts(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
         """The tool results, and the thinking the provider lets a client leave out
         (earlier turns only), in body order; ``body`` must have been read into ``view``."""
+
+    def kinds(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """What fills ``body`` (read into ``view``), by kind, in body order: outside the
+        message list (index ``-1``) its system prompt (:data:`SYSTEM_PROMPT`) and tool
+        definitions (:data:`TOOL_DEFINITIONS`); in each entry its tool calls
+        (:data:`CALL`, named), tool results (:data:`RESULT`, named where the body says
+        which tool's), thinking (:data:`THINKING`) and media (:data:`MEDIA`; media inside
+        a tool result are the result's). An entry that holds only one such piece gives its
+        whole cost to it (the message's framing too). What an entry costs beyond its
+        pieces is its role's text, and what the base costs beyond its pieces is request
+        framing (:func:`ctxwin.breakdown.attribute`)."""
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
         """The cost vector of ``part``'s content once replaced by ``text``."""

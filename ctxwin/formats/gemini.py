@@ -31,7 +31,18 @@ from ctxwin.codec import dumps
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
 from ctxwin.formats import media
-from ctxwin.formats.base import RESULT, THINKING, Edits, Part, Path, extend_plain
+from ctxwin.formats.base import (
+    CALL,
+    MEDIA,
+    RESULT,
+    SYSTEM_PROMPT,
+    THINKING,
+    TOOL_DEFINITIONS,
+    Edits,
+    Part,
+    Path,
+    extend_plain,
+)
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, USER, Item, Problem, View
 
@@ -309,6 +320,46 @@ class Gemini:
         found.sort(key=lambda p: p.index)
         return found
 
+    def kinds(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """The ``systemInstruction`` and ``tools``; in each content its function calls
+        and responses, its ``thought`` text and its inline and file data, each part
+        priced alone as :meth:`read` prices it."""
+        width = estimator.width
+        found: list[Part] = []
+        key, system = _get(body, "systemInstruction", "system_instruction")
+        if system is not None:
+            cost = [0] * width
+            cost[0] = estimator.per_message
+            if isinstance(system, str):
+                estimator.add_text(cost, system, Kind.PROSE)
+            else:
+                for part in system.get("parts") or ():
+                    self._part(part, "", cost, estimator, None, u.Pending(), [], [], "", [])
+            found.append(Part(-1, (key,), SYSTEM_PROMPT, None, cost, None))
+        if body.get("tools") is not None:
+            cost = [0] * width
+            u.add_json(cost, body["tools"], estimator)
+            found.append(Part(-1, ("tools",), TOOL_DEFINITIONS, None, cost, None))
+        for i, content in enumerate(body["contents"]):
+            role = view.items[i].role
+            for k, part in enumerate(content["parts"]):
+                if "text" in part:
+                    if part.get("thought") is not True:
+                        continue
+                    kind, tool = THINKING, None
+                elif (call := _get(part, "functionCall", "function_call")[1]) is not None:
+                    kind, tool = CALL, call["name"]
+                elif (answer := _get(part, "functionResponse", "function_response")[1]) is not None:
+                    kind, tool = RESULT, answer["name"]
+                elif not _MEDIA_KEYS.isdisjoint(part):
+                    kind, tool = MEDIA, None
+                else:
+                    continue
+                cost = [0] * width
+                self._part(part, "", cost, estimator, role, u.Pending(), [], [], "", [])
+                found.append(Part(i, ("parts", k), kind, tool, cost, None))
+        return found
+
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:
         cost = [0] * estimator.width
         if part.kind == RESULT:
@@ -317,6 +368,9 @@ class Gemini:
 
     def edit(self, body: Any, edits: Edits) -> Any:
         return u.edit_entries(body, "contents", edits, _put)
+
+
+_MEDIA_KEYS = frozenset(("inlineData", "inline_data", "fileData", "file_data"))
 
 
 def _single_text(value: Any) -> str | None:

@@ -27,7 +27,16 @@ from ctxwin.codec import dumps
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
 from ctxwin.formats import media
-from ctxwin.formats.base import RESULT, Edits, Part, Path, extend_plain
+from ctxwin.formats.base import (
+    CALL,
+    MEDIA,
+    RESULT,
+    TOOL_DEFINITIONS,
+    Edits,
+    Part,
+    Path,
+    extend_plain,
+)
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
@@ -287,6 +296,54 @@ class OpenAIChat:
                 text = u.only_text(content, _TEXT_PARTS)
             tool = m["name"] if role == "function" else names.get(m["tool_call_id"])
             found.append(Part(i, ("content",), RESULT, tool, cost, text))
+        return found
+
+    def kinds(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """The ``tools`` (and legacy ``functions``); each assistant message's tool calls
+        (and legacy ``function_call``); each ``tool`` or ``function`` message whole, as
+        its tool's result; and the media parts of the other messages. System and
+        developer messages are entries of the list: their role's text."""
+        width = estimator.width
+        found: list[Part] = []
+        messages = body if isinstance(body, list) else body["messages"]
+        if isinstance(body, dict):
+            cost = [0] * width
+            for key in ("tools", "functions"):
+                if body.get(key) is not None:
+                    estimator.add_bytes(cost, dumps(body[key]), Kind.DENSE)
+            if any(cost):
+                found.append(Part(-1, ("tools",), TOOL_DEFINITIONS, None, cost, None))
+        names: dict[str, str] = {}
+        for i, m in enumerate(messages):
+            role = m.get("role")
+            if role in ("tool", "function"):
+                tool = m.get("name") if role == "function" else names.get(m["tool_call_id"])
+                cost = list(view.items[i].cost)
+                found.append(Part(i, (), RESULT, tool, cost, None))
+                continue
+            content = m.get("content")
+            if isinstance(content, list):
+                for k, part in enumerate(content):
+                    if part.get("type") in ("text", "refusal"):
+                        continue
+                    cost = [0] * width
+                    self._parts([part], Kind.PROSE, cost, estimator, "", [])
+                    found.append(Part(i, ("content", k), MEDIA, None, cost, None))
+            if role != "assistant":
+                continue
+            for k, call in enumerate(m.get("tool_calls") or ()):
+                cost = [0] * width
+                self._calls([call], cost, estimator, "")
+                name = call["function"]["name"]
+                names[call["id"]] = name
+                found.append(Part(i, ("tool_calls", k), CALL, name, cost, None))
+            legacy = m.get("function_call")
+            if legacy is not None:
+                cost = [0] * width
+                estimator.add_text(cost, legacy["name"], Kind.PROSE)
+                estimator.add_text(cost, legacy.get("arguments", ""), Kind.DENSE)
+                cost[0] += estimator.per_tool_call
+                found.append(Part(i, ("function_call",), CALL, legacy["name"], cost, None))
         return found
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:

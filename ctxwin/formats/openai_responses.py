@@ -32,7 +32,17 @@ from typing import Any
 from ctxwin.errors import InputError
 from ctxwin.formats import _util as u
 from ctxwin.formats import media
-from ctxwin.formats.base import RESULT, Edits, Part, Path
+from ctxwin.formats.base import (
+    CALL,
+    MEDIA,
+    RESULT,
+    SYSTEM_PROMPT,
+    THINKING,
+    TOOL_DEFINITIONS,
+    Edits,
+    Part,
+    Path,
+)
 from ctxwin.tokens.base import Estimator, Kind
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, Problem, View
 
@@ -336,6 +346,64 @@ class OpenAIResponses:
                 else:
                     u.add_json(cost, output, estimator)
                 found.append(Part(i, ("output",), RESULT, names.get(it["call_id"]), cost, text))
+        return found
+
+    def kinds(self, body: Any, view: View, estimator: Estimator) -> list[Part]:
+        """The ``instructions`` and ``tools``; each item whole by its type: a tool call
+        (``function_call``, ``custom_tool_call``, a built-in ``*_call``, an MCP approval
+        request), a tool's output (``*_call_output``, an approval response), a
+        ``reasoning`` item (thinking); and the media parts of ``message`` items."""
+        width = estimator.width
+        found: list[Part] = []
+        if isinstance(body, dict):
+            instructions = body.get("instructions")
+            if instructions is not None:
+                cost = [0] * width
+                if isinstance(instructions, str):
+                    cost[0] += estimator.per_message
+                    estimator.add_text(cost, instructions, Kind.PROSE)
+                else:
+                    u.add_json(cost, instructions, estimator)
+                found.append(Part(-1, ("instructions",), SYSTEM_PROMPT, None, cost, None))
+            if body.get("tools") is not None:
+                cost = [0] * width
+                u.add_json(cost, body["tools"], estimator)
+                found.append(Part(-1, ("tools",), TOOL_DEFINITIONS, None, cost, None))
+        items = body if isinstance(body, list) else body["input"]
+        if isinstance(items, str):
+            return found
+        names: dict[str, str] = {}
+        for i, it in enumerate(items):
+            t = it.get("type")
+            whole = view.items[i].cost
+            if t is None or t == "message":
+                content = it.get("content")
+                if not isinstance(content, list):
+                    continue
+                for k, part in enumerate(content):
+                    if part.get("type") not in ("input_image", "input_file", "input_audio"):
+                        continue
+                    cost = [0] * width
+                    self._parts([part], "", cost, estimator, Kind.PROSE, [])
+                    found.append(Part(i, ("content", k), MEDIA, None, cost, None))
+            elif t in ("function_call", "custom_tool_call"):
+                names[it["call_id"]] = it["name"]
+                found.append(Part(i, (), CALL, it["name"], list(whole), None))
+            elif t == "reasoning":
+                found.append(Part(i, (), THINKING, None, list(whole), None))
+            elif t.endswith("_call_output") or t == "mcp_approval_response":
+                ref = it.get("call_id")
+                tool = names.get(ref) if isinstance(ref, str) else None
+                if tool is None and t != "function_call_output":
+                    tool = t.removesuffix("_output")
+                found.append(Part(i, (), RESULT, tool, list(whole), None))
+            elif t.endswith("_call") or t in ("mcp_list_tools", "mcp_approval_request"):
+                name = it.get("name") if t == "mcp_call" else None
+                tool = name if isinstance(name, str) else t
+                ref = it.get("call_id")
+                if isinstance(ref, str):
+                    names[ref] = tool
+                found.append(Part(i, (), CALL, tool, list(whole), None))
         return found
 
     def replaced_cost(self, part: Part, text: str, estimator: Estimator) -> list[int]:

@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 
 from ctxwin import sessions
-from ctxwin.codec import looks_like_jsonl
+from ctxwin.codec import explain_error, looks_like_jsonl
 from ctxwin.errors import InputError
 from ctxwin.fitting.calibration import usage_in
 from ctxwin.recorded import Call, Run, calls_from_transcript, prepared_calls
@@ -108,7 +108,7 @@ def parse_values(data: bytes) -> Iterator[tuple[str, Any, str | None]]:
             yield "", orjson.loads(view[start:]), None
             return
         except orjson.JSONDecodeError as exc:
-            first_error = str(exc)
+            first_error = explain_error(bytes(view[start:]), exc)
     lines = _lines(data, start)
     head = next(lines, None)
     if head is None:
@@ -120,14 +120,18 @@ def parse_values(data: bytes) -> Iterator[tuple[str, Any, str | None]]:
     except orjson.JSONDecodeError:
         first = None
     if second is None or first is None:
-        yield "", None, f"invalid JSON: {first_error}"
+        yield "", None, first_error
         return
     yield f"line {head[0]}", sessions.slim(first), None
     for n, a, b in chain([second], lines):
         try:
             yield f"line {n}", sessions.slim(orjson.loads(view[a:b])), None
         except orjson.JSONDecodeError as exc:
-            yield f"line {n}", None, f"invalid JSON: {exc}"
+            # the line's own position: a column, its line being the label
+            words = explain_error(bytes(view[a:b]), exc).replace(
+                " at line 1 column ", " at column "
+            )
+            yield f"line {n}", None, words
 
 
 def read_runs(data: bytes, run_format: str = "auto", path: str | None = None) -> list[Run]:

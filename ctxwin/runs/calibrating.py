@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ctxwin.errors import CtxwinError
-from ctxwin.fitting.calibration import fit_overhead
+from ctxwin.fitting.calibration import ZERO_REPORT, fit_overhead
 from ctxwin.fitting.rows import CalibrationRow, CalibrationSummary, RunOverhead, SessionLines
 from ctxwin.runs import Run
 from ctxwin.runs.simulate import SESSION_SHAPES, call_model, reported_tokens, run_manager, run_model
@@ -36,6 +36,10 @@ def calibration_rows(run: Run, settings: Settings) -> list[CalibrationRow]:
         row: CalibrationRow = {"run": run.name, "call": k, "where": call.where}
         if run.shape in SESSION_SHAPES:
             row["shape"] = run.shape
+        if reported <= 0:  # no report: a gateway that counts nothing
+            row.update({"reported_tokens": reported, "error": ZERO_REPORT})
+            rows.append(row)
+            continue
         manager = run_manager(settings, run, call_model(call), estimator)
         try:
             fitted = manager.evaluate(call.request)

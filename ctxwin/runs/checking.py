@@ -199,7 +199,7 @@ def _check_held(
         for run in runs:
             row = check_run(run, settings)
             if run.warnings:
-                row["warnings"] = list(run.warnings)
+                row["warnings"] = [*run.warnings, *row.get("warnings", ())]
             rows.append({"path": path, **row})
         return rows or [_invalid(path, "no transcripts in this file")]
     except RecursionError:

@@ -14,7 +14,8 @@ from typing import Any
 from ctxwin.core import INVALID, STATUSES, Plan, Transcript, load, plan_body
 from ctxwin.errors import CtxwinError, InputError
 from ctxwin.fitting.anchor import unlogged_tokens
-from ctxwin.fitting.calibration import prompt_tokens_from_usage
+from ctxwin.fitting.budget import spec_warnings
+from ctxwin.fitting.calibration import prompt_tokens_from_usage, zero_report_words
 from ctxwin.fitting.incremental import Prefixes
 from ctxwin.fitting.pruning import FitResult, total_cost
 from ctxwin.fitting.rows import (
@@ -25,6 +26,7 @@ from ctxwin.fitting.rows import (
     ReplayRow,
     RunCheck,
 )
+from ctxwin.fitting.windows import Window, session_window
 from ctxwin.formats import get_adapter
 from ctxwin.manager import ContextWindowManager
 from ctxwin.recorded import model_messages
@@ -57,11 +59,13 @@ def run_manager(
     learn_overhead: bool = False,
 ) -> ContextWindowManager:
     """A fresh manager for one call or run of ``run``: the run's wire format, and
-    ``model_hint`` naming the model when no setting does; the run's recorded window
-    (``run.context_length``) when no setting names a model, spec or window."""
+    ``model_hint`` naming the model when no setting does; the window the run's agent tool
+    ran it at (:func:`run_window`) when no setting names a spec or a window."""
     changes: dict[str, Any] = {"fmt": run.format_for(settings.fmt)}
-    if settings.spec is None and settings.context_length is None and settings.model is None:
-        changes["context_length"] = run.context_length
+    window = run_window(run, settings, model_hint)
+    if window is not None:
+        changes["context_length"] = window.context_length
+        changes["context_length_source"] = window.source
     manager = ContextWindowManager(
         settings.model or model_hint,
         settings,
@@ -73,6 +77,19 @@ def run_manager(
     # one's extends it (and is anchored on its report)
     manager.reads_equal_prefixes()
     return manager
+
+
+def run_window(run: Run, settings: Settings, model_hint: str | None = None) -> Window | None:
+    """The window ``run``'s agent tool ran it at, when it is not the model table's
+    (:func:`ctxwin.fitting.windows.session_window`: the window a Codex rollout names,
+    Claude Code's own), unless a setting names a spec file or a window."""
+    if settings.spec is not None or settings.context_length is not None:
+        return None
+    model = settings.model or model_hint or run_model(run)
+    reports = [n for n in map(reported_tokens, run.usage_at.values()) if n]
+    return session_window(
+        run.shape, model, run.context_length, reports, model_given=settings.model is not None
+    )
 
 
 def reported_tokens(usage: Mapping[str, Any] | None) -> int | None:
@@ -168,6 +185,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     prev: tuple[Mapping[str, Any] | None, int] | None = None
     counted = False
     """Whether a call before this one reported a (non-zero) prompt count."""
+    warnings: list[str] | None = None
     for k, (request, usage, where_k, transcript, at) in enumerate(prepared, 1):
         if prev is None:
             manager.reset()
@@ -198,6 +216,8 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
             prev = (None, 0)  # nothing to learn from it; keep what was learned
             continue
         r = fitted.result
+        if warnings is None:  # the first call read: one budget for the run's model
+            warnings = spec_warnings(fitted.budget.spec)
         logged = ledger.log(usage, at, ttl, fitted.budget.spec.cache)
         if fitted.changed and first_pruned is None:
             first_pruned = k
@@ -241,7 +261,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
     seen_usage = False
     after_first = 0
     for row in rows:
-        if row.get("reported_tokens") is None:
+        if not row.get("reported_tokens"):  # none, or 0: no report
             continue
         if seen_usage and row.get("under_estimate"):
             after_first += 1
@@ -251,7 +271,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "run": run.name,
         "shape": run.shape,
         "calls": len(rows),
-        "calls_with_usage": sum(1 for r in rows if r.get("reported_tokens") is not None),
+        "calls_with_usage": sum(1 for r in rows if r.get("reported_tokens")),
         "model": first["model"] if first else None,
         "context_length": first["context_length"] if first else None,
         "first_pruned": first_pruned,
@@ -269,6 +289,7 @@ def replay_run(run: Run, settings: Settings, learn_overhead: bool | None = None)
         "next_request": nxt,
         "rows": rows,
         "served_by": run.served_by,
+        "warnings": warnings or [],
         **ledger.totals(),  # type: ignore[typeddict-item]
     }
 
@@ -471,6 +492,9 @@ def check_run(run: Run, settings: Settings) -> RunCheck:
         where = run.recorded[-1].where
     else:
         where = "" if learns_nothing(run) else "next request"
+    found = spec_warnings(b.spec)
+    if found:
+        row["warnings"] = found
     row = {
         **row,
         **fitted.row(),
@@ -523,6 +547,8 @@ def _check_calls(run: Run, settings: Settings, row: RunCheck) -> None:
             "peak_call": rep["peak_call"],
         }
     )
+    if rep["zero_reports"]:
+        row.setdefault("warnings", []).append(zero_report_words(rep["zero_reports"]))
     if run.recorded is None:
         row.update(
             {

@@ -230,12 +230,24 @@ _CLAUDE_DOT = re.compile(r"(?<=\d)\.(?=\d)")
 """A dot between two digits: the version separator other services put in Claude's names."""
 
 
+LONG_CONTEXT_SUFFIX = "[1m]"
+"""What ends a model id that asks for the model's 1M-token window (Claude Code's
+``sonnet[1m]``, ``claude-opus-4-6[1m]``: ``--model`` and the ``model`` setting)."""
+LONG_CONTEXT_WINDOW = 1_000_000
+
+
+def long_context(name: str | None) -> bool:
+    """Whether the model id ``name`` asks for the 1M-token window (ends with ``[1m]``)."""
+    return name is not None and name.strip().lower().endswith(LONG_CONTEXT_SUFFIX)
+
+
 def candidates(name: str) -> Iterator[str]:
-    """``name`` in lower case, then with each provider prefix (``x/``) and each vendor
-    word (``us.``, ``anthropic.``: letters only, then a dot) taken off in turn. A Claude
-    name whose version has a dot (``claude-sonnet-4.5``, as GitHub Copilot and OpenRouter
-    name it) is also tried with Anthropic's dash (``claude-sonnet-4-5``)."""
-    candidate = name.strip().lower()
+    """``name`` in lower case (without a ``[1m]`` suffix: :func:`long_context`), then with
+    each provider prefix (``x/``) and each vendor word (``us.``, ``anthropic.``: letters
+    only, then a dot) taken off in turn. A Claude name whose version has a dot
+    (``claude-sonnet-4.5``, as GitHub Copilot and OpenRouter name it) is also tried with
+    Anthropic's dash (``claude-sonnet-4-5``)."""
+    candidate = name.strip().lower().removesuffix(LONG_CONTEXT_SUFFIX)
     while candidate:
         yield candidate
         if candidate.startswith("claude") and (dashed := _CLAUDE_DOT.sub("-", candidate)) != (
@@ -269,3 +281,40 @@ def name_family(model: str, prefixes: Collection[str], ends: str = BOUNDARY) -> 
     """The family of ``prefixes`` that ``model`` belongs to (:func:`match`), or ``None``."""
     found = match(model, prefixes, ends)
     return None if found is None else found[0]
+
+
+def closest_models(name: str, n: int = 3) -> list[str]:
+    """The model table's names closest to ``name`` (its :func:`candidates`, each compared
+    whole), the closest first: what a name the table does not know was most likely meant
+    to be (``gpt4o`` → ``gpt-4o``). Empty when none is close."""
+    import difflib  # here: only a name the table does not know needs it
+
+    names = [row.name for row in model_table()]
+    scored: dict[str, float] = {}
+    for candidate in candidates(name):
+        for found in difflib.get_close_matches(candidate, names, n=n, cutoff=0.6):
+            ratio = difflib.SequenceMatcher(None, candidate, found).ratio()
+            scored[found] = max(scored.get(found, 0.0), ratio)
+    return sorted(scored, key=lambda found: (-scored[found], found))[:n]
+
+
+def unknown_model_words(name: str | None, window: int) -> str:
+    """The warning for a model whose window the table does not know (the body's, or none
+    named): the window assumed, and the names it most likely meant."""
+    if name is None:
+        return f"unknown context length (no model named); assuming {window:,} tokens"
+    meant = did_you_mean(name)
+    return (
+        f"unknown context length: model {name!r} is not in the model table; assuming "
+        f"{window:,} tokens" + (f"; {meant}" if meant else "")
+    )
+
+
+def did_you_mean(name: str) -> str:
+    """``did you mean gpt-4o? (or gpt-4, gpt-5.4)`` for a name the table does not know
+    (:func:`closest_models`); ``""`` when no name is close."""
+    near = closest_models(name)
+    if not near:
+        return ""
+    more = f" (or {', '.join(near[1:])})" if len(near) > 1 else ""
+    return f"did you mean {near[0]}?{more}"
