@@ -280,6 +280,17 @@ class Conversation:
         self.flush()
         self.msgs.append(Msg("user", parts))
 
+    def add(self, role: str, parts: list[Part]) -> int | None:
+        """Add a message by its role: ``assistant`` (its index in :attr:`msgs`),
+        ``result`` (tool results) or anything else (what the user says)."""
+        if role == "assistant":
+            return self.assistant(parts)
+        if role == "result":
+            self.results(parts)
+        else:
+            self.user(parts)
+        return None
+
     def flush(self) -> None:
         """Answer the calls still pending (see the class)."""
         if self.pending:

@@ -267,12 +267,9 @@ def _segment_runs(seg: _Segment, name: str) -> list[Run]:
         conv = Conversation()
         at: dict[int, int] = {}
         for i, item in enumerate(seg.items):
-            if item.role == "assistant":
-                at[i] = conv.assistant(list(item.parts))
-            elif item.role == "result":
-                conv.results(list(item.parts))
-            else:
-                conv.user(list(item.parts))
+            index = conv.add(item.role, list(item.parts))
+            if index is not None:
+                at[i] = index
         messages, where = write(fmt, conv.msgs)
         usage_at: dict[int, Mapping[str, Any]] = {}
         sent_at: dict[int, float] = {}
