@@ -195,9 +195,21 @@ def test_evaluate_and_replays_say_nothing(logs: pytest.LogCaptureFixture) -> Non
 
 
 def test_the_library_installs_no_handler() -> None:
-    manager().fit(body(40))
-    for name in ("ctxwin", "ctxwin.manager", "ctxwin.integrations", "ctxwin.proxy"):
-        assert logging.getLogger(name).handlers == []
+    """In a fresh interpreter (the command line adds its own to ``ctxwin.proxy``): a fit,
+    the wrappers' and the proxy's modules leave every ctxwin logger without a handler."""
+    code = (
+        "import logging\n"
+        "import ctxwin, ctxwin.proxy.server, ctxwin.integrations.openai\n"
+        "m = ctxwin.ContextWindowManager(context_length=3000)\n"
+        "msgs = [{'role': 'user', 'content': 'x ' * 3000}]\n"
+        "try:\n    m.fit({'messages': msgs})\nexcept ctxwin.ContextTruncated:\n    pass\n"
+        "names = [n for n in logging.root.manager.loggerDict if n.startswith('ctxwin')]\n"
+        "assert 'ctxwin.manager' in names, names\n"
+        "print(sorted(n for n in names if logging.getLogger(n).handlers))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
+    assert "context truncated" in proc.stderr  # Python's last resort printed the ERROR
 
 
 # --- spans ----------------------------------------------------------------------------
