@@ -240,13 +240,16 @@ def test_an_anthropic_model_through_litellm(learn_overhead: bool) -> None:
     """LiteLLM translates the call to Anthropic Messages, whose provider adds its own tool
     prompt (346 tokens) that the messages do not show. Learned as an overhead, the loop
     goes on using the window; learned as a factor of the small first request, it keeps
-    the fit far below the window."""
+    the fit far below the window. (What each call adds is priced at Claude's seed at
+    least, 1.4, the worst ratio of Claude's count to the largest of the four open
+    tokenizers measured on recorded calls; this stand-in counts o200k, so on it the loop
+    keeps a quarter of the window back, not a fifth.)"""
     standin, _ = anthropic_loop(learn_overhead)
     assert len(standin.bodies) == TURNS and standin.refused == 0
     assert "system" in standin.bodies[0]  # the stand-in was spoken to in Anthropic's API
     # the largest prompt (the cut moves in blocks: the last call may sit low in one)
     used = max(standin.prompts) + 200
-    assert used > 0.8 * WINDOW if learn_overhead else used < 0.5 * WINDOW
+    assert used > 0.75 * WINDOW if learn_overhead else used < 0.5 * WINDOW
 
 
 def test_a_floor_that_does_not_fit_raises_before_sending() -> None:
