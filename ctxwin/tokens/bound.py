@@ -328,7 +328,30 @@ def _letter_parts(text: str, vocab: Mapping[bytes, int]) -> Iterator[bytes]:
         yield from _fine_parts(text.encode("utf-8"), vocab)
 
 
+_RUN_MEMO: dict[str, tuple[Mapping[bytes, int], list[bytes]]] = {}
+""":func:`_letter_run_parts` of the runs seen lately, with the vocabulary they were cut by
+(the chunk memo of :class:`BoundEstimator` keeps no chunk over 64 bytes, and a run's cut
+tries every part length at every character: a run read again, as a file read twice in a
+session, is cut once)."""
+
+_RUN_MEMO_SIZE = 4096
+"""Runs :data:`_RUN_MEMO` keeps before it is cleared."""
+
+
 def _letter_run_parts(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
+    """:func:`_cut_letter_run`, remembered (:data:`_RUN_MEMO`); the list is not to be
+    changed."""
+    known = _RUN_MEMO.get(text)
+    if known is not None and known[0] is vocab:
+        return known[1]
+    if len(_RUN_MEMO) >= _RUN_MEMO_SIZE:
+        _RUN_MEMO.clear()
+    parts = _cut_letter_run(text, vocab)
+    _RUN_MEMO[text] = (vocab, parts)
+    return parts
+
+
+def _cut_letter_run(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
     """A run of non-ASCII characters, the ASCII byte before it that opens it included if
     any, as the cheaper of two cuts. *By caps*: the byte before it alone (its pair price)
     and the characters at their caps (:func:`run_cap`: no tokenizer starts more tokens in
