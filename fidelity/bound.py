@@ -62,14 +62,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gzip
 import itertools
 import json
 import os
 import random
 import string
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -92,7 +91,9 @@ from ctxwin.tokens.vocabulary import (
     ANY_PREFIX,
     PREFIX_BYTES,
     bound_vocabulary,
+    code_point_file,
     fixed_cents,
+    letter_spans,
     vocab_file,
 )
 from fidelity import adversarial
@@ -355,6 +356,7 @@ def vocab_shaped(token: bytes) -> bool:
 
 
 VOCAB_PATH = ROOT / "ctxwin" / "data" / "bound-vocab.bin"
+SPANS_PATH = ROOT / "ctxwin" / "data" / "letter-spans.bin.gz"
 
 
 VOCAB_MAX = 2
@@ -643,8 +645,7 @@ def write_char_caps() -> int:
     """Write :func:`char_cap_table` to :data:`CHARS_PATH` (gzip; three bytes of code
     point and one of cap per character)."""
     table = char_cap_table()
-    raw = b"".join(cp.to_bytes(3, "big") + bytes([cap]) for cp, cap in table)
-    CHARS_PATH.write_bytes(gzip.compress(raw, 9, mtime=0))
+    CHARS_PATH.write_bytes(code_point_file(table))
     return len(table)
 
 
@@ -657,7 +658,16 @@ def write_vocabulary() -> int:
     tmp = VOCAB_PATH.with_suffix(".tmp")
     tmp.write_bytes(vocab_file(pieces))
     os.replace(tmp, VOCAB_PATH)
+    write_letter_spans(pieces)
     return len(pieces)
+
+
+def write_letter_spans(records: Iterable[tuple[bytes, int]]) -> int:
+    """Write :func:`ctxwin.tokens.vocabulary.letter_spans` of the vocabulary's ``records``
+    to :data:`SPANS_PATH` (as :data:`CHARS_PATH`: three bytes of code point, one of span)."""
+    spans = letter_spans(records)
+    SPANS_PATH.write_bytes(code_point_file(sorted(spans.items())))
+    return len(spans)
 
 
 ENGLISH_FREQUENCIES = {
@@ -777,12 +787,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="compare with ctxwin/tokens/bound.py")
     p.add_argument("--walks", action="store_true", help="print the letter-walk rates")
     p.add_argument("--words", action="store_true", help="the bound on held-out random words")
-    p.add_argument("--vocab", action="store_true", help=f"write {VOCAB_PATH.name}")
+    p.add_argument(
+        "--vocab", action="store_true", help=f"write {VOCAB_PATH.name} and {SPANS_PATH.name}"
+    )
+    p.add_argument(
+        "--spans", action="store_true", help=f"write {SPANS_PATH.name} from {VOCAB_PATH.name}"
+    )
     p.add_argument("--chars", action="store_true", help=f"write {CHARS_PATH.name}")
     a = p.parse_args(argv)
     out = sys.stdout
     if a.vocab:
         out.write(f"{write_vocabulary():,} pieces written to {VOCAB_PATH}\n")
+        return 0
+    if a.spans:
+        spans = write_letter_spans(bound_vocabulary().records())
+        out.write(f"{spans:,} characters written to {SPANS_PATH}\n")
         return 0
     if a.chars:
         out.write(f"{write_char_caps():,} characters written to {CHARS_PATH}\n")

@@ -39,6 +39,8 @@ from ctxwin.tokens.vocabulary import (
     bound_vocabulary,
     char_caps,
     fixed_cents,
+    letter_spans,
+    letter_spans_of,
     prefixed_count,
     run_cap,
     vocab_file,
@@ -628,3 +630,65 @@ def test_letters_alone_never_cost_more_than_a_token_a_byte() -> None:
         and cents > 100 * len(letters)
     ]
     assert over == []
+
+
+def test_the_shipped_letter_spans_are_the_vocabularys() -> None:
+    """``ctxwin/data/letter-spans.bin.gz`` is :func:`letter_spans` of the shipped vocabulary
+    (``python -m fidelity.bound --spans`` writes it): a character's span is the most
+    characters of any key that starts with it, and none is missing."""
+    shipped = letter_spans_of(bound_vocabulary())
+    assert shipped is not None
+    derived = letter_spans(bound_vocabulary().records())
+    assert {cp: shipped[cp] for cp in range(0x110000) if shipped[cp]} == derived
+    assert letter_spans_of(dict(bound_vocabulary().records())) is None  # another vocabulary
+
+
+def _letter_runs(seed: int, count: int) -> list[str]:
+    """Runs of non-ASCII letters of several scripts (Han, Hangul, Thai, Cyrillic, kana,
+    Arabic, Devanagari), alone and after a space or a symbol, and runs of common words."""
+    rng = random.Random(seed)
+    blocks = [(0x4E00, 0x9FFF), (0xAC00, 0xD7A3), (0x0E01, 0x0E3A), (0x0430, 0x044F)]
+    blocks += [(0x3041, 0x30FF), (0x0620, 0x064A), (0x0905, 0x0939)]
+    words = ["사용", "파일", "설정", "ภาษา", "ไทย", "файлов", "管理员", "数据", "ファイル"]
+    runs = []
+    for _ in range(count):
+        if rng.random() < 0.3:
+            text = "".join(rng.choices(words, k=rng.randint(1, 6)))
+        else:
+            lo, hi = rng.choice(blocks)
+            text = "".join(chr(rng.randint(lo, hi)) for _ in range(rng.randint(1, 30)))
+        text = "".join(c for c in text if unicodedata.category(c)[0] in "LM") or "한"
+        runs.append(rng.choice(["", " ", "(", "_"]) + text)
+    return runs
+
+
+def test_letter_spans_only_skip_lookups_that_would_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of letters is cut into the same parts with the spans as without them (every
+    part length tried): they only spare the lookups of keys the vocabulary lacks."""
+    from ctxwin.tokens import bound
+
+    vocab = bound_vocabulary()
+    runs = _letter_runs(5, 1500)
+    with_spans = [bound._cut_letter_run(run, vocab) for run in runs]
+    monkeypatch.setattr(bound, "letter_spans_of", lambda vocab: None)
+    assert [bound._cut_letter_run(run, vocab) for run in runs] == with_spans
+    assert sum(any(set(p) == {0xFF} for p in parts) for parts in with_spans) > 100  # cut runs
+
+
+def test_long_chunks_are_remembered_within_their_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk over 64 bytes (a hash, a line of a file read again) is priced once and then
+    looked up, at the same price; the memo of them keeps at most its budget of bytes."""
+    from ctxwin.tokens import bound
+
+    monkeypatch.setattr(bound, "_LONG_MEMO_BYTES", 10_000)
+    memo = bound._ChunkPrices(b" ")
+    rng = random.Random(9)
+    chunks = [
+        bytes(rng.choices(b"0123456789abcdefXYZ_-", k=rng.randint(65, 4096))) for _ in range(40)
+    ]
+    first = [memo[c] for c in chunks]
+    assert memo.long_bytes <= 10_000 and memo.long
+    assert all(memo.long[c] == memo[c] for c in memo.long)
+    assert [bound._ChunkPrices(b" ")[c] for c in chunks] == first == [memo[c] for c in chunks]
+    assert memo[b"x" * 5000] == bound._ChunkPrices(b" ")[b"x" * 5000]  # over 4 KiB: not kept
+    assert b"x" * 5000 not in memo.long

@@ -18,6 +18,7 @@ from ctxwin.tokens.vocabulary import (
     bound_vocabulary,
     fixed_cents,
     lacking_cents,
+    letter_spans_of,
     prefixed_count,
     run_cap,
 )
@@ -356,7 +357,9 @@ def _cut_letter_run(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
     any, as the cheaper of two cuts. *By caps*: the byte before it alone (its pair price)
     and the characters at their caps (:func:`run_cap`: no tokenizer starts more tokens in
     them, whatever the vocabulary). *By parts*: the longest parts the vocabulary holds (or
-    holds an any-prefix record of), from the left, :data:`_LETTER_SPAN` bytes at most, the
+    holds an any-prefix record of), from the left, :data:`_LETTER_SPAN` bytes at most and
+    no longer than the vocabulary's longest key starting with the part's first letter
+    (:func:`~ctxwin.tokens.vocabulary.letter_spans`: the lookups spared would all miss), the
     first holding the byte before the run if there is one; a character no part covers, and
     the byte before the run with the first character if no part starts with both, one token
     a byte; and :data:`_CUT_TOKENS` more for each cut between such units. That the parts
@@ -374,6 +377,7 @@ def _cut_letter_run(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
         return by_caps
     ends = list(itertools.accumulate(len(c.encode("utf-8")) for c in text))
     starts = [0, *ends[:-1]]
+    spans = letter_spans_of(vocab)
     parts: list[bytes] = []
     tokens = loose = units = 0  # tokens of the vocabulary parts, loose bytes, units
     in_loose = False
@@ -381,6 +385,9 @@ def _cut_letter_run(text: str, vocab: Mapping[bytes, int]) -> list[bytes]:
     while i < n:
         low = i + 1 if i or not lead else i + 2  # the byte before the run never alone
         j = bisect.bisect_right(ends, starts[i] + _LETTER_SPAN, i, n)  # parts end before j
+        if spans is not None:  # no key starting with the part's first letter is longer
+            first = low - 1
+            j = min(j, first + spans[ord(text[first])])
         count = None
         while j >= low:
             part = data[starts[i] : ends[j - 1]]
@@ -536,21 +543,45 @@ _PIECE = _PiecePrices()
 _piece_cents = _PIECE.__getitem__
 
 
+_LONG_CHUNK = 4096
+"""The longest chunk :class:`_ChunkPrices` remembers (a line of a file read again, a hash,
+a run of CJK text)."""
+
+_LONG_MEMO_BYTES = 8 << 20
+"""The bytes of chunks over :data:`~ctxwin.tokens.content._SHORT` bytes a
+:class:`_ChunkPrices` keeps before it forgets them all."""
+
+
 class _ChunkPrices(dict[bytes, int]):
     """Chunk (text between single spaces) → the price of its pieces, with a space
-    before it or not; computed on a miss, remembered when short."""
+    before it or not; computed on a miss, remembered: a short chunk here (up to
+    :data:`_MEMO_SIZE` of them), a longer one up to :data:`_LONG_CHUNK` bytes in
+    :attr:`long` (up to :data:`_LONG_MEMO_BYTES` of them), looked at only on a miss."""
 
     def __init__(self, lead: bytes) -> None:
         super().__init__({b"": 0})
         self.lead = lead
+        self.long: dict[bytes, int] = {}
+        self.long_bytes = 0
 
     def __missing__(self, chunk: bytes) -> int:
+        size = len(chunk)
+        if size > _SHORT:
+            known = self.long.get(chunk)
+            if known is not None:
+                return known
         price = sum(map(_piece_cents, _cut(self.lead + chunk)))
-        if len(chunk) <= _SHORT:
+        if size <= _SHORT:
             if len(self) >= _MEMO_SIZE:
                 self.clear()
                 self[b""] = 0
             self[chunk] = price
+        elif size <= _LONG_CHUNK:
+            if self.long_bytes + size > _LONG_MEMO_BYTES:
+                self.long.clear()
+                self.long_bytes = 0
+            self.long[chunk] = price
+            self.long_bytes += size
         return price
 
 

@@ -1,15 +1,17 @@
 """The bound estimator's data: the vocabulary of pieces with exact counts
-(``ctxwin/data/bound-vocab.bin``, mapped into memory and read in place), and the most
-tokens a character can start (``ctxwin/data/char-caps.bin.gz``).
+(``ctxwin/data/bound-vocab.bin``, mapped into memory and read in place), the most
+tokens a character can start (``ctxwin/data/char-caps.bin.gz``), and the longest key of the
+vocabulary that starts with a character (``ctxwin/data/letter-spans.bin.gz``).
 
-Both are derived from the four tokenizers' vocabularies by ``python -m fidelity.bound``
-(``--vocab``, ``--chars``); :mod:`ctxwin.tokens.bound` prices text with them.
+They are derived from the four tokenizers' vocabularies by ``python -m fidelity.bound``
+(``--vocab`` writes the first and the last, ``--chars`` the second);
+:mod:`ctxwin.tokens.bound` prices text with them.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 from zlib import crc32
@@ -284,17 +286,66 @@ def char_caps() -> bytes:
     tokenizers. The 192 code points of the Hiragana and Katakana blocks and 512 CJK
     ideographs cannot be split in three (2 tokens, not 3), nor 7,640 four-byte
     characters in four (3, not 4); every other character keeps one token a byte."""
-    import gzip
-    from pathlib import Path
-
     table = bytearray(
         b"\x01" * 0x80 + b"\x02" * 0x780 + b"\x03" * 0xF800 + b"\x04" * (0x110000 - 0x10000)
     )
-    path = Path(__file__).parent.parent / "data" / "char-caps.bin.gz"
-    raw = gzip.decompress(path.read_bytes())
+    return _code_point_table("char-caps.bin.gz", table)
+
+
+def code_point_file(table: Iterable[tuple[int, int]]) -> bytes:
+    """The bytes of a table of code points (``ctxwin/data/*.bin.gz``): each entry three
+    bytes of code point and one of value, gzip-compressed."""
+    import gzip
+
+    raw = b"".join(cp.to_bytes(3, "big") + bytes([value]) for cp, value in table)
+    return gzip.compress(raw, 9, mtime=0)
+
+
+def _code_point_table(name: str, table: bytearray) -> bytes:
+    """``table`` (a byte per code point) with the entries of ``ctxwin/data/NAME``
+    (:func:`code_point_file`) written in."""
+    import gzip
+    from pathlib import Path
+
+    raw = gzip.decompress((Path(__file__).parent.parent / "data" / name).read_bytes())
     for i in range(0, len(raw), 4):
         table[int.from_bytes(raw[i : i + 3], "big")] = raw[i + 3]
     return bytes(table)
+
+
+def letter_spans(records: Iterable[tuple[bytes, int]]) -> dict[int, int]:
+    """Code point → the most characters of a vocabulary key that starts with it (at most
+    255): the key as it is, without :data:`ANY_PREFIX`, without the one ASCII byte before
+    its letters, or without both. A part of a run of non-ASCII letters that starts with a
+    character is looked up (as a piece or an any-prefix record, :func:`prefixed_count`)
+    only up to that many characters: no longer key starts with it
+    (:func:`~ctxwin.tokens.bound._letter_run_parts`)."""
+    spans: dict[int, int] = {}
+    for key, _ in records:
+        keys = [key, key[1:]] if key[:1] == ANY_PREFIX else [key]
+        keys += [k[1:] for k in keys if k[:1].isascii() and k]
+        for k in keys:
+            if k[:1] >= b"\x80":
+                try:
+                    text = k.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                cp = ord(text[0])
+                if spans.get(cp, 0) < len(text):
+                    spans[cp] = min(len(text), 255)
+    return spans
+
+
+@lru_cache(maxsize=1)
+def _shipped_letter_spans() -> bytes:
+    return _code_point_table("letter-spans.bin.gz", bytearray(0x110000))
+
+
+def letter_spans_of(vocab: Mapping[bytes, int]) -> bytes | None:
+    """:func:`letter_spans` of ``vocab`` as a byte per code point, if it is the shipped
+    vocabulary (``ctxwin/data/letter-spans.bin.gz``, written with it by ``python -m
+    fidelity.bound --vocab``); else ``None``: nothing is known of its keys."""
+    return _shipped_letter_spans() if vocab is bound_vocabulary() else None
 
 
 def run_cap(run: bytes) -> int:
