@@ -7,9 +7,10 @@ For each size (``bench/gen.py`` transcripts, as ``make bench``) and window ``C``
 ``--estimator content``, each against the floor of its own output (``bench/floor.py
 --drop``: the messages that estimator's prune drops; ``check`` writes a report, so its
 floor parses only); and, per size, ``ctxwin estimate --json`` with each estimator against
-the floor that parses only. Every repetition runs every job once, in rotating order, so
-the machine's noise falls on all alike; the tables show medians of whole-process wall
-time. Writes Markdown to ``--out`` (``bench/estimators.md``) and prints it.
+the floor that parses only, and, where the ``bpe`` extra is installed, against ``estimate
+--tokenizer o200k_base`` (an exact count). Every repetition runs every job once, in
+rotating order, so the machine's noise falls on all alike; the tables show medians of
+whole-process wall time. Writes Markdown to ``--out`` (``bench/estimators.md``) and prints it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,7 +49,7 @@ class Job:
 
 
 def _jobs(
-    ctxwin: list[str], python: str, path: Path, windows: list[int], tmp: Path
+    ctxwin: list[str], python: str, path: Path, windows: list[int], tmp: Path, *, bpe: bool
 ) -> dict[str, Job]:
     floor = str(bench.BENCH / "floor.py")
     src = str(path)
@@ -56,6 +58,20 @@ def _jobs(
         flag = [] if est == "bound" else ["--estimator", est]
         jobs[f"estimate {est}"] = Job(
             f"estimate {est}", [*ctxwin, "estimate", src, "-c", str(windows[0]), "--json", *flag]
+        )
+    if bpe:  # the exact count of one tokenizer, through the bpe extra
+        jobs["estimate o200k_base"] = Job(
+            "estimate o200k_base",
+            [
+                *ctxwin,
+                "estimate",
+                src,
+                "-c",
+                str(windows[0]),
+                "--json",
+                "--tokenizer",
+                "o200k_base",
+            ],
         )
     jobs["floor (parse only)"] = Job(
         "floor (parse only)", [python, floor, "--parse-only", src, str(tmp / "parse.json")]
@@ -136,6 +152,13 @@ def render(
             f"| {windows[0]:,} | estimate | {_s(b)} | {_s(ct)} | {_x(b, ct)} | {_x(b, parse)} | "
             f"{_x(ct, parse)} |"
         )
+        exact = jobs.get("estimate o200k_base")
+        if exact is not None:
+            lines += [
+                "",
+                f"`estimate --tokenizer o200k_base` (the `bpe` extra) {_s(exact.median)} s: "
+                f"the bound's estimate takes {_x(b, exact.median)} its time.",
+            ]
         lines += ["", "Floors (s): parse only " + _s(parse)]
         for c in windows:
             lines[-1] += (
@@ -172,12 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     tmp = bench.DATA / "out"
     tmp.mkdir(parents=True, exist_ok=True)
     bench.compile_package(python)
+    bpe = subprocess.run([python, "-c", "import quicktok"], capture_output=True).returncode == 0
     sizes: dict[int, tuple[Path, dict[str, Job]]] = {}
     for n in bench.parse_sizes(args.sizes):
         path = bench.dataset(n, args.seed)
         bench.warm(path)
         (tmp / f"est-{n}").mkdir(exist_ok=True)
-        sizes[n] = (path, _jobs(ctxwin, python, path, windows, tmp / f"est-{n}"))
+        sizes[n] = (path, _jobs(ctxwin, python, path, windows, tmp / f"est-{n}", bpe=bpe))
     every = [(n, key) for n, (_, jobs) in sizes.items() for key in jobs]
     load_before = os.getloadavg()[0]
     for rep in range(args.reps):
