@@ -11,6 +11,12 @@ whose opening mark ends its line holds whole lines (a table, a fenced block); ot
 sits inside a sentence. Whole files written the same way (reports of ``fidelity/``) are
 in :data:`FILES`.
 
+A default of the code a page states (a seed, a framing header's tokens, a size) is not a
+measured figure, but it is checked the same way: a region named ``code.MODULE.NAME`` (a
+dotted path; a key of a dict, or of a tuple of pairs, may follow) holds the value of that
+constant (:func:`constant`), an int with thousands separators, a float as ``:g`` writes
+it.
+
 ``python -m tests.docs_support`` (``make docs``) rewrites every region and file (and
 docs/cli.md); ``tests/test_figures.py`` writes each again and fails where the page
 differs, exactly. Figures that read the corpus (``../shared/corpus``, or
@@ -88,13 +94,53 @@ def regions(text: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in REGION.finditer(text)]
 
 
+def constant(path: str) -> str:
+    """The value a ``code.`` region names (``code.ctxwin.tokens.framing.OPENAI_TOOLS_PREAMBLE``,
+    ``code.ctxwin.tokens.seeds.BOUND_MODEL_CALIBRATION.claude``), written as a page shows
+    it."""
+    import importlib
+
+    parts = path.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            value: Any = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for part in parts[k:]:
+            if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
+                value = dict(value)
+            try:
+                value = value[part] if isinstance(value, dict) else getattr(value, part)
+            except (KeyError, AttributeError):
+                raise LookupError(f"{path}: no {part}") from None
+        break
+    else:
+        raise LookupError(path)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{path} is not a number: {value!r}")
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+CODE = "code."
+"""The prefix of a region that holds a constant of the code (:func:`constant`)."""
+
+
+def generator(name: str) -> Generator:
+    """The generator of region ``name``: registered, or a ``code.`` constant."""
+    if name in GENERATORS:
+        return GENERATORS[name]
+    if name.startswith(CODE):
+        return Generator(name, lambda: constant(name[len(CODE) :]), corpus=False)
+    raise KeyError(f"no generator for the region figures:{name}")
+
+
 def available(gen: Generator) -> bool:
     return not gen.corpus or corpus_dir() is not None
 
 
 def render(name: str, old_body: str) -> str:
     """The body region ``name`` gets, shaped as ``old_body`` (lines or inline)."""
-    out = GENERATORS[name].make()
+    out = generator(name).make()
     return "\n" + out.strip("\n") + "\n" if old_body.startswith("\n") else out
 
 
@@ -103,9 +149,7 @@ def fill(text: str) -> str:
 
     def one(m: re.Match[str]) -> str:
         name, body = m.group(1), m.group(2)
-        if name not in GENERATORS:
-            raise KeyError(f"no generator for the region figures:{name}")
-        if not available(GENERATORS[name]):
+        if not available(generator(name)):
             return m.group(0)
         return f"<!-- figures:{name} -->{render(name, body)}<!-- /figures -->"
 
