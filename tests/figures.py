@@ -1799,3 +1799,171 @@ def provider_seed_step() -> str:
     from fidelity.provider import STEP
 
     return f"{1 / STEP:.2f}"
+
+
+# --- docs/how-it-works.md: the budget's rules, the model table, the estimators' weights -------
+
+
+def _model_row(name: str) -> dict[str, Any]:
+    data = orjson.loads((ROOT / "ctxwin" / "data" / "models.json").read_bytes())
+    (row,) = [r for r in data["models"] if r["name"] == name]
+    out: dict[str, Any] = row
+    return out
+
+
+@figure("fallback-prune")
+def fallback_prune() -> str:
+    """What ``prune`` drops of examples/agent-run.json at the fallback window."""
+    import tempfile
+
+    from ctxwin.fitting.budget import FALLBACK_CONTEXT_LENGTH
+    from tests.docs_support import run_ctxwin
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out, report = Path(tmp) / "out.json", Path(tmp) / "report.json"
+        done = run_ctxwin(
+            "prune",
+            "examples/agent-run.json",
+            str(out),
+            "-c",
+            str(FALLBACK_CONTEXT_LENGTH),
+            "--report",
+            str(report),
+        )
+        if done.returncode:
+            raise RuntimeError(done.stderr)
+        rep = orjson.loads(report.read_bytes())
+    turns = rep["dropped_turns"] + rep["kept_turns"]
+    return (
+        f"at `-c {FALLBACK_CONTEXT_LENGTH}`, `prune examples/agent-run.json` drops "
+        f"{rep['dropped_turns']} of its {turns} turns"
+    )
+
+
+@figure("price-tiers")
+def price_tiers() -> str:
+    parts = []
+    for name, label in (("gemini-2.5-pro", "Gemini 2.5 Pro"), ("gpt-5.4", "GPT-5.4")):
+        parts.append(f"{label} above {_model_row(name)['price']['above']['tokens']:,}")
+    return ", ".join(parts)
+
+
+@figure("gpt5-input-cap")
+def gpt5_input_cap() -> str:
+    row = _model_row("gpt-5")
+    return (
+        f"OpenAI's GPT-5 models take at most {row['max_input_tokens']:,} input tokens of their "
+        f"{row['context_length']:,} window"
+    )
+
+
+@figure("sonnet-cap")
+def sonnet_cap() -> str:
+    row = _model_row("claude-sonnet-4-5")
+    return f"{row['max_output_tokens']:,} of {row['context_length']:,}"
+
+
+@figure("reserve-floor")
+def reserve_floor() -> str:
+    from ctxwin.fitting.budget import RESERVE_FLOOR, RESERVE_PERCENT
+
+    return f"`max({RESERVE_FLOOR}, ⌈{RESERVE_PERCENT} % of context⌉)`"
+
+
+@figure("half-window-cap")
+def half_window_cap() -> str:
+    """A table cap as large as the window reserves half of it (gpt-4's, ``estimate``)."""
+    row = _model_row("gpt-4")
+    rep = _estimate_json("gpt-4")
+    return (
+        f"gpt-4's cap of {row['max_output_tokens']:,} tokens in its "
+        f"{row['context_length']:,}-token window reserves {rep['reserve']:,}"
+    )
+
+
+@figure("bound-vocabulary-brief")
+def bound_vocabulary_brief() -> str:
+    from fidelity import bound
+
+    return (
+        f"forms of the {bound.WORDS:,} commonest English words and of "
+        f"{len(bound.OTHER_LANGUAGES)} other languages' commonest words"
+    )
+
+
+@figure("reasoning-header-calls", corpus=True)
+def reasoning_header_calls() -> str:
+    row = _provider_row("OPENAI_REASONING_PREAMBLE", "gpt-5.4-mini")
+    calls = int(row["fit calls"]) + int(row["held-out calls"])
+    return (
+        f"the {calls} recorded gpt-5.4-mini calls needed up to {row['fit worst']} tokens over an "
+        f"exact o200k count without it"
+    )
+
+
+@figure("content-weights")
+def content_weights() -> str:
+    """The content estimator's price of each byte class (``ctxwin/tokens/content.py``)."""
+    from ctxwin.tokens.content import _BYTE, _STEP, EXTRA_STEPS, SCALE
+
+    def extra(cls: str) -> float:
+        return EXTRA_STEPS[cls] * _STEP / SCALE
+
+    def char(lead: str, n: int) -> float:
+        return (n * _BYTE + (EXTRA_STEPS[lead] + (n - 1) * EXTRA_STEPS["cont"]) * _STEP) / SCALE
+
+    non_ascii = sorted(extra(c) for c in ("cont", "lead2", "lead3", "lead4"))
+    return (
+        f"{_BYTE / SCALE:.3f} token a byte, plus {extra('upper'):.3f} for an upper-case letter, "
+        f"{extra('digit'):.3f} for a digit, {extra('punct'):.3f} for punctuation, control "
+        f"characters, tabs and line breaks, and {non_ascii[0]:.3f}–{non_ascii[-1]:.3f} for the "
+        f"bytes of non-ASCII characters (a 2-byte character costs {char('lead2', 2):.2f} "
+        f"tokens, a CJK character {char('lead3', 3):.2f}, an emoji {char('lead4', 4):.2f})"
+    )
+
+
+@figure("content-sum")
+def content_sum() -> str:
+    from ctxwin.tokens.content import _STEP, _SUM_SPAN, SCALE
+
+    return (
+        f"in steps of {_STEP / SCALE:.4f} token and deletes the bytes that cost nothing extra "
+        f"(lower-case letters, space); the low 16 bits of `zlib.adler32` of the result are one "
+        f"plus the sum of its bytes, exact for up to {_SUM_SPAN:,} bytes, and longer strings are "
+        f"summed {_SUM_SPAN:,} bytes at a time"
+    )
+
+
+@figure("seed-formula")
+def seed_formula() -> str:
+    import inspect
+
+    from ctxwin.tokens.base import SEED_CALIBRATION
+    from ctxwin.tokens.seed import SeedEstimator
+
+    d = {k: p.default for k, p in inspect.signature(SeedEstimator).parameters.items()}
+    return (
+        f"prose (message text, function names) ÷ {d['prose_bytes_per_token']:g}, of dense text "
+        f"(tool arguments, tool results, call ids, the serialized `tools` block) ÷ "
+        f"{d['dense_bytes_per_token']:g}, plus {d['per_message']} tokens per message and "
+        f"{d['per_tool_call']} per tool call, with calibration seed {SEED_CALIBRATION:g}"
+    )
+
+
+@figure("cheap-newline")
+def cheap_newline() -> str:
+    from ctxwin.tokens.tiered import CHEAP_BYTE_CENTS
+
+    return f"{CHEAP_BYTE_CENTS[ord(chr(10))] / 100:.2f} tokens"
+
+
+@figure("bench-bound-over-content")
+def bench_bound_over_content() -> str:
+    """``estimate`` of the 100k bench transcript with each estimator (bench/estimators.md)."""
+    path = "bench/estimators.md"
+    rows = next(r for s, r in _bench_rows(path).items() if s.startswith("100k"))
+    (cells,) = [c for (_, command), c in rows.items() if command == "estimate"]
+    return (
+        f"{cells[4]} the time of `content` (`estimate` of 100k bench messages: {cells[2]} s "
+        f"against {cells[3]} s, `{path}`, run of {_bench_date(path)})"
+    )
