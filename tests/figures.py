@@ -13,7 +13,8 @@ in :data:`FILES`.
 
 A default of the code a page states (a seed, a framing header's tokens, a size) is not a
 measured figure, but it is checked the same way: a region named ``code.MODULE.NAME`` (a
-dotted path; a key of a dict, or of a tuple of pairs, may follow) holds the value of that
+dotted path; a key of a dict, or of a tuple of pairs, or a dataclass field's default may
+follow) holds the value of that
 constant (:func:`constant`), an int with thousands separators, a float as ``:g`` writes
 it.
 
@@ -98,6 +99,7 @@ def constant(path: str) -> str:
     """The value a ``code.`` region names (``code.ctxwin.tokens.framing.OPENAI_TOOLS_PREAMBLE``,
     ``code.ctxwin.tokens.seeds.BOUND_MODEL_CALIBRATION.claude``), written as a page shows
     it."""
+    import dataclasses
     import importlib
 
     parts = path.split(".")
@@ -109,6 +111,8 @@ def constant(path: str) -> str:
         for part in parts[k:]:
             if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
                 value = dict(value)
+            elif isinstance(value, type) and dataclasses.is_dataclass(value):
+                value = {f.name: f.default for f in dataclasses.fields(value)}  # its defaults
             try:
                 value = value[part] if isinstance(value, dict) else getattr(value, part)
             except (KeyError, AttributeError):
@@ -1966,4 +1970,98 @@ def bench_bound_over_content() -> str:
     return (
         f"{cells[4]} the time of `content` (`estimate` of 100k bench messages: {cells[2]} s "
         f"against {cells[3]} s, `{path}`, run of {_bench_date(path)})"
+    )
+
+
+# --- docs/sessions.md: the Codex reader's rules and what its samples show --------------------
+
+
+@figure("codex-truncation")
+def codex_truncation() -> str:
+    """The example of a Codex tool output's cut (``ctxwin/sessions/codex.py``)."""
+    from ctxwin.sessions.codex import BYTES_PER_TOKEN, TRUNCATION_HEADROOM
+
+    limit = 10_000
+    tokens = round(limit * TRUNCATION_HEADROOM)
+    return (
+        f'the turn\'s `truncation_policy` × {TRUNCATION_HEADROOM:g} (`{{"mode": "tokens", '
+        f'"limit": {limit}}}`: {tokens:,} of Codex\'s {BYTES_PER_TOKEN}-byte tokens, '
+        f"{tokens * BYTES_PER_TOKEN:,} bytes)"
+    )
+
+
+@figure("codex-ciphertext", corpus=True)
+def codex_ciphertext() -> str:
+    """The encrypted reasoning of the unredacted Codex samples priced as text (the default
+    estimator), ÷ the reasoning tokens its response reported."""
+    from ctxwin.runs import read_runs
+    from fidelity.adversarial import estimate_tokens
+
+    root = corpus_dir()
+    assert root is not None
+    ratios = []
+    for path in sorted((root / "agent_tools" / "codex").iterdir()):
+        if path.name.startswith(REDACTED):
+            continue
+        for run in read_runs(path.read_bytes(), path=str(path)):
+            for item in run.body.get("input") or []:
+                tokens = item.get("ctxwin_reasoning_tokens") if isinstance(item, dict) else None
+                if item.get("type") == "reasoning" and tokens and item.get("encrypted_content"):
+                    ratios.append(estimate_tokens(item["encrypted_content"], "bound") / tokens)
+    return (
+        f"{min(ratios):.1f}–{max(ratios):.0f} times the reasoning tokens it carries (median "
+        f"{statistics.median(ratios):.1f}, over the {len(ratios)} items of the unredacted "
+        f"samples whose response reasoned)"
+    )
+
+
+@figure("opus-4-6-window")
+def opus_4_6_window() -> str:
+    return f"{_model_row('claude-opus-4-6')['context_length']:,}"
+
+
+@figure("codex-window-example")
+def codex_window_example() -> str:
+    from ctxwin.fitting.windows import CODEX_WINDOW_PERCENT
+
+    window = _model_row("gpt-5")["max_input_tokens"]
+    return f"{window * CODEX_WINDOW_PERCENT // 100:,} of GPT-5.x's {window:,}"
+
+
+def _auto_compact(tool: str, model: str, window: int, source: str) -> int:
+    from ctxwin.fitting.budget import resolve_spec
+    from ctxwin.fitting.windows import auto_compact
+
+    spec = resolve_spec(model, context_length=window, context_length_source=source)  # type: ignore[arg-type]
+    found = auto_compact(tool, spec)
+    assert found is not None
+    return found.tokens
+
+
+@figure("codex-compact-example")
+def codex_compact_example() -> str:
+    from ctxwin.fitting.windows import CODEX_WINDOW_PERCENT
+
+    named = _model_row("gpt-5")["max_input_tokens"] * CODEX_WINDOW_PERCENT // 100
+    return (
+        f"{_auto_compact('codex', 'gpt-5', named, 'session'):,} for a rollout that names {named:,}"
+    )
+
+
+@figure("claude-code-compact")
+def claude_code_compact() -> str:
+    from ctxwin.fitting.windows import (
+        CLAUDE_CODE_BUFFER,
+        CLAUDE_CODE_SUMMARY_OUTPUT,
+        CLAUDE_CODE_WINDOW,
+    )
+    from ctxwin.tokens.models import LONG_CONTEXT_WINDOW
+
+    cells = [
+        f"{_auto_compact('claude-code', 'claude-opus-4-6', w, 'tool'):,} of {w:,}"
+        for w in (CLAUDE_CODE_WINDOW, LONG_CONTEXT_WINDOW)
+    ]
+    return (
+        f"`window − min(output cap, {CLAUDE_CODE_SUMMARY_OUTPUT:,}) − {CLAUDE_CODE_BUFFER:,}`: "
+        + ", ".join(cells)
     )
