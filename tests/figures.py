@@ -2065,3 +2065,101 @@ def claude_code_compact() -> str:
         f"`window − min(output cap, {CLAUDE_CODE_SUMMARY_OUTPUT:,}) − {CLAUDE_CODE_BUFFER:,}`: "
         + ", ".join(cells)
     )
+
+
+# --- docs/tokenizers.md: the seeds and the calls they were set on ---------------------------
+
+
+@figure("reasoning-header-split", corpus=True)
+def reasoning_header_split() -> str:
+    from ctxwin.tokens.framing import OPENAI_REASONING_PREAMBLE
+
+    row = _provider_row("OPENAI_REASONING_PREAMBLE", "gpt-5.4-mini")
+    fit, held = int(row["fit calls"]), int(row["held-out calls"])
+    beyond = int(row["held-out beyond"])
+    return (
+        f"{OPENAI_REASONING_PREAMBLE}-token header of OpenAI's reasoning models (GPT-5 and 5.x, "
+        f"o1, o3, o4-mini), without which the {fit + held} recorded gpt-5.4-mini calls were "
+        f"reported up to {row['fit worst']} tokens above the exact count (the {fit} of the fit "
+        f"part set it; the {held} held out, {beyond} beyond it, are calls of the same run, "
+        f"split call by call, so they share a conversation with those that set it)"
+    )
+
+
+@figure("auto-provider", corpus=True)
+def auto_provider() -> str:
+    fit, held, *_ = _split()
+    text = reports()["fidelity/results.md"]
+    found = _find(
+        text,
+        r"- `--tokenizer auto`[^\n]*fit part (\d+) under-counts in \d+ calls; held-out part "
+        r"(\d+) under-counts",
+    )
+    return (
+        f"{found.group(1)} under of the {fit} fit calls, {found.group(2)} of the {held} held "
+        f"out: a thin check, as [fidelity.md](fidelity.md#which-figures-were-set-from-which-calls) "
+        f"says"
+    )
+
+
+@figure("content-claude-seed", corpus=True)
+def content_claude_seed() -> str:
+    from fidelity.provider import STEP
+
+    row = _provider_row("MODEL_CALIBRATION", "claude")
+    return (
+        f"reported up to {float(row['fit worst']):.3f}× the uncalibrated estimate on the fit "
+        f"part of the recorded provider calls, rounded up to {1 / STEP:.2f}; the held-out part "
+        f"({row['held-out calls']} calls, never used to set it) reached "
+        f"{float(row['held-out worst']):.3f}×"
+    )
+
+
+def _claude_fit_worst(figure_name: str) -> float:
+    """Claude's fit worst, to the three decimals the page shows it with (so the page's
+    products of it are what it shows times the growth)."""
+    return round(float(_provider_row(figure_name, "claude")["fit worst"]), 3)
+
+
+@figure("claude-next-documented", corpus=True)
+def claude_next_documented() -> str:
+    from ctxwin.tokens.seeds import CLAUDE_TOKENIZER_GROWTH
+
+    worst = _claude_fit_worst("MODEL_CALIBRATION")
+    return f"{worst:.3f} × {CLAUDE_TOKENIZER_GROWTH:g} = {worst * CLAUDE_TOKENIZER_GROWTH:.2f}"
+
+
+@figure("claude-next-measured", corpus=True)
+def claude_next_measured() -> str:
+    from ctxwin.tokens.seeds import CLAUDE_GROWTH_MEASURED
+
+    worst = _claude_fit_worst("MODEL_CALIBRATION")
+    return f"{worst:.3f} × {CLAUDE_GROWTH_MEASURED:g} = {worst * CLAUDE_GROWTH_MEASURED:.2f}"
+
+
+@figure("bound-seeds-tokenizers", corpus=True)
+def bound_seeds_tokenizers() -> str:
+    rows = {
+        family: _provider_row("BOUND_MODEL_CALIBRATION", family)
+        for family in ("claude", "deepseek", "llama-4")
+    }
+    c, d, m = rows["claude"], rows["deepseek"], rows["llama-4"]
+
+    def seed(r: dict[str, str]) -> str:
+        return f"{float(r['shipped']):g}"
+
+    held = ", ".join(f"{float(r['held-out worst']):.3f}×" for r in rows.values())
+    return (
+        f"**{seed(c)}** for Claude generation 1 (Claude Sonnet 4.5 reported "
+        f"{float(c['fit worst']):.3f}×), {seed(d)} for DeepSeek ({float(d['fit worst']):.3f}×), "
+        f"{seed(m)} for Llama 4 ({float(m['fit worst']):.3f}×); the held-out calls reached "
+        f"{held}"
+    )
+
+
+@figure("claude-next-bound", corpus=True)
+def claude_next_bound() -> str:
+    from ctxwin.tokens.seeds import CLAUDE_GROWTH_MEASURED
+
+    worst = _claude_fit_worst("BOUND_MODEL_CALIBRATION")
+    return f"{worst:.3f} × {CLAUDE_GROWTH_MEASURED:g} = {worst * CLAUDE_GROWTH_MEASURED:.2f}"
