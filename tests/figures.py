@@ -2163,3 +2163,33 @@ def claude_next_bound() -> str:
 
     worst = _claude_fit_worst("BOUND_MODEL_CALIBRATION")
     return f"{worst:.3f} × {CLAUDE_GROWTH_MEASURED:g} = {worst * CLAUDE_GROWTH_MEASURED:.2f}"
+
+
+# --- README.md ------------------------------------------------------------------------------
+
+
+@figure("python-requires")
+def python_requires() -> str:
+    import tomllib
+
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    return "Python " + spec["requires-python"].replace(">=", "≥ ")
+
+
+@figure("cache-loop-setup")
+def cache_loop_setup() -> str:
+    """The loop ``tests/test_cache_loop.py`` runs (and :func:`block_loop` measures)."""
+    from tests.test_cache_loop import CALLS, WINDOW
+
+    return f"a {CALLS}-call Chat loop at a {WINDOW:,}-token window"
+
+
+@figure("readme-held-out-words")
+def readme_held_out_words() -> str:
+    from fidelity import bound
+
+    _, first, count, (low, high), _ = bound.HELD_OUT_WORDS[0]
+    return (
+        f"0 of {count:,} random words of {low}–{high} letters its prices never saw "
+        f"(`tests/test_estimator_bound.py`, seeds {first}–{first + count - 1:,})"
+    )
