@@ -2173,7 +2173,8 @@ def python_requires() -> str:
     import tomllib
 
     spec = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
-    return "Python " + spec["requires-python"].replace(">=", "≥ ")
+    floor: str = spec["requires-python"]
+    return "Python " + floor.replace(">=", "≥ ")
 
 
 @figure("cache-loop-setup")
