@@ -2194,3 +2194,46 @@ def readme_held_out_words() -> str:
         f"0 of {count:,} random words of {low}–{high} letters its prices never saw "
         f"(`tests/test_estimator_bound.py`, seeds {first}–{first + count - 1:,})"
     )
+
+
+# --- docs/formats.md: what media costs (ctxwin/formats/media.py) ----------------------------
+
+
+@figure("media-table")
+def media_table() -> str:
+    from ctxwin.formats import media as m
+
+    return "\n".join(
+        [
+            "| provider | image | PDF | audio / video |",
+            "|---|---|---|---|",
+            f"| OpenAI (Chat, Responses) | `detail: low` {m.OPENAI_LOW_DETAIL}; else scale to fit "
+            f"2048², shortest side to 768, {m.OPENAI_BASE} + {m.OPENAI_PER_TILE} per 512-px "
+            f"tile; unknown size {m.OPENAI_UNKNOWN_IMAGE} (8 tiles, the rule's maximum) | per "
+            f"page {m.PDF_PAGE_TEXT} text + {m.OPENAI_UNKNOWN_IMAGE} image "
+            f"| {m.AUDIO_PER_SECOND} tokens/s |",
+            f"| Anthropic | ⌈w·h / {m.ANTHROPIC_PIXELS_PER_TOKEN}⌉ after scaling the long edge "
+            f"to {m.ANTHROPIC_MAX_EDGE} px, at most {m.ANTHROPIC_IMAGE_CAP}; unknown size "
+            f"{m.ANTHROPIC_IMAGE_CAP} | per page {m.PDF_PAGE_TEXT} text + "
+            f"{m.ANTHROPIC_IMAGE_CAP} image | — |",
+            f"| Gemini | {m.GEMINI_TILE} per {m.GEMINI_TILE_EDGE}-px tile (one tile up to "
+            f"{m.GEMINI_SMALL_EDGE}²), at least {m.GEMINI_IMAGE_FLOOR} (Gemini 3 default "
+            f"resolution); unknown size {m.GEMINI_UNKNOWN_IMAGE} (a 2048² image) "
+            f"| {m.GEMINI_PDF_PAGE} per page | audio {m.AUDIO_PER_SECOND} tokens/s, video "
+            f"{m.GEMINI_VIDEO_PER_SECOND} tokens/s |",
+        ]
+    )
+
+
+@figure("media-unknown")
+def media_unknown() -> str:
+    from ctxwin.formats import media as m
+
+    return (
+        f"a PDF with no findable page objects counts one page per {m.PDF_BYTES_PER_PAGE // 1000} "
+        f"kB; audio of unknown encoding plays at {m.UNKNOWN_AUDIO_BYTES_PER_SECOND * 8 // 1000} "
+        f"kbit/s, video at {m.UNKNOWN_VIDEO_BYTES_PER_SECOND * 8 // 1000} kbit/s; media known "
+        f"only by URL or file id count as the unknown-size image, {m.UNKNOWN_DOC_PAGES} PDF "
+        f"pages, or {m.UNKNOWN_CLIP_SECONDS} s of audio/video; an inline payload of no media "
+        f"type counts as dense text at {m.OTHER_BYTES_PER_TOKEN} bytes per token"
+    )
