@@ -2237,3 +2237,73 @@ def media_unknown() -> str:
         f"pages, or {m.UNKNOWN_CLIP_SECONDS} s of audio/video; an inline payload of no media "
         f"type counts as dense text at {m.OTHER_BYTES_PER_TOKEN} bytes per token"
     )
+
+
+# --- docs/cluster.md: the cluster's defaults and bench/cluster.md ----------------------------
+
+
+@figure("cluster-chunks")
+def cluster_chunks() -> str:
+    import inspect
+
+    from ctxwin.runs.checking import chunks
+
+    return f"about {inspect.signature(chunks).parameters['target'].default} per worker thread"
+
+
+@figure("cluster-retries")
+def cluster_retries() -> str:
+    import inspect
+
+    from ctxwin.cluster import check_paths_on_dask
+
+    return f"up to {inspect.signature(check_paths_on_dask).parameters['retries'].default} times"
+
+
+@figure("cluster-connect")
+def cluster_connect() -> str:
+    from ctxwin.cluster import CONNECT_TIMEOUT
+
+    return f"{CONNECT_TIMEOUT:g} s"
+
+
+CLUSTER_BENCH = "bench/cluster.md"
+
+
+@figure("cluster-throughput")
+def cluster_throughput() -> str:
+    """The run bench/cluster.md records: its set-up and its table (timings: quoted from the
+    file as it is)."""
+    text = (ROOT / CLUSTER_BENCH).read_text("utf-8")
+    date = _find(text, r"- date: ([\d-]+)")[1]
+    load = _find(text, r"before / after: ([\d.]+) / ([\d.]+)")
+    setup = _find(text, r"- input: ([^\n]+)")[1]
+    rows = _table_rows(text[text.index("## Engines") : text.index("## Control")])[1:]
+    lines = [
+        f"Measured with `python bench/cluster.py --repeat 5` (best of 5) on the 2-core "
+        f"development machine on {date}, shared at the time (load average {load[1]} before, "
+        f"{load[2]} after), on {setup} ([{CLUSTER_BENCH}](../{CLUSTER_BENCH})):",
+        "",
+        "| engine | best | median | files/s | MB/s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {e} | {b} s | {m} s | {f} | {mb} |" for e, b, m, f, mb in rows]
+    return "\n".join(lines)
+
+
+@figure("cluster-reading")
+def cluster_reading() -> str:
+    text = (ROOT / CLUSTER_BENCH).read_text("utf-8")
+    control = [float(r[1]) for r in _table_rows(text[text.index("## Control") :])[1:]]
+    engines = text[text.index("## Engines") : text.index("## Control")]
+    best = {r[0]: float(r[1]) for r in _table_rows(engines)[1:]}
+    one, two = best["Dask, 1 worker"], best["Dask, 2 workers"]
+    extra = 100 * (one / best["local `-j 1`"] - 1)
+    return (
+        f"a pure-CPU loop took {control[0]:.2f} s in one process and {control[1]:.2f} s split "
+        f"over two (×{control[0] / control[1]:.2f}), so the machine had no second core to give "
+        f"during the run, and the local pool gains nothing from `-j 2`. Two Dask workers were "
+        f"×{one / two:.2f} faster than one all the same (more processes get a larger share of "
+        f"a busy machine), not a measure of scaling. One worker costs about {extra:.0f}% more "
+        f"than the local serial check here"
+    )
