@@ -2307,3 +2307,90 @@ def cluster_reading() -> str:
         f"a busy machine), not a measure of scaling. One worker costs about {extra:.0f}% more "
         f"than the local serial check here"
     )
+
+
+# --- docs/integrations/*.md: the end-to-end loops' sizes and the hooks' defaults --------------
+
+
+def _source_constant(module: str, name: str) -> int:
+    """The integer ``name`` is set to at the top of ``tests/MODULE.py``, read from its source
+    (importing the integration tests would import every framework), following one
+    ``from tests.X import NAME``."""
+    import ast
+
+    tree = ast.parse((ROOT / "tests" / f"{module}.py").read_text("utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, int)
+            return value
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
+            if any(a.name == name for a in node.names):
+                return _source_constant(node.module.removeprefix("tests."), name)  # type: ignore[union-attr]
+    raise LookupError(f"tests/{module}.py: {name}")
+
+
+def _loop(module: str, steps: str, words: str) -> Callable[[], str]:
+    def make() -> str:
+        n = _source_constant(module, steps)
+        window = _source_constant(module, "WINDOW")
+        return words.format(n=n, window=f"{window:,}")
+
+    return make
+
+
+for _name, (_module, _steps, _words) in {
+    "loop-agents": ("test_integrations_agents", "STEPS", "a {n}-tool-call run (window {window})"),
+    "loop-litellm": (
+        "test_integrations_litellm",
+        "TURNS",
+        "a {n}-step agent loop (window {window})",
+    ),
+    "loop-langchain": (
+        "test_integrations_langchain",
+        "TURNS",
+        "a {n}-step tool loop (window {window} tokens)",
+    ),
+    "loop-pydantic-ai": (
+        "test_integrations_pydantic_ai",
+        "TURNS",
+        "a {n}-step tool loop (window {window} tokens)",
+    ),
+    "loop-openai": ("test_integrations_openai", "TURNS", "a {n}-step agent loop (window {window})"),
+    "loop-anthropic": (
+        "test_integrations_anthropic",
+        "TURNS",
+        "a {n}-step agent loop (window {window})",
+    ),
+}.items():
+    figure(_name)(_loop(_module, _steps, _words))
+
+
+@figure("hook-conversations")
+def hook_conversations() -> str:
+    import inspect
+
+    from ctxwin.integrations.agents import ContextWindowFilter
+
+    n = inspect.signature(ContextWindowFilter).parameters["conversations"].default
+    return f"{n:,}"
+
+
+@figure("litellm-conversations")
+def litellm_conversations() -> str:
+    import ast
+
+    tree = ast.parse((ROOT / "ctxwin" / "integrations" / "litellm.py").read_text("utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True):
+                if arg.arg == "conversations" and isinstance(default, ast.Constant):
+                    return f"{default.value:,}"
+    raise LookupError("ctxwin/integrations/litellm.py: conversations=")
+
+
+@figure("gpt-4o-output-cap")
+def gpt_4o_output_cap() -> str:
+    return f"{_model_row('gpt-4o')['max_output_tokens']:,}"
