@@ -2326,9 +2326,13 @@ def _source_constant(module: str, name: str) -> int:
             value = ast.literal_eval(node.value)
             assert isinstance(value, int)
             return value
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
-            if any(a.name == name for a in node.names):
-                return _source_constant(node.module.removeprefix("tests."), name)  # type: ignore[union-attr]
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module is not None
+            and node.module.startswith("tests.")
+            and any(a.name == name for a in node.names)
+        ):
+            return _source_constant(node.module.removeprefix("tests."), name)
     raise LookupError(f"tests/{module}.py: {name}")
 
 
@@ -2394,3 +2398,76 @@ def litellm_conversations() -> str:
 @figure("gpt-4o-output-cap")
 def gpt_4o_output_cap() -> str:
     return f"{_model_row('gpt-4o')['max_output_tokens']:,}"
+
+
+# --- docs/observability.md: what seeing a fit costs (bench/telemetry-results.md) -------------
+
+TELEMETRY_BENCH = "bench/telemetry-results.md"
+TELEMETRY_MODES = (
+    "no `opentelemetry` installed",
+    "`opentelemetry-api`, no SDK (no exporter)",
+    "SDK, in-memory exporter",
+    "no SDK, INFO records to a handler",
+)
+"""The modes of the bench file's table, in its order, as the page names them."""
+
+
+def _telemetry() -> tuple[str, list[list[str]]]:
+    text = (ROOT / TELEMETRY_BENCH).read_text("utf-8")
+    return text, _table_rows(text)[1:]
+
+
+@figure("telemetry-setup")
+def telemetry_setup() -> str:
+    text, _ = _telemetry()
+    calls = _find(text, r"([\d,]+) calls per loop, ~([\d,]+)-byte results, a ([\d,]+)-token window")
+    return (
+        f"a {calls[1]}-call agent loop (≈{calls[2]}-byte tool results, a {calls[3]}-token "
+        f"window it outgrows)"
+    )
+
+
+@figure("telemetry-cost")
+def telemetry_cost() -> str:
+    """The run bench/telemetry-results.md records (timings: quoted from the file)."""
+    text, rows = _telemetry()
+    load = _find(text, r"load average ([\d.]+) before, ([\d.]+) after")
+    runs = _find(text, r"per mode (\d+) runs of (\d+) loops of (\d+) fits")
+    fits = int(runs[1]) * int(runs[2]) * int(runs[3])
+    lines = [
+        f"Measured on a shared 2-core machine (load average {load[1]} before the run, "
+        f"{load[2]} after; other work ran on it), per fit, medians over {fits:,} fits "
+        f"(`{TELEMETRY_BENCH}`):",
+        "",
+        "| mode | fit alone (µs) | with it (µs) | added per fit | added to a fit that changed "
+        "the request |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, (_, alone, with_it, added, _middle, changed) in zip(
+        TELEMETRY_MODES, rows, strict=True
+    ):
+        cells = [label, alone, with_it, added.replace("-", "−"), changed.replace("-", "−")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@figure("telemetry-reading")
+def telemetry_reading() -> str:
+    text, rows = _telemetry()
+    (_, _, _, api_added, api_middle, _) = rows[1]
+    (_, alone, with_it, _, _, _) = rows[2]
+    (_, _, _, _, _, info_changed) = rows[3]
+    share = _find(api_added, r"\(\+([\d.]+) %\)")[1]
+    low, high = _find(api_middle, r"([+-]?[\d.]+) to ([+-]?[\d.]+) %").groups()
+    changed = _find(text, r"\((\d+) fits of each loop drop turns\)")[1]
+    calls = _find(text, r"([\d,]+) calls per loop")[1]
+    info = _find(info_changed, r"\+([\d.]+) µs")[1]
+    return (
+        f"With no exporter configured, seeing a fit adds about {float(share):.0f} % of the "
+        f"fit's own time; single fits vary more than that on a shared machine (the middle "
+        f"half of the per-fit differences spans about "
+        f"{f'{float(low):+.0f}'.replace('-', '−')} % to {float(high):+.0f} %). A recorded span costs about "
+        f"{float(with_it) - float(alone):.0f} µs with the SDK's synchronous processor; an "
+        f"INFO record, built and formatted, about {float(info):.0f} µs, and only for the fits "
+        f"that change the request ({changed} of the loop's {calls})"
+    )
