@@ -2471,3 +2471,82 @@ def telemetry_reading() -> str:
         f"INFO record, built and formatted, about {float(info):.0f} µs, and only for the fits "
         f"that change the request ({changed} of the loop's {calls})"
     )
+
+
+# --- docs/robustness.md: what the commands print for each exit code -------------------------
+
+
+def _printed(command: str, *, stdin: str = "") -> tuple[int, str]:
+    """(exit code, what ``ctxwin ARGS`` writes to stderr, or to stdout when that is empty)
+    of a command line of the page, run from the repository's root in a temporary folder
+    for the files it writes."""
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from tests.docs_support import _env
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(ROOT / "examples", Path(tmp) / "examples")
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxwin", *shlex.split(command)],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=_env(),
+            cwd=tmp,
+            timeout=120,
+            check=False,
+        )
+    return done.returncode, (done.stderr or done.stdout).strip()
+
+
+def _exit_example(command: str, code: int, *, stdin: str = "", find: str = "") -> str:
+    got, text = _printed(command, stdin=stdin)
+    if got != code:
+        raise RuntimeError(f"ctxwin {command} exited {got}, not {code}: {text}")
+    if find:
+        text = _find(text, find).group(0)
+    return f"`{text}`"
+
+
+@figure("exit-0")
+def exit_0() -> str:
+    return _exit_example("prune examples/agent-run.json fit.json -c 2000 --max-tokens 0", 0)
+
+
+@figure("exit-1")
+def exit_1() -> str:
+    return _exit_example("estimate -", 1, stdin="{\n")
+
+
+@figure("exit-2")
+def exit_2() -> str:
+    return _exit_example(
+        "estimate examples/agent-run.json --no-such-flag",
+        2,
+        find=r"ctxwin: usage error: No such option: \S+",
+    )
+
+
+@figure("exit-3")
+def exit_3() -> str:
+    return _exit_example(
+        "prune examples/agent-run.json fit.json -c 400 --max-tokens 100",
+        3,
+        find=r"ctxwin: context truncated: .*? budget of [\d,]+",
+    )
+
+
+@figure("exit-4")
+def exit_4() -> str:
+    return _exit_example(
+        "check examples/agent-run.json -c 16000 --jsonl", 4, find=r'"status":"needs_pruning"'
+    )
+
+
+@figure("no-budget-line")
+def no_budget_line() -> str:
+    return _exit_example("prune examples/agent-run.json fit.json -c 1000", 3)
