@@ -2390,7 +2390,11 @@ def litellm_conversations() -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":
             for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True):
-                if arg.arg == "conversations" and isinstance(default, ast.Constant):
+                if (
+                    arg.arg == "conversations"
+                    and isinstance(default, ast.Constant)
+                    and isinstance(default.value, int)
+                ):
                     return f"{default.value:,}"
     raise LookupError("ctxwin/integrations/litellm.py: conversations=")
 
@@ -2453,6 +2457,9 @@ def telemetry_cost() -> str:
 
 @figure("telemetry-reading")
 def telemetry_reading() -> str:
+    def minus(s: str) -> str:
+        return s.replace("-", "−")
+
     text, rows = _telemetry()
     (_, _, _, api_added, api_middle, _) = rows[1]
     (_, alone, with_it, _, _, _) = rows[2]
@@ -2465,8 +2472,8 @@ def telemetry_reading() -> str:
     return (
         f"With no exporter configured, seeing a fit adds about {float(share):.0f} % of the "
         f"fit's own time; single fits vary more than that on a shared machine (the middle "
-        f"half of the per-fit differences spans about "
-        f"{f'{float(low):+.0f}'.replace('-', '−')} % to {float(high):+.0f} %). A recorded span costs about "
+        f"half of the per-fit differences spans about {minus(f'{float(low):+.0f}')} % to "
+        f"{float(high):+.0f} %). A recorded span costs about "
         f"{float(with_it) - float(alone):.0f} µs with the SDK's synchronous processor; an "
         f"INFO record, built and formatted, about {float(info):.0f} µs, and only for the fits "
         f"that change the request ({changed} of the loop's {calls})"
