@@ -1529,10 +1529,16 @@ def largest_over_o200k() -> str:
     return f"a median {found.group(1)}× the o200k count"
 
 
-def _scripts() -> list[tuple[str, int, float, float, float]]:
-    """(class, texts, bound's median, lowest, highest) of fidelity/scripts.md."""
+def _scripts(section: str = "") -> list[tuple[str, int, float, float, float]]:
+    """(class, texts, bound's median, lowest, highest) of fidelity/scripts.md's held-out
+    classes, or of its section ``section``."""
+    text = reports()["fidelity/scripts.md"]
+    if section:
+        text = text[text.index(f"\n## {section}\n") :]
+    elif "\n## " in text:
+        text = text[: text.index("\n## ")]
     out = []
-    for cells in _table_rows(reports()["fidelity/scripts.md"])[1:]:
+    for cells in _table_rows(text)[1:]:
         m = _find(cells[2], r"([\d.]+) \(([\d.]+)–([\d.]+)\)")
         name = re.sub(r" \(.*\)$", "", cells[0])
         out.append((name, int(cells[1]), float(m[1]), float(m[2]), float(m[3])))
@@ -2557,3 +2563,9 @@ def exit_4() -> str:
 @figure("no-budget-line")
 def no_budget_line() -> str:
     return _exit_example("prune examples/agent-run.json fit.json -c 1000", 3)
+
+
+@figure("scripts-not-held-out")
+def scripts_not_held_out() -> str:
+    ((_, _, med, low, high),) = _scripts("Not held out")
+    return f"median {med:.2f}, lowest {low:.2f}, highest {high:.2f}"
