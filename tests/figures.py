@@ -2569,3 +2569,34 @@ def no_budget_line() -> str:
 def scripts_not_held_out() -> str:
     ((_, _, med, low, high),) = _scripts("Not held out")
     return f"median {med:.2f}, lowest {low:.2f}, highest {high:.2f}"
+
+
+@figure("calibration-exact")
+def calibration_exact() -> str:
+    """The seed of an exact count (``--tokenizer``)."""
+    from ctxwin.tokens.registry import default_calibration
+
+    return f"calibration {default_calibration('tokenizer:o200k_base'):.1f}"
+
+
+@figure("calibration-plain")
+def calibration_plain() -> str:
+    """The seed of ``bound`` and ``content`` for a model family with none of its own."""
+    from ctxwin.tokens.registry import default_calibration
+
+    seeds = {default_calibration(e, "gpt-4o") for e in ("bound", "content")}
+    (seed,) = seeds
+    return f"{seed:.1f}"
+
+
+@figure("calibration-exact-value")
+def calibration_exact_value() -> str:
+    return calibration_exact().removeprefix("calibration ")
+
+
+@figure("seed-stall-short")
+def seed_stall_short() -> str:
+    from ctxwin.tokens.registry import default_calibration
+
+    seed = default_calibration("seed")
+    return f"2 ÷ {seed:g} = {2 / seed:.2f}"
