@@ -2600,3 +2600,130 @@ def seed_stall_short() -> str:
 
     seed = default_calibration("seed")
     return f"2 ÷ {seed:g} = {2 / seed:.2f}"
+
+
+@figure("litellm-window")
+def litellm_window() -> str:
+    return f"window {_source_constant('test_integrations_litellm', 'WINDOW'):,}"
+
+
+# --- what is not a figure -------------------------------------------------------------------
+
+FIGURE = re.compile(r"(?<![\w.-])\d[\d,]*\.\d+×?|\b\d{2,}[\d,]*\b")
+"""A number a page may quote as a figure: one with a decimal point, or of two digits or more."""
+
+NOT_FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
+    "README.md": (
+        ("a raw 400", "an HTTP status"),
+        ("tcp://HOST:8786", "Dask's default port"),
+    ),
+    "docs/fidelity.md": (
+        ("SHA-256", "a hash's name"),
+        ("--transcript-margin 1.0", "the command line the shipped weights were fitted with"),
+        ("1.00 × on transcripts", "that command line's margin"),
+        ("converges to 2.0", "the example's own arithmetic (2×)"),
+    ),
+    "docs/how-it-works.md": (
+        ("gpt-4o-2024-08-06", "a model name"),
+        ("claude-sonnet-4-5-20250929-v1:0", "a model name"),
+        ("`-c 50000`", "the example's input"),
+        ("answers 400", "an HTTP status"),
+        ("Sonnet 3.7 and Haiku 4.5", "model names"),
+        ("Claude Opus 4.7", "a model name"),
+        ("rounded up to 4/100 token", "the cheap tier's step (its constant is quoted beside)"),
+    ),
+    "docs/sessions.md": (
+        ("`line 12.message.content", "an error message's example path"),
+        ("0.36–0.42", "Codex versions"),
+        ("0.104–0.125", "Codex versions"),
+        ("0.140–0.142", "Codex versions"),
+        ("Opus 4.6 and Sonnet 4.6", "model names"),
+        ("÷ 100", "a percentage's arithmetic"),
+        ("openai/codex#19319 and #19306", "issue numbers"),
+        ("anthropics/claude-code#31806", "an issue number"),
+        ("sirmalloc/ccstatusline#319", "an issue number"),
+        ("bman654/clodex#180", "an issue number"),
+    ),
+    "docs/tokenizers.md": (
+        ("Llama 3, 3.1, 3.2, 3.3", "model versions"),
+        ("Qwen 2.5", "a model version"),
+        ("Claude Opus 4.6, Sonnet 4.6 and Haiku 4.5", "model names"),
+        ("Claude Opus 4.7", "a model name"),
+        ("Opus 4.8", "a model name"),
+        ("Sonnet 4/4.5 and Haiku 4.5", "model names"),
+        ("roughly 1× to 1.35×", "Anthropic's words, quoted"),
+        ("up to ~35% more", "Anthropic's words, quoted"),
+        ("1.45× on English prose", "a published measurement, quoted"),
+    ),
+    "docs/formats.md": (("1,500–3,000 text tokens", "Anthropic's words, quoted"),),
+    "docs/cluster.md": (("8786", "Dask's default port"),),
+    "docs/observability.md": (("runs 30 calls", "a test's loop size"),),
+    "docs/robustness.md": (
+        ("-c 2000", "the example's input"),
+        ("-c 400 --max-tokens 100", "the example's input"),
+        ("-c 16000", "the example's input"),
+        ("-c 1000", "the example's input"),
+        ("254 levels", "orjson's limit"),
+        ("3.13", "an orjson version"),
+        ("243 to 253", "orjson's defect"),
+        ("a 400", "an HTTP status"),
+        ("128 and 256 KiB", "the test's sizes"),
+        ("RFC 8259", "a standard's number"),
+        ("64 bits", "the integer width"),
+        ("1.2e+29", "an example float"),
+        ("messages[12]", "an error message's example path"),
+        ("200 MB", "the slow test's size"),
+        ("head -c 10", "the example's input"),
+        ("10,000", "the fuzz runs' sizes (Makefile)"),
+        ("runs 500", "the test runs' size"),
+        ("127.0.0.1", "the loopback address"),
+    ),
+    "docs/integrations/agents.md": (
+        ("127.0.0.1", "the loopback address"),
+        ("400", "an HTTP status"),
+    ),
+    "docs/integrations/anthropic.md": (
+        ("127.0.0.1", "the loopback address"),
+        ("400", "an HTTP status"),
+    ),
+    "docs/integrations/langchain.md": (
+        ("127.0.0.1", "the loopback address"),
+        ("400", "an HTTP status"),
+    ),
+    "docs/integrations/litellm.md": (
+        ("127.0.0.1", "the loopback address"),
+        ("400", "an HTTP status"),
+        ("proxy 1.110.2", "a LiteLLM version"),
+        ("a 14-step agent loop of the `openai` SDK", "a check made by hand"),
+    ),
+    "docs/integrations/openai.md": (
+        ("127.0.0.1", "the loopback address"),
+        ("400", "an HTTP status"),
+    ),
+    "docs/integrations/pydantic_ai.md": (
+        ("127.0.0.1", "the loopback address"),
+        ("400", "an HTTP status"),
+    ),
+    "docs/library.md": (),
+}
+"""The pages every figure of which is a region, and each number their prose holds outside
+one that is not a figure (a name, a version, an example's input, a protocol's constant, a
+quotation), with why. ``tests/test_figures.py`` fails on any other number there."""
+
+
+def prose(text: str) -> str:
+    """``text`` without its regions and fenced blocks, its whitespace made single spaces."""
+    text = REGION.sub(" ", text)
+    text = re.sub(r"^```.*?^```", " ", text, flags=re.MULTILINE | re.DOTALL)
+    return " ".join(text.split())
+
+
+def unmarked(page: str) -> list[str]:
+    """The numbers of ``page``'s prose outside regions that :data:`NOT_FIGURES` does not
+    explain, each with the words around it."""
+    text = prose((ROOT / page).read_text("utf-8"))
+    for phrase, _why in NOT_FIGURES[page]:
+        if phrase not in text:
+            return [f"{phrase!r} is no longer on the page: remove it from NOT_FIGURES"]
+        text = text.replace(phrase, " ")
+    return [text[max(0, m.start() - 30) : m.end() + 10] for m in FIGURE.finditer(text)]

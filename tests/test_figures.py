@@ -52,6 +52,20 @@ def test_the_file_is_what_its_generator_writes(path: str) -> None:
     assert (ROOT / path).read_text("utf-8") == gen.make(), f"{path}: run make docs"
 
 
+@pytest.mark.parametrize("page", sorted(figures.NOT_FIGURES))
+def test_every_number_outside_a_region_is_marked_as_no_figure(page: str) -> None:
+    """On these pages a number in the prose is a region's, or :data:`NOT_FIGURES` says why it
+    is not a figure (a name, a version, an example's input)."""
+    assert figures.unmarked(page) == []
+
+
+def test_a_number_outside_a_region_is_caught() -> None:
+    assert figures.FIGURE.findall(
+        figures.prose("took 1.5 s <!-- figures:x -->2.5<!-- /figures -->")
+    ) == ["1.5"]
+    assert figures.FIGURE.findall(figures.prose("```\n12.5\n```\n100 calls")) == ["100"]
+
+
 def test_every_generator_has_a_region_and_every_region_closes() -> None:
     assert figures.unused() == []
     for page in pages():
