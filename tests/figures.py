@@ -2612,9 +2612,11 @@ def litellm_window() -> str:
 FIGURE = re.compile(r"(?<![\w.-])\d[\d,]*\.\d+×?|\b\d{2,}[\d,]*\b")
 """A number a page may quote as a figure: one with a decimal point, or of two digits or more."""
 
+HTTP = "an HTTP status"
+
 NOT_FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
     "README.md": (
-        ("a raw 400", "an HTTP status"),
+        ("a raw 400", HTTP),
         ("tcp://HOST:8786", "Dask's default port"),
     ),
     "docs/fidelity.md": (
@@ -2627,7 +2629,7 @@ NOT_FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
         ("gpt-4o-2024-08-06", "a model name"),
         ("claude-sonnet-4-5-20250929-v1:0", "a model name"),
         ("`-c 50000`", "the example's input"),
-        ("answers 400", "an HTTP status"),
+        ("answers 400", HTTP),
         ("Sonnet 3.7 and Haiku 4.5", "model names"),
         ("Claude Opus 4.7", "a model name"),
         ("rounded up to 4/100 token", "the cheap tier's step (its constant is quoted beside)"),
@@ -2666,7 +2668,7 @@ NOT_FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
         ("254 levels", "orjson's limit"),
         ("3.13", "an orjson version"),
         ("243 to 253", "orjson's defect"),
-        ("a 400", "an HTTP status"),
+        ("a 400", HTTP),
         ("128 and 256 KiB", "the test's sizes"),
         ("RFC 8259", "a standard's number"),
         ("64 bits", "the integer width"),
@@ -2680,29 +2682,36 @@ NOT_FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "docs/integrations/agents.md": (
         ("127.0.0.1", "the loopback address"),
-        ("400", "an HTTP status"),
+        ("own 400", HTTP),
     ),
     "docs/integrations/anthropic.md": (
         ("127.0.0.1", "the loopback address"),
-        ("400", "an HTTP status"),
+        ("no 400", HTTP),
+        ("own 400", HTTP),
     ),
     "docs/integrations/langchain.md": (
         ("127.0.0.1", "the loopback address"),
-        ("400", "an HTTP status"),
+        ("no 400", HTTP),
+        ("own 400", HTTP),
     ),
     "docs/integrations/litellm.md": (
         ("127.0.0.1", "the loopback address"),
-        ("400", "an HTTP status"),
+        ("status 400", HTTP),
+        ("with a 400", HTTP),
+        ("own 400", HTTP),
+        ("answered 400", HTTP),
         ("proxy 1.110.2", "a LiteLLM version"),
         ("a 14-step agent loop of the `openai` SDK", "a check made by hand"),
     ),
     "docs/integrations/openai.md": (
         ("127.0.0.1", "the loopback address"),
-        ("400", "an HTTP status"),
+        ("no 400", HTTP),
+        ("own 400", HTTP),
     ),
     "docs/integrations/pydantic_ai.md": (
         ("127.0.0.1", "the loopback address"),
-        ("400", "an HTTP status"),
+        ("`ModelHTTPError` 400", HTTP),
+        ("own 400", HTTP),
     ),
     "docs/library.md": (),
 }
