@@ -2378,31 +2378,32 @@ for _name, (_module, _steps, _words) in {
     figure(_name)(_loop(_module, _steps, _words))
 
 
-@figure("hook-conversations")
-def hook_conversations() -> str:
-    import inspect
-
-    from ctxwin.integrations.agents import ContextWindowFilter
-
-    n = inspect.signature(ContextWindowFilter).parameters["conversations"].default
-    return f"{n:,}"
-
-
-@figure("litellm-conversations")
-def litellm_conversations() -> str:
+def _keyword_default(path: str, name: str) -> int:
+    """The integer default of the keyword argument ``name`` of the ``__init__`` in the
+    module at ``path``, read from its source (importing it would import its framework)."""
     import ast
 
-    tree = ast.parse((ROOT / "ctxwin" / "integrations" / "litellm.py").read_text("utf-8"))
+    tree = ast.parse((ROOT / path).read_text("utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":
             for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True):
                 if (
-                    arg.arg == "conversations"
+                    arg.arg == name
                     and isinstance(default, ast.Constant)
                     and isinstance(default.value, int)
                 ):
-                    return f"{default.value:,}"
-    raise LookupError("ctxwin/integrations/litellm.py: conversations=")
+                    return default.value
+    raise LookupError(f"{path}: {name}=")
+
+
+@figure("hook-conversations")
+def hook_conversations() -> str:
+    return f"{_keyword_default('ctxwin/integrations/agents.py', 'conversations'):,}"
+
+
+@figure("litellm-conversations")
+def litellm_conversations() -> str:
+    return f"{_keyword_default('ctxwin/integrations/litellm.py', 'conversations'):,}"
 
 
 @figure("gpt-4o-output-cap")
