@@ -317,6 +317,24 @@ def stdlib_tree() -> list[str]:
     return _chunks(lines, "\n")
 
 
+STRETCHED = ("Korean", "Thai")
+"""The classes measured on every stretch of their catalogs too, not only on :data:`TEXTS`
+of them: the scripts whose targets are named (2.0 for a spaced script, 2.8 for one
+without spaces)."""
+
+
+def stretches(lang: str) -> list[str]:
+    """Every text of about :data:`SIZE` characters the language's catalogs hold, one after
+    the other."""
+    out, text = [], ""
+    for message in messages(lang):
+        text += message + "\n"
+        if len(text) >= SIZE:
+            out.append(text)
+            text = ""
+    return out
+
+
 NOT_HELD_OUT = {"tree output of the standard library (read by the vocabulary)": stdlib_tree}
 """Classes built from text the vocabulary reads: reported apart, never as held out."""
 
@@ -386,6 +404,23 @@ def report(names: tuple[str, ...]) -> list[str]:
             f"- `{n}`: {under[n]} texts under the largest of the four; highest median of a "
             f"spaced script or tool-output class {med:.2f} ({label})."
         )
+    every = {label: stretches(LANGUAGES[label]) for label in STRETCHED}
+    lines += [
+        "",
+        "## Every stretch",
+        "",
+        f"Every text of about {SIZE:,} characters of the catalogs of "
+        + " and ".join(STRETCHED)
+        + ", one after the other (held out as above): median (lowest–highest).",
+        "",
+        "| class | texts | " + " | ".join(f"{n} ÷ largest" for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    for label, per in ratios(names, {k: v for k, v in every.items() if v}):
+        cells = [
+            f"{statistics.median(per[n]):.2f} ({min(per[n]):.2f}–{max(per[n]):.2f})" for n in names
+        ]
+        lines.append(f"| {label} | {len(per[names[0]])} | " + " | ".join(cells) + " |")
     reference = {k: f() for k, f in NOT_HELD_OUT.items()}
     lines += [
         "",

@@ -1534,7 +1534,8 @@ def _scripts(section: str = "") -> list[tuple[str, int, float, float, float]]:
     classes, or of its section ``section``."""
     text = reports()["fidelity/scripts.md"]
     if section:
-        text = text[text.index(f"\n## {section}\n") :]
+        text = text[text.index(f"\n## {section}\n") + 1 :]
+        text = text[: text.index("\n## ")] if "\n## " in text else text
     elif "\n## " in text:
         text = text[: text.index("\n## ")]
     out = []
@@ -2737,3 +2738,19 @@ def unmarked(page: str) -> list[str]:
             return [f"{phrase!r} is no longer on the page: remove it from NOT_FIGURES"]
         text = text.replace(phrase, " ")
     return [text[max(0, m.start() - 30) : m.end() + 10] for m in FIGURE.finditer(text)]
+
+
+@figure("scripts-stretches")
+def scripts_stretches() -> str:
+    from fidelity.scripts import SIZE
+
+    rows = _scripts("Every stretch")
+    cells = [
+        f"{name} median {med:.2f}, highest {high:.2f} ({texts} texts)"
+        for name, texts, med, _, high in rows
+    ]
+    names = " and ".join(name for name, *_ in rows)
+    return (
+        f"On every text of about {SIZE:,} characters the {names} catalogs hold, one after the "
+        f"other: " + "; ".join(cells)
+    )

@@ -227,6 +227,23 @@ def test_bounds_text_of_every_script_and_tool_output() -> None:
     assert highest["Thai"] <= 2.8
 
 
+@needs_bpe
+@pytest.mark.skipif(
+    not any(fidelity_scripts.LOCALE.glob("*/LC_MESSAGES/*.mo")), reason="no gettext catalogs"
+)
+def test_every_stretch_of_the_korean_and_thai_catalogs_is_within_its_target() -> None:
+    """Held out, every text of the catalogs, not a sample: Korean within 2.0× the largest of
+    the four counts, Thai (written without spaces) within 2.8×, none under."""
+    encs = _encoders()
+    targets = {"Korean": 2.0, "Thai": 2.8}
+    assert set(targets) == set(fidelity_scripts.STRETCHED)
+    for label, target in targets.items():
+        texts = fidelity_scripts.stretches(fidelity_scripts.LANGUAGES[label])
+        assert len(texts) > 50, label
+        ratios = [raw(t) / adversarial.worst_real(t, encs) for t in texts]
+        assert min(ratios) >= 1 and max(ratios) <= target, (label, min(ratios), max(ratios))
+
+
 def test_tool_output_is_built_from_text_the_vocabulary_does_not_read() -> None:
     """The tool-output classes of ``python -m fidelity.scripts`` read Perl modules, which
     :func:`fidelity.bound.machine_sources` does not (it reads ``.py`` files and
