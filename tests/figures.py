@@ -15,8 +15,8 @@ A default of the code a page states (a seed, a framing header's tokens, a size) 
 measured figure, but it is checked the same way: a region named ``code.MODULE.NAME`` (a
 dotted path; a key of a dict, or of a tuple of pairs, or a dataclass field's default may
 follow) holds the value of that
-constant (:func:`constant`), an int with thousands separators, a float as ``:g`` writes
-it.
+constant (:func:`constant`), an int with thousands separators, a float as Python writes
+it (``2.0``, ``1.45``).
 
 ``python -m tests.docs_support`` (``make docs``) rewrites every region and file (and
 docs/cli.md); ``tests/test_figures.py`` writes each again and fails where the page
@@ -122,7 +122,7 @@ def constant(path: str) -> str:
         raise LookupError(path)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{path} is not a number: {value!r}")
-    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    return f"{value:,}" if isinstance(value, int) else repr(value)
 
 
 CODE = "code."

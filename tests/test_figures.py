@@ -104,7 +104,7 @@ def test_a_code_region_holds_the_constant_it_names() -> None:
     assert figures.fill(text) == (
         f"<!-- figures:code.ctxwin.tokens.framing.OPENAI_TOOLS_PREAMBLE -->"
         f"{framing.OPENAI_TOOLS_PREAMBLE}<!-- /figures --> "
-        f"<!-- figures:code.ctxwin.tokens.seeds.BOUND_MODEL_CALIBRATION.claude -->{claude:g}"
+        f"<!-- figures:code.ctxwin.tokens.seeds.BOUND_MODEL_CALIBRATION.claude -->{claude!r}"
         f"<!-- /figures -->"
     )
     assert figures.constant("ctxwin.tokens.content.SCALE") == "10,000"
