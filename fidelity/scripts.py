@@ -10,15 +10,17 @@ texts of about :data:`SIZE` characters; *Cyrillic in code*: lines of the machine
 modules with their comments and strings replaced by Russian messages. *Tool output*: a
 ``tree`` listing of ``/etc``, ``cat -n`` output (``     1→``, as Claude Code shows a file)
 of Perl modules, check-mark and bullet lists, arrows, emoji and box-drawn tables of the
-names of ``/etc``'s files. None of these texts is read by the vocabulary (``python -m
+names of ``/etc``'s files, and ``tree`` and ``cat -n`` output of names and code generated
+from random syllables (:func:`generated_tree`, :func:`generated_code`: no file at all).
+None of these texts is read by the vocabulary (``python -m
 fidelity.bound --vocab``): it takes words from ``wordfreq`` and pieces from the four
 tokenizers' vocabularies and from code and paths (:func:`fidelity.bound.machine_sources`:
 ``.py`` files and :data:`fidelity.bound.MACHINE_TEXTS` files of the Python folders and
 ``/usr``, the paths under ``/usr``), never a gettext catalog, a Perl module's text
 (:func:`held_out`) or anything under ``/etc`` (entries named as one under ``/usr`` are
-left out, :func:`_etc_entries`); the price solver never sees them either. (Until these
-were chosen, the tool output was built from the standard library's ``.py`` files and
-paths, which the vocabulary does read.)
+left out, :func:`_etc_entries`); the price solver never sees them either. Tool output
+built from the standard library's files and paths, which the vocabulary does read, is not
+held out: the report gives a ``tree`` of it apart (:data:`NOT_HELD_OUT`), as a reference.
 
 Scripts written without spaces between words (Chinese, Japanese, Thai) are marked: a
 word of theirs is never a piece alone, so a run of them is priced by its longest
@@ -230,6 +232,113 @@ def box_tables() -> list[str]:
     return out
 
 
+SYLLABLES = (*(c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"), "th", "ng", "x")
+"""What the generated names are made of: no file, so no text the vocabulary reads."""
+
+
+def _name(rng: random.Random) -> str:
+    """A name as a project's files and identifiers look, of random syllables: ``kevotar``,
+    ``mipa_sulo``, ``dorekTavi``, ``Zuna-fe``."""
+    words = ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 4))) for _ in range(3)]
+    joiner = rng.choice(["_", "-", "", "camel"])
+    n = rng.randint(1, 3)
+    if joiner == "camel":
+        return words[0] + "".join(w.capitalize() for w in words[1:n])
+    name = joiner.join(words[:n])
+    return name.capitalize() if rng.random() < 0.2 else name
+
+
+def generated_tree() -> list[str]:
+    """``tree`` output of a generated project: folders and files of :func:`_name` names,
+    with extensions, read from no file."""
+    rng = random.Random("fidelity.scripts:generated-tree")
+    exts = [".c", ".h", ".rs", ".go", ".toml", ".json", ".md", ".txt", ".lock", ".yaml", ""]
+    lines: list[str] = []
+
+    def walk(depth: int, prefix: str) -> None:
+        entries = rng.randint(2, 7)
+        for i in range(entries):
+            last = i == entries - 1
+            folder = depth < 4 and rng.random() < 0.3
+            name = _name(rng) + ("" if folder else rng.choice(exts))
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{name}")
+            if folder:
+                walk(depth + 1, prefix + ("    " if last else "│   "))
+
+    while len(lines) < TEXTS * SIZE // 24:
+        lines.append(_name(rng))
+        walk(0, "")
+    return _chunks(lines, "\n")
+
+
+def generated_code() -> list[str]:
+    """Code of generated identifiers, numbers and strings as Claude Code's Read shows a file
+    (``     1→``), read from no file."""
+    rng = random.Random("fidelity.scripts:generated-code")
+    lines: list[str] = []
+    while len(lines) < TEXTS * SIZE // 30:
+        indent = "    " * rng.randint(0, 3)
+        a, b, c = _name(rng), _name(rng), _name(rng)
+        line = rng.choice(
+            [
+                f"{indent}{a} = {b}({c}, {rng.randint(0, 99999)})",
+                f"{indent}def {a}({b}, {c}={rng.random():.3f}):",
+                f"{indent}if {a}.{b} >= {rng.randint(0, 512)}:",
+                f'{indent}return "{b} {c}: " + str({a})',
+                f"{indent}# {a} {b} {c}",
+                f"{indent}{a}[{rng.randint(0, 9)}] += {b}.{c}()",
+            ]
+        )
+        lines.append(f"{len(lines) + 1:6d}→{line}")
+    return _chunks(lines, "\n")
+
+
+def stdlib_tree() -> list[str]:
+    """``tree`` of Python's standard library: text the vocabulary reads (its ``.py`` files'
+    paths and names are pieces of it), so not held out; the reference the held-out tool
+    output is read against."""
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    lines: list[str] = []
+
+    def walk(folder: Path, prefix: str) -> None:
+        try:
+            entries = sorted(p for p in folder.iterdir() if p.name != "__pycache__")
+        except OSError:
+            return
+        for i, p in enumerate(entries):
+            last = i == len(entries) - 1
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{p.name}")
+            if p.is_dir() and not p.is_symlink() and len(lines) < 30_000:
+                walk(p, prefix + ("    " if last else "│   "))
+
+    walk(root, "")
+    return _chunks(lines, "\n")
+
+
+STRETCHED = ("Korean", "Thai")
+"""The classes measured on every stretch of their catalogs too, not only on :data:`TEXTS`
+of them: the scripts whose targets are named (2.0 for a spaced script, 2.8 for one
+without spaces)."""
+
+
+def stretches(lang: str) -> list[str]:
+    """Every text of about :data:`SIZE` characters the language's catalogs hold, one after
+    the other."""
+    out, text = [], ""
+    for message in messages(lang):
+        text += message + "\n"
+        if len(text) >= SIZE:
+            out.append(text)
+            text = ""
+    return out
+
+
+NOT_HELD_OUT = {"tree output of the standard library (read by the vocabulary)": stdlib_tree}
+"""Classes built from text the vocabulary reads: reported apart, never as held out."""
+
+
 def classes() -> dict[str, list[str]]:
     """Class → its texts."""
     out: dict[str, list[str]] = {
@@ -241,15 +350,20 @@ def classes() -> dict[str, list[str]]:
         "cat -n output (→ markers)": cat_n,
         "check marks, bullets, arrows, emoji": symbol_lists,
         "box-drawn tables": box_tables,
+        "tree output of generated names": generated_tree,
+        "cat -n output of generated code": generated_code,
     }
     out.update({k: f() for k, f in extra.items()})
     return {k: v for k, v in out.items() if v}
 
 
-def ratios(names: tuple[str, ...]) -> Iterator[tuple[str, dict[str, list[float]]]]:
-    """(class, estimator → estimate ÷ largest of the four, per text)."""
+def ratios(
+    names: tuple[str, ...], of: dict[str, list[str]] | None = None
+) -> Iterator[tuple[str, dict[str, list[float]]]]:
+    """(class, estimator → estimate ÷ largest of the four, per text) of ``of`` (default:
+    :func:`classes`)."""
     encs = adversarial.encoders()
-    for label, texts in classes().items():
+    for label, texts in (classes() if of is None else of).items():
         per: dict[str, list[float]] = {n: [] for n in names}
         for text in texts:
             real = adversarial.worst_real(text, encs)
@@ -290,6 +404,39 @@ def report(names: tuple[str, ...]) -> list[str]:
             f"- `{n}`: {under[n]} texts under the largest of the four; highest median of a "
             f"spaced script or tool-output class {med:.2f} ({label})."
         )
+    every = {label: stretches(LANGUAGES[label]) for label in STRETCHED}
+    lines += [
+        "",
+        "## Every stretch",
+        "",
+        f"Every text of about {SIZE:,} characters of the catalogs of "
+        + " and ".join(STRETCHED)
+        + ", one after the other (held out as above): median (lowest–highest).",
+        "",
+        "| class | texts | " + " | ".join(f"{n} ÷ largest" for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    for label, per in ratios(names, {k: v for k, v in every.items() if v}):
+        cells = [
+            f"{statistics.median(per[n]):.2f} ({min(per[n]):.2f}–{max(per[n]):.2f})" for n in names
+        ]
+        lines.append(f"| {label} | {len(per[names[0]])} | " + " | ".join(cells) + " |")
+    reference = {k: f() for k, f in NOT_HELD_OUT.items()}
+    lines += [
+        "",
+        "## Not held out",
+        "",
+        "Built from text the vocabulary reads, so not a held-out measure: what the same kind "
+        "of tool output gives when its names are pieces of the vocabulary.",
+        "",
+        "| class | texts | " + " | ".join(f"{n} ÷ largest" for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    for label, per in ratios(names, {k: v for k, v in reference.items() if v}):
+        cells = [
+            f"{statistics.median(per[n]):.2f} ({min(per[n]):.2f}–{max(per[n]):.2f})" for n in names
+        ]
+        lines.append(f"| {label} | {len(per[names[0]])} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -38,7 +38,12 @@ def _page_id(page: Path) -> str:
 
 
 def _text(page: Path) -> str:
-    return page.read_text(encoding="utf-8")
+    """The page as it renders: without the marks of its figure regions (their bodies are
+    checked by ``tests/test_figures.py``)."""
+    return _MARK.sub("", page.read_text(encoding="utf-8"))
+
+
+_MARK = re.compile(r"<!-- (?:figures:[\w.-]+|/figures) -->")
 
 
 def _prose(text: str) -> str:
