@@ -664,9 +664,11 @@ def write_vocabulary() -> int:
 
 def write_letter_spans(records: Iterable[tuple[bytes, int]]) -> int:
     """Write :func:`ctxwin.tokens.vocabulary.letter_spans` of the vocabulary's ``records``
-    to :data:`SPANS_PATH` (as :data:`CHARS_PATH`: three bytes of code point, one of span)."""
+    to :data:`SPANS_PATH` (as :data:`CHARS_PATH`: three bytes of code point, one of span),
+    the spans over 1 alone (:func:`~ctxwin.tokens.vocabulary.letter_spans_of` reads 1 for
+    any other character)."""
     spans = letter_spans(records)
-    SPANS_PATH.write_bytes(code_point_file(sorted(spans.items())))
+    SPANS_PATH.write_bytes(code_point_file(sorted(i for i in spans.items() if i[1] > 1)))
     return len(spans)
 
 
