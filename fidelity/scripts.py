@@ -405,34 +405,39 @@ def report(names: tuple[str, ...]) -> list[str]:
             f"spaced script or tool-output class {med:.2f} ({label})."
         )
     every = {label: stretches(LANGUAGES[label]) for label in STRETCHED}
-    lines += [
-        "",
-        "## Every stretch",
-        "",
+    lines += _ratio_table(
+        names,
+        "Every stretch",
         f"Every text of about {SIZE:,} characters of the catalogs of "
         + " and ".join(STRETCHED)
         + ", one after the other (held out as above): median (lowest–highest).",
-        "",
-        "| class | texts | " + " | ".join(f"{n} ÷ largest" for n in names) + " |",
-        "|---|---:|" + "---:|" * len(names),
-    ]
-    for label, per in ratios(names, {k: v for k, v in every.items() if v}):
-        cells = [
-            f"{statistics.median(per[n]):.2f} ({min(per[n]):.2f}–{max(per[n]):.2f})" for n in names
-        ]
-        lines.append(f"| {label} | {len(per[names[0]])} | " + " | ".join(cells) + " |")
-    reference = {k: f() for k, f in NOT_HELD_OUT.items()}
-    lines += [
-        "",
-        "## Not held out",
-        "",
+        every,
+    )
+    lines += _ratio_table(
+        names,
+        "Not held out",
         "Built from text the vocabulary reads, so not a held-out measure: what the same kind "
         "of tool output gives when its names are pieces of the vocabulary.",
+        {k: f() for k, f in NOT_HELD_OUT.items()},
+    )
+    return lines
+
+
+def _ratio_table(
+    names: tuple[str, ...], title: str, intro: str, texts: dict[str, list[str]]
+) -> list[str]:
+    """A section of the report: per class of ``texts``, each estimator's ratio to the largest
+    of the four counts, median (lowest–highest)."""
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        intro,
         "",
         "| class | texts | " + " | ".join(f"{n} ÷ largest" for n in names) + " |",
         "|---|---:|" + "---:|" * len(names),
     ]
-    for label, per in ratios(names, {k: v for k, v in reference.items() if v}):
+    for label, per in ratios(names, {k: v for k, v in texts.items() if v}):
         cells = [
             f"{statistics.median(per[n]):.2f} ({min(per[n]):.2f}–{max(per[n]):.2f})" for n in names
         ]
