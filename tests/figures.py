@@ -1997,6 +1997,20 @@ def codex_truncation() -> str:
     )
 
 
+@figure("codex-resent-reasoning", corpus=True)
+def codex_resent_reasoning() -> str:
+    """Between two calls of one Codex turn whose first response reasoned: the most the
+    reported count grew beyond the reasoning tokens, the other items' o200k tokens and 9 an
+    item (``tests.test_sessions_codex.step_excesses``; needs the ``bpe`` extra)."""
+    from tests.test_sessions_codex import step_excesses
+
+    excess = step_excesses()
+    return (
+        f"never by more than {max(excess)} tokens over that on the {len(excess)} steps "
+        "whose response reasoned"
+    )
+
+
 @figure("codex-ciphertext", corpus=True)
 def codex_ciphertext() -> str:
     """The encrypted reasoning of the unredacted Codex samples priced as text (the default

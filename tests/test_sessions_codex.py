@@ -28,6 +28,7 @@ from ctxwin.core import load
 from ctxwin.formats.openai_responses import REASONING_TOKENS
 from ctxwin.runs import read_runs
 from ctxwin.sessions import codex
+from tests.test_docs import _MARK
 from tests.test_sessions import AGENT_TOOLS, corpus, jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -497,7 +498,7 @@ def test_a_resent_reasoning_item_counts_its_reasoning_tokens() -> None:
     """The figure docs/sessions.md quotes: re-sent within a turn, a reasoning item adds
     about its response's reasoning tokens to the next reported count."""
     excess = step_excesses()
-    page = " ".join((ROOT / "docs" / "sessions.md").read_text().split())
+    page = " ".join(_MARK.sub("", (ROOT / "docs" / "sessions.md").read_text()).split())
     found = re.search(r"never by more than (\d+) tokens over that on the (\d+) steps", page)
     assert found is not None
     assert (max(excess), len(excess)) == (int(found[1]), int(found[2]))
@@ -520,7 +521,7 @@ def test_a_ciphertext_priced_as_text_costs_many_times_its_reasoning_tokens() -> 
                 text = raw({"input": [bare]}) - raw({"input": [dict(bare, encrypted_content="")]})
                 ratios.append(text / tokens)
     ratios.sort()
-    page = " ".join((ROOT / "docs" / "sessions.md").read_text().split())
+    page = " ".join(_MARK.sub("", (ROOT / "docs" / "sessions.md").read_text()).split())
     found = re.search(
         r"costs ([\d.]+)–([\d.]+) times the reasoning tokens it carries "
         r"\(median ([\d.]+), over the (\d+) items",
