@@ -529,6 +529,10 @@ class Timeline:
             if p.kind == CALL and p.index >= 0:
                 for call_id in view.items[p.index].calls:
                     calls.setdefault(call_id, calibrated(raw(p.cost), factor))
+            elif p.kind == THINKING and p.index >= 0:
+                # every thinking block: the provider's edit clears it in any turn
+                tokens = round(calibrated(raw(p.cost), factor) * self.scale[p.index])
+                self.thinking.append((p.index, min(self.tokens[p.index], tokens)))
         for p in parts:
             if p.kind == RESULT:
                 kept = whole.adapter.replaced_cost(p, placeholder, estimator)
@@ -539,9 +543,6 @@ class Timeline:
                 if p.index > 0:
                     inputs = round(inputs * self.scale[p.index - 1])
                 self.results.append((p.index, saved, p.tool, inputs))
-            elif p.kind == THINKING:
-                tokens = round(calibrated(raw(p.cost), factor) * self.scale[p.index])
-                self.thinking.append((p.index, min(self.tokens[p.index], tokens)))
 
 
 class Request:
@@ -747,7 +748,7 @@ def _clear_decide(tl: Timeline, k: int, req: Request, prompt: int, p: Policy) ->
     end = tl.ends[k]
     sent = [r for r in tl.results if req.start <= r[0] < end]
     keep = p.get("keep")
-    older = sent[: len(sent) - keep] if keep else sent
+    older = sent[: max(0, len(sent) - keep)]
     exclude = set(p.get("exclude"))
     inputs = p.get("clear-inputs")
     todo = [r for r in older if r[2] not in exclude and r[0] not in req.saved and r[1] + r[3] > 0]
@@ -804,7 +805,7 @@ def _thinking_decide(tl: Timeline, k: int, req: Request, prompt: int, p: Policy)
     end = tl.ends[k]
     turns = sorted({i for i, _ in tl.thinking if req.start <= i < end})
     keep = p.get("keep")
-    older = set(turns[: len(turns) - keep] if keep else turns)
+    older = set(turns[: max(0, len(turns) - keep)])
     for i, tokens in tl.thinking:
         if i in older and i not in req.saved:
             req.cut(i, tokens)
@@ -1082,10 +1083,10 @@ def grid(policy: Policy) -> list[Policy]:
 
 
 def candidates(named: Iterable[Policy]) -> list[Policy]:
-    """``as-logged`` first, then each named policy's grid (:func:`grid`), each once."""
+    """``as-logged`` first, then each named policy and its grid (:func:`grid`), each once."""
     out: dict[str, Policy] = {"as-logged": Policy("as-logged")}
     for p in named:
-        for q in grid(p) if p.family != "as-logged" else [p]:
+        for q in [p, *grid(p)] if p.family != "as-logged" else [p]:
             out.setdefault(q.label, q)
     return list(out.values())
 

@@ -1,0 +1,335 @@
+"""The context policies of ``replay --compare``, each checked call by call against its
+documented behaviour on generated Claude Code sessions (docs/strategies.md cites the
+providers' and agents' documentation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from ctxwin.errors import UsageError
+from ctxwin.runs import read_runs
+from ctxwin.runs.policies import (
+    CLEAR_KEEP,
+    CLEAR_TRIGGER,
+    FAMILIES,
+    Policy,
+    Request,
+    Timeline,
+    _clear_decide,
+    _compact_decide,
+    _prompt,
+    _thinking_decide,
+    candidates,
+    compare_row,
+    outcomes,
+    parse_policy,
+    policies,
+    recommend,
+)
+from ctxwin.runs.simulate import replay_run
+from ctxwin.settings import Settings
+from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
+
+GROWTH = 3_000
+"""What each call adds to the logged prompt: its tool call and the result."""
+START = 15_000
+"""The first call's prompt: the system prompt and tools."""
+
+
+def _session(calls: int, thinking: bool = False, tools: tuple[str, ...] = ("Read",)) -> Any:
+    """A Claude Code session of ``calls`` calls, each a tool use whose result is large,
+    logged with Claude Code's usage (each call reads the whole prompt before); the tool
+    of call k is ``tools[k % len(tools)]``; with ``thinking``, each response thinks first."""
+    lines: list[dict[str, Any]] = [cc_line("user", "u0", None, "fix the bug")]
+    parent = "u0"
+    before = 0
+    for k in range(calls):
+        prompt = START + GROWTH * k
+        use = tool_use(f"t{k}")
+        use[0]["name"] = tools[k % len(tools)]
+        line = cc_line("assistant", f"a{k}", parent, use, mid=f"msg_m{k}")
+        if thinking:
+            think = {"type": "thinking", "thinking": f"plan {k} " * 200, "signature": "sig"}
+            line["message"]["content"] = [think, *use]
+        line["message"]["usage"] = {
+            "input_tokens": 1,
+            "cache_read_input_tokens": before,
+            "cache_creation_input_tokens": prompt - before - 1,
+            "output_tokens": 50,
+        }
+        lines.append(line)
+        lines.append(cc_line("user", f"r{k}", f"a{k}", tool_result(f"t{k}")))
+        lines[-1]["message"]["content"][0]["content"] = f"line {k} = 1\n" * 400
+        parent = f"r{k}"
+        before = prompt - 1
+    [run] = read_runs(jsonl(*lines))
+    return run
+
+
+SETTINGS = Settings(context_length=200_000)
+
+
+def _timeline(run: Any) -> Timeline:
+    return Timeline(run, SETTINGS, replay_run(run, SETTINGS))
+
+
+def _steps(tl: Timeline, decide: Any, state: Any) -> list[tuple[int, int, dict[int, int]]]:
+    """``(prompt before the policy moves, prompt sent, what is cleared)`` of each call."""
+    req = Request()
+    out = []
+    for k in range(len(tl.ends)):
+        before = _prompt(tl, k, req)
+        summary = decide(tl, k, req, before, state)
+        if summary is not None:
+            req.start, req.summary, req.summary_gen = tl.ends[k], summary, req.summary_gen + 1
+            req.saved, req.edit = {}, {}
+        out.append((before, _prompt(tl, k, req), dict(req.saved)))
+    return out
+
+
+def test_the_timeline_sends_the_run_as_logged_when_a_policy_edits_nothing() -> None:
+    run = _session(12)
+    tl = _timeline(run)
+    req = Request()
+    for k in range(12):
+        assert _prompt(tl, k, req) == START + GROWTH * k
+    # every result can be cleared, and saves at most its message
+    assert len(tl.results) == 12
+    assert all(0 < saved <= tl.tokens[item] for item, saved, _, _ in tl.results)
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+def test_anthropic_clear_clears_nothing_below_the_trigger_and_all_but_keep_above(
+    keep: int,
+) -> None:
+    run = _session(20)
+    tl = _timeline(run)
+    trigger = START + GROWTH * 8 + 10
+    policy = parse_policy(f"anthropic-clear:trigger={trigger},keep={keep}")
+    cleared_before: set[int] = set()
+    for k, (before, sent, cleared) in enumerate(_steps(tl, _clear_decide, policy)):
+        if before <= trigger:
+            assert set(cleared) == cleared_before  # nothing new below the trigger
+            assert sent == before
+            continue
+        results = [r[0] for r in tl.results if r[0] < tl.ends[k]]
+        # above it: every result but the newest keep is cleared, oldest first
+        assert set(cleared) == set(results[: len(results) - keep])
+        assert sent < before
+        cleared_before = set(cleared)
+    assert cleared_before  # the trigger was crossed
+
+
+def test_anthropic_clear_clears_at_least_clear_at_least_tokens_at_a_time() -> None:
+    run = _session(30)
+    tl = _timeline(run)
+    trigger = START + GROWTH * 6
+    at_least = 5 * min(saved for _, saved, _, _ in tl.results)
+    policy = parse_policy(f"anthropic-clear:trigger={trigger},keep=2,clear-at-least={at_least}")
+    done: dict[int, int] = {}
+    moves = 0
+    for before, _sent, cleared in _steps(tl, _clear_decide, policy):
+        new = {i: s for i, s in cleared.items() if i not in done}
+        if new:
+            moves += 1
+            assert before > trigger
+            assert sum(new.values()) >= at_least
+        done = cleared
+    assert moves >= 2
+
+
+def test_anthropic_clear_never_clears_an_excluded_tool() -> None:
+    run = _session(16, tools=("Read", "Bash"))
+    tl = _timeline(run)
+    policy = parse_policy(f"anthropic-clear:trigger={START},keep=1,exclude=Bash")
+    bash = {item for item, _, tool, _ in tl.results if tool == "Bash"}
+    assert bash
+    for _, _, cleared in _steps(tl, _clear_decide, policy):
+        assert not bash & set(cleared)
+
+
+def test_anthropic_clear_breaks_the_cache_at_the_first_cleared_block() -> None:
+    run = _session(20)
+    base = Policy("as-logged")
+    clear = parse_policy(f"anthropic-clear:trigger={START + GROWTH * 10},keep=2")
+    logged, cleared = outcomes(run, SETTINGS, [base, clear])
+    assert isinstance(logged, dict) and isinstance(cleared, dict)
+    # clearing rewrites the prompt from the first cleared result on: more written than
+    # the run wrote, fewer tokens sent
+    assert cleared["cache_write_tokens"] > logged["cache_write_tokens"]
+    assert sum(cleared["sent"]) < sum(logged["sent"])
+
+
+def test_anthropic_clear_thinking_keeps_the_newest_turns_thinking() -> None:
+    run = _session(10, thinking=True)
+    tl = _timeline(run)
+    assert len(tl.thinking) == 10
+    for keep in (1, 3):
+        policy = parse_policy(f"anthropic-clear-thinking:keep={keep}")
+        for k, (_, _, cleared) in enumerate(_steps(tl, _thinking_decide, policy)):
+            turns = [i for i, _ in tl.thinking if i < tl.ends[k]]
+            assert set(cleared) == set(turns[: max(0, len(turns) - keep)])
+
+
+def test_auto_compact_replaces_the_history_with_a_summary_at_its_threshold() -> None:
+    run = _session(30)
+    tl = _timeline(run)
+    at = START + GROWTH * 10
+    steps = _steps(tl, _compact_decide, (at, 2_000))
+    compacted = [k for k, (before, sent, _) in enumerate(steps) if sent < before]
+    assert compacted
+    for k, (before, sent, _) in enumerate(steps):
+        if k in compacted:
+            assert before >= at  # only at the threshold
+            assert sent == tl.before[k] + 2_000  # the summary alone after it
+        else:
+            assert before < at and sent == before
+    # priced: one summarising call per compaction, its summary at the output price
+    [row] = outcomes(run, SETTINGS, [parse_policy(f"auto-compact:at={at},summary=2000")])
+    assert isinstance(row, dict)
+    assert row["summary_calls"] == len(compacted)
+    output = row["price"]["output"]
+    assert row["summary_cost"] == pytest.approx(len(compacted) * 2_000 * output / 1e6)
+    assert row["total_cost"] == pytest.approx(
+        row["input_cost"] + row["output_cost"] + row["summary_cost"], abs=1e-5
+    )
+
+
+def test_auto_compact_presets_are_the_tools_thresholds() -> None:
+    run = _session(4)
+    [row] = outcomes(run, SETTINGS, [parse_policy("auto-compact:at=claude-code")])
+    assert isinstance(row, dict) and row["summary_calls"] == 0  # 167,000 is not reached
+    from ctxwin.runs.policies import compact_at
+
+    rep = replay_run(run, SETTINGS)
+    assert compact_at("claude-code", run, rep, SETTINGS) == 200_000 - 20_000 - 13_000
+    assert compact_at(0.5, run, rep, SETTINGS) == 100_000
+    assert compact_at(None, run, rep, SETTINGS) == 167_000  # the session's own tool
+
+
+def test_anthropic_compact_fires_at_its_default_trigger() -> None:
+    policy = parse_policy("anthropic-compact")
+    assert policy.get("trigger") == 150_000
+    run = _session(60)  # up to 192,000 tokens
+    [row] = outcomes(run, SETTINGS, [policy])
+    assert isinstance(row, dict) and row["summary_calls"] >= 1
+    assert max(row["sent"]) < 150_000 + GROWTH
+
+
+def test_as_logged_is_the_runs_own_bill() -> None:
+    run = _session(8)
+    rep = replay_run(run, SETTINGS)
+    [row] = outcomes(run, SETTINGS, [Policy("as-logged")])
+    assert isinstance(row, dict)
+    assert row["cached_tokens"] == rep["reported_cached_tokens"]
+    assert row["cache_write_tokens"] == rep["reported_cache_write_tokens"]
+    assert row["input_cost"] == pytest.approx(rep["reported_input_cost"], abs=1e-5)
+    assert row["sent"] == [START + GROWTH * k for k in range(8)]
+    # 50 output tokens a call at Sonnet 4.5's $15 per million
+    price = rep["price"]
+    assert price is not None
+    assert row["output_cost"] == pytest.approx(8 * 50 * price["output"] / 1e6)
+
+
+ALL_KEYS = {
+    "policy",
+    "calls",
+    "pruned_calls",
+    "truncated_calls",
+    "mean_tokens_sent",
+    "min_tokens_sent",
+    "cached_tokens",
+    "cache_write_tokens",
+    "input_cost",
+    "overflow_calls",
+    "summary_calls",
+    "summary_cost",
+    "output_cost",
+    "total_cost",
+}
+
+
+def test_every_policy_gives_a_row_with_every_key() -> None:
+    run = _session(12, thinking=True)
+    chosen = [
+        Policy(name) if not f.positional else parse_policy(f"{name}=0.45")
+        for name, f in FAMILIES.items()
+    ]
+    for policy, outcome in zip(chosen, outcomes(run, SETTINGS, chosen), strict=True):
+        assert isinstance(outcome, dict), outcome
+        row = compare_row(policy.label, [outcome])
+        assert set(row) >= ALL_KEYS
+        assert row["total_cost"] is not None
+
+
+def test_policies_are_read_as_written() -> None:
+    read = policies(
+        ["as-logged,just-fit,block=0.45,anthropic-clear:trigger=50000,keep=5,auto-compact"]
+    )
+    assert [p.label for p in read] == [
+        "as-logged",
+        "just-fit",
+        "block=0.45",
+        "anthropic-clear:trigger=50000,keep=5",
+        "auto-compact",
+    ]
+    clear = read[3]
+    assert clear.get("clear-at-least") == 0 and clear.get("keep") == 5
+    assert Policy("anthropic-clear").get("trigger") == CLEAR_TRIGGER
+    assert Policy("anthropic-clear").get("keep") == CLEAR_KEEP
+    with pytest.raises(UsageError, match="anthropic-clear"):
+        parse_policy("nope")
+    with pytest.raises(UsageError, match="trigger, keep, clear-at-least, exclude, clear-inputs"):
+        parse_policy("anthropic-clear:trig=5")
+    with pytest.raises(UsageError):
+        parse_policy("anthropic-clear:keep=-1")
+
+
+def test_the_anthropic_config_is_a_valid_context_management_object() -> None:
+    policy = parse_policy("anthropic-clear:trigger=60000,keep=4,clear-at-least=20000,exclude=a|b")
+    config = policy.config()["anthropic"]["context_management"]
+    [edit] = config["edits"]
+    assert edit == {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "input_tokens", "value": 60000},
+        "keep": {"type": "tool_uses", "value": 4},
+        "clear_at_least": {"type": "input_tokens", "value": 20000},
+        "exclude_tools": ["a", "b"],
+    }
+    thinking = parse_policy("anthropic-clear-thinking:keep=2").config()
+    assert thinking["anthropic"]["context_management"]["edits"] == [
+        {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 2}}
+    ]
+    orjson.dumps(config)  # JSON as it is
+
+
+def test_recommend_picks_the_cheapest_within_the_floor_and_the_window() -> None:
+    tried = [
+        Policy("as-logged"),
+        parse_policy("block=0.25"),
+        parse_policy("block=0.5"),
+        parse_policy("anthropic-clear:keep=1"),
+    ]
+    rows = [
+        {"policy": p.label, "total_cost": c, "overflow_calls": o, "mean_tokens_sent": m}
+        for p, (c, o, m) in zip(
+            tried, [(10.0, 0, 100), (6.0, 0, 80), (4.0, 1, 90), (5.0, 0, 70)], strict=True
+        )
+    ]
+    rec = recommend(rows, tried, 0.75)
+    assert rec is not None and rec["policy"] == "block=0.25"  # 0.5 overflows, clear is thin
+    assert rec["saving"] == 4.0
+    assert rec["config"] == {"ctxwin": "--block 0.25"}
+    assert recommend(rows, tried, 0.95) is None
+    assert recommend(rows, tried, 0.5)["policy"] == "anthropic-clear:keep=1"  # type: ignore[index]
+
+
+def test_the_grid_holds_the_named_policy_and_as_logged() -> None:
+    named = parse_policy("anthropic-clear:keep=3")
+    tried = candidates([named])
+    assert tried[0] == Policy("as-logged") and tried[1] == named
+    assert all(p.get("keep") == 3 for p in tried[1:])
+    assert len({p.label for p in tried}) == len(tried) > 10
