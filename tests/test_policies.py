@@ -333,3 +333,112 @@ def test_the_grid_holds_the_named_policy_and_as_logged() -> None:
     assert tried[0] == Policy("as-logged") and tried[1] == named
     assert all(p.get("keep") == 3 for p in tried[1:])
     assert len({p.label for p in tried}) == len(tried) > 10
+
+
+def _gemini_session(calls: int) -> Any:
+    """A Gemini CLI ChatRecording session on Gemini 2.5 Pro whose calls log their cached
+    prompt tokens (implicit caching: each reads the prompt before)."""
+    messages: list[dict[str, Any]] = [{"id": "u", "type": "user", "content": "list files"}]
+    for k in range(calls):
+        prompt = 6_000 + 2_000 * k
+        messages.append(
+            {
+                "id": f"g{k}",
+                "type": "gemini",
+                "content": "",
+                "model": "gemini-2.5-pro",
+                "toolCalls": [
+                    {
+                        "id": f"c{k}",
+                        "name": "read_file",
+                        "args": {"path": f"{k}.py"},
+                        "result": [
+                            {
+                                "functionResponse": {
+                                    "id": f"c{k}",
+                                    "name": "read_file",
+                                    "response": {"output": f"x{k} = 1\n" * 500},
+                                }
+                            }
+                        ],
+                    }
+                ],
+                "tokens": {
+                    "input": prompt,
+                    "cached": 0 if k == 0 else prompt - 2_000,
+                    "output": 40,
+                    "thoughts": 60,
+                },
+            }
+        )
+    [run] = read_runs(orjson.dumps({"sessionId": "g", "messages": messages}))
+    return run
+
+
+def test_gemini_sessions_are_priced_with_their_cache() -> None:
+    run = _gemini_session(6)
+    logged, cut = outcomes(run, SETTINGS, [Policy("as-logged"), Policy("just-fit")])
+    assert isinstance(logged, dict) and isinstance(cut, dict)
+    assert logged["cache_rules"] == {"kind": "implicit", "min_prefix": 2048}
+    reads = sum(6_000 + 2_000 * k - 2_000 for k in range(1, 6))
+    assert logged["cached_tokens"] == reads
+    price = logged["price"]
+    fresh = 6_000 + 2_000 * 5  # the first prompt, then 2,000 new tokens a call
+    paid = fresh * price["input"] + reads * price["cache_read"]
+    assert logged["input_cost"] == pytest.approx(paid / 1e6, rel=1e-4)
+    assert logged["output_cost"] == pytest.approx(6 * 100 * price["output"] / 1e6)
+    # the replay predicts the implicit cache's reads, no longer "no caching rules known"
+    assert cut["cached_tokens"] is not None and cut["cached_tokens"] > 0
+    assert cut["input_cost"] is not None
+
+
+def _compacted_session(summary_words: int) -> bytes:
+    """A session of 12 calls, then Claude Code's compaction (a ``compact_boundary`` and
+    its summary of ``summary_words`` words), then one more call."""
+    lines: list[dict[str, Any]] = [cc_line("user", "u0", None, "fix the bug")]
+    parent = "u0"
+    for k in range(12):
+        prompt = START + GROWTH * k
+        line = cc_line("assistant", f"a{k}", parent, tool_use(f"t{k}"), mid=f"msg_m{k}")
+        line["message"]["usage"] = {"input_tokens": prompt, "output_tokens": 50}
+        lines.append(line)
+        lines.append(cc_line("user", f"r{k}", f"a{k}", tool_result(f"t{k}")))
+        lines[-1]["message"]["content"][0]["content"] = f"line {k} = 1\n" * 400
+        parent = f"r{k}"
+    lines.append(
+        {
+            "type": "system",
+            "subtype": "compact_boundary",
+            "uuid": "b1",
+            "parentUuid": None,
+            "logicalParentUuid": parent,
+        }
+    )
+    summary = "Summary: " + "the work so far " * (summary_words // 4)
+    lines.append(cc_line("user", "c1", "b1", summary, isCompactSummary=True))
+    lines.append(cc_line("assistant", "z", "c1", "continuing", usage=START))
+    return bytes(jsonl(*lines))
+
+
+def test_compaction_summaries_are_sized_from_the_sessions_own_records() -> None:
+    from ctxwin.runs.policies import SUMMARY_TOKENS
+    from ctxwin.runs.replaying import ReplayedRun, replay_bytes
+
+    at = START + GROWTH * 5
+    costs = []
+    for words in (400, 4_000):
+        done = replay_bytes(
+            _compacted_session(words),
+            "s.jsonl",
+            SETTINGS,
+            chosen=[parse_policy(f"auto-compact:at={at}")],
+        )
+        first = done.runs[0]
+        assert isinstance(first, ReplayedRun)
+        [row] = first.results
+        assert isinstance(row, dict) and row["summary_calls"] >= 1
+        per_summary = row["summary_cost"] / row["summary_calls"] / row["price"]["output"] * 1e6
+        costs.append(per_summary)
+    small, large = costs
+    # about a token a word (and not ctxwin's default when the session has its own)
+    assert 200 < small < 1_000 < large < 8_000 != SUMMARY_TOKENS

@@ -255,24 +255,64 @@ def policy_block(policy: str) -> float:
 # --- what every policy's outcome carries ---------------------------------------
 
 
-class Base(NamedTuple):
+class Base:
     """A run's replay as logged (the settings given, ctxwin's default cut), which every
-    policy reads: its model, window, prices and caching rules, and its calls' usage."""
+    policy reads: its model, window, prices and caching rules; its calls' usage and its
+    transcript call by call (:class:`Timeline`), each read once for every policy."""
 
-    report: ReplayReport | None
-    """``None`` when the run could not be replayed (the error is raised again)."""
-    error: str | None = None
+    __slots__ = ("_timeline", "_usages", "error", "report", "run", "settings", "summaries")
 
+    def __init__(
+        self,
+        run: Run,
+        settings: Settings,
+        report: ReplayReport | None,
+        error: str | None = None,
+        summaries: Sequence[str] = (),
+    ) -> None:
+        self.run = run
+        self.settings = settings
+        self.summaries = summaries
+        """The summaries the session's own compactions wrote (:attr:`Run.summary` of the
+        runs of its file)."""
+        self.report = report
+        """``None`` when the run could not be replayed (:attr:`error` says why)."""
+        self.error = error
+        self._timeline: Timeline | None = None
+        self._usages: list[Mapping[str, Any] | None] | None = None
 
-def _usages(run: Run, settings: Settings) -> list[Mapping[str, Any] | None]:
-    """Each call's logged usage, in call order (``None``: none logged)."""
-    if run.recorded is not None:
-        return [c.usage for c in run.recorded]
-    from ctxwin.core import load
-    from ctxwin.recorded import model_messages
+    def timeline(self) -> Timeline:
+        """The run's transcript call by call (raises :class:`~ctxwin.errors.InputError`
+        for a run that is not a session's transcript)."""
+        if self._timeline is None:
+            self._timeline = Timeline(self.run, self.settings, _base(self))
+        return self._timeline
 
-    whole = load(run.body, run.format_for(settings.fmt), settings.make_estimator(None))
-    return [run.usage_at.get(i) for i in model_messages(whole.view, run.calls_at)]
+    def summary_tokens(self) -> int | None:
+        """The mean size of :attr:`summaries` in tokens, at the run's calibration
+        (``None``: the session has none)."""
+        from ctxwin.tokens.base import Kind, calibrated
+
+        rep = _base(self)
+        if not self.summaries:
+            return None
+        estimator = self.settings.make_estimator(rep["model"])
+        sizes = []
+        for text in self.summaries:
+            cost = [0] * estimator.width
+            estimator.add_text(cost, text, Kind.PROSE)
+            sizes.append(calibrated(estimator.raw(cost), rep["final_calibration"]))
+        return round(sum(sizes) / len(sizes))
+
+    def usages(self) -> list[Mapping[str, Any] | None]:
+        """Each call's logged usage, in call order (``None``: none logged)."""
+        if self._usages is None:
+            run = self.run
+            if run.recorded is not None:
+                self._usages = [c.usage for c in run.recorded]
+            else:
+                self._usages = list(self.timeline().usages)
+        return self._usages
 
 
 def output_cost(
@@ -339,7 +379,7 @@ def _cut_outcome(policy: Policy, run: Run, settings: Settings, base: Base) -> Ou
             else f"even the newest turn alone is over the budget of {r['budget']:,} tokens"
         )
         stop = _stop(run, r["call"], why)
-    out_cost = output_cost(_usages(run, settings), rep["price"])
+    out_cost = output_cost(base.usages(), rep["price"])
     return {
         "calls": rep["calls"],
         "pruned_calls": sum(1 for r in rows if r["status"] == NEEDS_PRUNING),
@@ -380,9 +420,9 @@ def _as_logged_outcome(policy: Policy, run: Run, settings: Settings, base: Base)
     from ctxwin.runs.billing import input_cost
 
     rep = _base(base)
-    usages = _usages(run, settings)
+    usages = base.usages()
     price = _pricing(rep)
-    simulated = _simulate(run, settings, rep, _no_edit) if run.recorded is None else None
+    simulated = _simulate(base.timeline(), rep, _no_edit) if run.recorded is None else None
     window = rep["context_length"] or 0
     sent: list[int] = []
     read = written = 0
@@ -622,13 +662,10 @@ def _laid(tl: Timeline, k: int, req: Request) -> Any:
     return Laid(keys, ends)
 
 
-def _simulate(
-    run: Run, settings: Settings, rep: ReplayReport, decide: Decide, state: Any = None
-) -> Simulated:
+def _simulate(tl: Timeline, rep: ReplayReport, decide: Decide, state: Any = None) -> Simulated:
     """Send a session's calls as the policy ``decide`` edits them, through one cache of
     the model's rules, each at its logged time and with Claude Code's marks (a
     breakpoints cache reads only up to a mark)."""
-    tl = Timeline(run, settings, rep)
     bill = Bill(_rules(rep), _pricing(rep))
     price = bill.price
     window = rep["context_length"] or 0
@@ -696,9 +733,8 @@ def _simulated_outcome(
     run: Run, settings: Settings, base: Base, decide: Decide, state: Any, what: str
 ) -> Outcome:
     rep = _base(base)
-    sim = _simulate(run, settings, rep, decide, state)
-    usages = _usages(run, settings)
-    out_cost = output_cost(usages, rep["price"])
+    sim = _simulate(base.timeline(), rep, decide, state)
+    out_cost = output_cost(base.usages(), rep["price"])
     stop = None
     if sim.stop is not None:
         call, prompt = sim.stop
@@ -832,8 +868,9 @@ COMPACT_PRESETS = ("claude-code", "codex")
 """The agent tools whose auto-compaction thresholds ``auto-compact:at=`` names."""
 
 SUMMARY_TOKENS = 10_000
-"""A compaction's summary size when neither the parameter nor the session's own records
-give one: half of Claude Code's 20,000-token summary output allowance."""
+"""A compaction's summary size when neither the parameter (``summary=``) nor the
+session's own compaction records give one: half of Claude Code's 20,000-token allowance
+for the summary's output."""
 
 ANTHROPIC_COMPACT_TRIGGER = 150_000
 """The ``compact_20260112`` edit's default trigger (input tokens); it accepts no less
@@ -875,7 +912,7 @@ def _compact_outcome(policy: Policy, run: Run, settings: Settings, base: Base) -
     param = "trigger" if "trigger" in policy.kind.params else "at"
     at = policy.get(param)
     limit = compact_at(at, run, rep, settings)
-    summary = policy.get("summary") or SUMMARY_TOKENS
+    summary = policy.get("summary") or base.summary_tokens() or SUMMARY_TOKENS
     return _simulated_outcome(
         run, settings, base, _compact_decide, (limit, summary), "compacting at its threshold"
     )
@@ -1008,15 +1045,18 @@ FAMILIES: dict[str, Family] = {
 # --- rows ---------------------------------------------------------------------------
 
 
-def outcomes(run: Run, settings: Settings, chosen: Sequence[Policy]) -> list[Outcome | str]:
-    """``run`` under each of ``chosen``: the outcome, or why it could not be had."""
+def outcomes(
+    run: Run, settings: Settings, chosen: Sequence[Policy], summaries: Sequence[str] = ()
+) -> list[Outcome | str]:
+    """``run`` under each of ``chosen``: the outcome, or why it could not be had
+    (``summaries``: those the session's own compactions wrote, :attr:`Run.summary`)."""
     from ctxwin.errors import CtxwinError
     from ctxwin.runs.simulate import replay_run
 
     try:
-        base = Base(replay_run(run, settings))
+        base = Base(run, settings, replay_run(run, settings), summaries=summaries)
     except CtxwinError as exc:
-        base = Base(None, str(exc))
+        base = Base(run, settings, None, str(exc))
     out: list[Outcome | str] = []
     for policy in chosen:
         try:

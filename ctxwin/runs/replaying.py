@@ -81,14 +81,19 @@ class Replayed:
         return [(run.name, r) for run in self.runs if isinstance(r := run.results[policy], str)]
 
 
-def replay_each(run: Run, settings: Settings, chosen: Sequence[Policy] | None = None) -> list[Any]:
+def replay_each(
+    run: Run,
+    settings: Settings,
+    chosen: Sequence[Policy] | None = None,
+    summaries: Sequence[str] = (),
+) -> list[Any]:
     """``run`` replayed as ``settings`` say: its report, or why it could not be; under
-    ``chosen`` policies, each one's outcome (:func:`ctxwin.runs.policies.outcomes`), or why
-    it could not be had."""
+    ``chosen`` policies, each one's outcome (:func:`ctxwin.runs.policies.outcomes`;
+    ``summaries``: those the session's compactions wrote), or why it could not be had."""
     if chosen is not None:
         from ctxwin.runs.policies import outcomes
 
-        return list(outcomes(run, settings, chosen))
+        return list(outcomes(run, settings, chosen, summaries))
     try:
         return [replay_run(run, settings)]
     except CtxwinError as exc:
@@ -149,13 +154,15 @@ def replay_bytes(
     prefixed with ``path``; ``select``: only runs whose name contains it."""
     runs = read_runs(data, run_format, path)
     out = ReplayedFile(path, warnings=list(dict.fromkeys(w for r in runs for w in r.warnings)))
+    summaries = [r.summary for r in runs if r.summary]
     for run in runs:
         if named:
             run.name = f"{path} {run.name}".strip()
         if deferred(run):
             out.runs.append(run)  # selected once joined: its name is the joined run's
         elif select is None or select in run.name:
-            out.runs.append(ReplayedRun(run.name, replay_each(run, settings, chosen)))
+            done = replay_each(run, settings, chosen, summaries)
+            out.runs.append(ReplayedRun(run.name, done))
     return out
 
 
