@@ -4,6 +4,8 @@ providers' and agents' documentation)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -31,6 +33,7 @@ from ctxwin.runs.policies import (
 )
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
+from tests.conftest import Cli
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
 
 GROWTH = 3_000
@@ -442,3 +445,92 @@ def test_compaction_summaries_are_sized_from_the_sessions_own_records() -> None:
     small, large = costs
     # about a token a word (and not ctxwin's default when the session has its own)
     assert 200 < small < 1_000 < large < 8_000 != SUMMARY_TOKENS
+
+
+# --- the recorded Claude Code and Codex sessions -----------------------------------------
+
+AGENT_TOOLS = (
+    Path(os.environ["CTXWIN_CORPUS"])
+    if os.environ.get("CTXWIN_CORPUS")
+    else Path(__file__).resolve().parents[2] / "shared" / "corpus"
+) / "agent_tools"
+
+SESSIONS = sorted(
+    [*AGENT_TOOLS.glob("claude-code/*.jsonl"), *AGENT_TOOLS.glob("codex/*.jsonl")],
+    key=lambda p: p.name,
+)
+COMPARED = "as-logged,just-fit,block=0.45,anthropic-clear,auto-compact"
+
+corpus = pytest.mark.skipif(not AGENT_TOOLS.is_dir(), reason="../shared/corpus is absent")
+
+
+@pytest.mark.corpus
+@corpus
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:40])
+def test_every_session_compares_every_policy_with_every_key(path: Path, cli: Cli) -> None:
+    out = cli("replay", str(path), "--compare", COMPARED, "--json", "--quiet")
+    assert out.exit_code in (0, 3), out.output
+    payload = orjson.loads(out.stdout)
+    rows = payload["policies"]
+    assert [r["policy"] for r in rows] == COMPARED.split(",")
+    for row in rows:
+        assert set(row) >= ALL_KEYS, row["policy"]
+    logged, clear = rows[0], rows[3]
+    [reports] = [orjson.loads(cli("replay", str(path), "--json", "-q").stdout)["runs"]]
+    if logged["cached_tokens"] is not None:
+        # the run's own reads, as logged
+        assert logged["cached_tokens"] == sum(r["reported_cached_tokens"] or 0 for r in reports)
+    if all(r["served_by"] == "Anthropic" for r in reports):
+        # Anthropic's own API, one cache: the requests as sent (no clearing below the
+        # trigger) read within 10 % of what the log says they read
+        assert clear["mean_tokens_sent"] == logged["mean_tokens_sent"]
+        assert clear["cached_tokens"] == pytest.approx(logged["cached_tokens"], rel=0.10)
+    # a recommendation over the same policies' grids: no overflow, no dearer than any
+    # compared policy that keeps the same share of the context
+    rec = cli("replay", str(path), "--compare", COMPARED, "--recommend", "--json", "-q")
+    assert rec.exit_code in (0, 3), rec.output
+    got = orjson.loads(rec.stdout)
+    pick = got["recommendation"]
+    if logged["total_cost"] is None:
+        assert pick is None  # no bill to beat: never a guess
+        return
+    floor = 0.75 * logged["mean_tokens_sent"]
+    meeting = [
+        r
+        for r in rows[1:]
+        if r["total_cost"] is not None
+        and not r["overflow_calls"]
+        and r["mean_tokens_sent"] >= floor
+    ]
+    if pick is None:
+        assert not meeting
+        return
+    assert set(pick) == {"policy", "params", "total_cost", "saving", "config"}
+    [chosen] = [r for r in got["policies"] if r["policy"] == pick["policy"]] or [None]
+    assert chosen is None or chosen["overflow_calls"] == 0
+    assert all(pick["total_cost"] <= r["total_cost"] for r in meeting)
+    assert pick["saving"] == pytest.approx(logged["total_cost"] - pick["total_cost"], abs=1e-5)
+
+
+@pytest.mark.corpus
+@corpus
+def test_a_folder_is_compared_and_recommended_as_the_sum_of_its_sessions(cli: Cli) -> None:
+    paths = [str(p) for p in SESSIONS if p.name.startswith(("drmaciver", "cpolar"))]
+    assert len(paths) == 3
+    out = orjson.loads(cli("replay", *paths, "--compare", COMPARED, "--json", "-q").stdout)
+    each = [
+        orjson.loads(cli("replay", p, "--compare", COMPARED, "--json", "-q").stdout)["policies"]
+        for p in paths
+    ]
+    for i, row in enumerate(out["policies"]):
+        assert row["calls"] == sum(rows[i]["calls"] for rows in each)
+        assert row["total_cost"] == pytest.approx(sum(rows[i]["total_cost"] for rows in each))
+    rec = orjson.loads(
+        cli("replay", *paths, "--compare", COMPARED, "--recommend", "--json", "-q").stdout
+    )
+    assert rec["recommendation"] is not None
+    assert rec["recommendation"]["total_cost"] <= min(
+        r["total_cost"]
+        for r in out["policies"]
+        if r["mean_tokens_sent"] >= 0.75 * out["policies"][0]["mean_tokens_sent"]
+    )

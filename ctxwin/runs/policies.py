@@ -671,6 +671,7 @@ def _simulate(tl: Timeline, rep: ReplayReport, decide: Decide, state: Any = None
     window = rep["context_length"] or 0
     req = Request()
     ttl: int | None = None
+    _warm(tl, bill)
     calls: list[tuple[int, int, int]] = []
     sent: list[int] = []
     over = 0
@@ -719,6 +720,22 @@ def _simulate(tl: Timeline, rep: ReplayReport, decide: Decide, state: Any = None
         summary_cost,
         cleared,
     )._replace(input_cost=totals["input_cost"])
+
+
+def _warm(tl: Timeline, bill: Bill) -> None:
+    """What the cache holds before the run's first call: what comes before the messages
+    (the system prompt and tools), when the first call's log shows it read a prefix an
+    earlier conversation wrote (as a Claude Code session's first call does)."""
+    from ctxwin.cost.caching import Laid, Sent
+    from ctxwin.fitting.calibration import cache_tokens_from_usage
+
+    usage = tl.usages[0] if tl.usages else None
+    if not isinstance(usage, Mapping) or not tl.before or not tl.before[0]:
+        return
+    read = cache_tokens_from_usage(usage)[0]
+    if read:
+        laid = Laid([("before", 0)], [0, tl.before[0]])
+        bill.cache.send(Sent(laid, [0], tl.at[0], None))
 
 
 def _summary_price(bill: Bill, prompt: int, summary: int, price: Any) -> float | None:
