@@ -42,10 +42,13 @@ START = 15_000
 """The first call's prompt: the system prompt and tools."""
 
 
-def _session(calls: int, thinking: bool = False, tools: tuple[str, ...] = ("Read",)) -> Any:
+def _session(
+    calls: int, thinking: bool = False, tools: tuple[str, ...] = ("Read",), turns: int = 0
+) -> Any:
     """A Claude Code session of ``calls`` calls, each a tool use whose result is large,
     logged with Claude Code's usage (each call reads the whole prompt before); the tool
-    of call k is ``tools[k % len(tools)]``; with ``thinking``, each response thinks first."""
+    of call k is ``tools[k % len(tools)]``; with ``thinking``, each response thinks first;
+    with ``turns``, the user prompts again after every ``turns`` calls."""
     lines: list[dict[str, Any]] = [cc_line("user", "u0", None, "fix the bug")]
     parent = "u0"
     before = 0
@@ -67,6 +70,9 @@ def _session(calls: int, thinking: bool = False, tools: tuple[str, ...] = ("Read
         lines.append(cc_line("user", f"r{k}", f"a{k}", tool_result(f"t{k}")))
         lines[-1]["message"]["content"][0]["content"] = f"line {k} = 1\n" * 400
         parent = f"r{k}"
+        if turns and (k + 1) % turns == 0:
+            lines.append(cc_line("user", f"p{k}", parent, "go on"))
+            parent = f"p{k}"
         before = prompt - 1
     [run] = read_runs(jsonl(*lines))
     return run
@@ -167,14 +173,22 @@ def test_anthropic_clear_breaks_the_cache_at_the_first_cleared_block() -> None:
 
 
 def test_anthropic_clear_thinking_keeps_the_newest_turns_thinking() -> None:
-    run = _session(10, thinking=True)
+    run = _session(12, thinking=True, turns=3)  # four user turns of three calls each
     tl = _timeline(run)
-    assert len(tl.thinking) == 10
-    for keep in (1, 3):
+    assert len(tl.thinking) == 12
+    for keep in (1, 2):
         policy = parse_policy(f"anthropic-clear-thinking:keep={keep}")
         for k, (_, _, cleared) in enumerate(_steps(tl, _thinking_decide, policy)):
-            turns = [i for i, _ in tl.thinking if i < tl.ends[k]]
-            assert set(cleared) == set(turns[: max(0, len(turns) - keep)])
+            sent = [i for i, _ in tl.thinking if i < tl.ends[k]]
+            turns = sorted({tl.turn[i] for i in sent})
+            # the thinking of every turn but the newest keep, each turn's whole tool loop
+            assert set(cleared) == {i for i in sent if tl.turn[i] in turns[: -keep or None]}
+            if len(turns) > keep:
+                assert cleared
+    # within one turn (a tool loop), no thinking is ever cleared
+    one = _timeline(_session(12, thinking=True))
+    policy = parse_policy("anthropic-clear-thinking")
+    assert all(not cleared for _, _, cleared in _steps(one, _thinking_decide, policy))
 
 
 def test_auto_compact_replaces_the_history_with_a_summary_at_its_threshold() -> None:

@@ -510,13 +510,24 @@ class Timeline:
     ends, what comes before the messages, and the tool results and thinking a policy
     may clear."""
 
-    __slots__ = ("at", "before", "ends", "results", "scale", "thinking", "tokens", "usages")
+    __slots__ = (
+        "at",
+        "before",
+        "ends",
+        "results",
+        "scale",
+        "thinking",
+        "tokens",
+        "turn",
+        "usages",
+    )
 
     def __init__(self, run: Run, settings: Settings, rep: ReplayReport) -> None:
         from ctxwin.core import load
         from ctxwin.formats.base import CALL, RESULT, THINKING
         from ctxwin.recorded import model_messages
         from ctxwin.tokens.base import calibrated
+        from ctxwin.view import USER
 
         if run.recorded is not None:
             raise InputError(
@@ -529,6 +540,14 @@ class Timeline:
         factor = rep["final_calibration"]
         raw = estimator.raw
         weights = [calibrated(raw(item.cost), factor) for item in view.items]
+        self.turn: list[int] = []
+        """Each message's user turn: a user's message (not a tool's results) opens one;
+        the calls and results of a tool loop are the turn's."""
+        turn = 0
+        for item in view.items:
+            if item.role == USER and not item.answers:
+                turn += 1
+            self.turn.append(turn)
         self.ends = model_messages(view, run.calls_at)
         self.usages = [run.usage_at.get(i) for i in self.ends]
         self.at = [run.sent_at.get(i) for i in self.ends]
@@ -854,13 +873,14 @@ THINKING_KEEP = 1
 
 def _thinking_decide(tl: Timeline, k: int, req: Request, prompt: int, p: Policy) -> int | None:
     """``clear_thinking_20251015`` before call ``k``: the thinking of every assistant turn
-    but the newest ``keep`` that have any is removed."""
+    but the newest ``keep`` that have any is removed (a turn: a user's message and the
+    tool loop that answers it, whose thinking the API keeps while it runs)."""
     end = tl.ends[k]
-    turns = sorted({i for i, _ in tl.thinking if req.start <= i < end})
+    turns = sorted({tl.turn[i] for i, _ in tl.thinking if req.start <= i < end})
     keep = p.get("keep")
     older = set(turns[: max(0, len(turns) - keep)])
     for i, tokens in tl.thinking:
-        if i in older and i not in req.saved:
+        if i < end and tl.turn[i] in older and i not in req.saved:
             req.cut(i, tokens)
     return None
 
