@@ -80,11 +80,14 @@ def replay(
         typer.Option(
             "--compare",
             metavar="POLICY",
-            help="Replay the runs once per cutting policy and compare them side by side "
-            "(calls, pruned calls, mean and least tokens sent, cache reads and writes, "
-            "input cost): just-fit (drop the fewest turns) or block=SHARE (the cut moves in "
-            "blocks of SHARE of the budget, 0 < SHARE <= 1). Repeat it or separate with "
-            "commas; the other flags apply to every policy.",
+            help="Replay the runs once per context policy and compare them side by side "
+            "(calls, calls over the window, mean tokens sent, cache reads and writes, input "
+            "and total cost): as-logged (the run's own bill), just-fit or block=SHARE "
+            "(ctxwin's cuts), anthropic-clear, anthropic-clear-thinking, auto-compact, "
+            "anthropic-compact, openai-compact; parameters as "
+            "NAME:KEY=VALUE,KEY=VALUE (anthropic-clear:trigger=50000,keep=5; "
+            "docs/strategies.md lists them). Repeat it or separate with commas; the other "
+            "flags apply to every policy.",
         ),
     ] = None,
     **flags: Any,

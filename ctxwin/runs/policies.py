@@ -82,6 +82,14 @@ def _tools(text: str) -> tuple[str, ...]:
     return tuple(t for t in text.split("|") if t)
 
 
+def _compact_trigger(text: str) -> int:
+    """``compact_20260112``'s trigger: input tokens, at least 50,000."""
+    value = _count(text)
+    if value < 50_000:
+        raise ValueError(text)
+    return value
+
+
 def _at(text: str) -> Any:
     """``at``: a preset name, a share of the window (up to 1) or tokens."""
     if text in COMPACT_PRESETS:
@@ -977,9 +985,13 @@ def _compact_config(policy: Policy) -> dict[str, Any]:
 
 
 def _openai_compact_config(policy: Policy) -> dict[str, Any]:
+    at = policy.get("at")
+    if isinstance(at, int):
+        return {"openai": {"context_management": [{"type": "compaction", "compact_threshold": at}]}}
+    where = "the tool's threshold" if at is None or isinstance(at, str) else f"{at:g} of the window"
     return {
-        "openai": "call POST /v1/responses/compact when the input reaches "
-        f"{_written(policy.get('at'))} tokens and send its output as the next input"
+        "openai": f"context_management [{{type: compaction, compact_threshold}}] at {where}, "
+        "or POST /responses/compact there"
     }
 
 
@@ -1057,7 +1069,7 @@ FAMILIES: dict[str, Family] = {
                 Param(
                     "trigger",
                     ANTHROPIC_COMPACT_TRIGGER,
-                    _count,
+                    _compact_trigger,
                     (50_000, 100_000, 150_000),
                     "input tokens, at least 50000",
                 ),
@@ -1066,11 +1078,18 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             "openai-compact",
-            "OpenAI's /responses/compact, called when the input reaches at",
+            "OpenAI's server-side compaction (context_management compact_threshold) or "
+            "/responses/compact, when the input reaches at",
             _compact_outcome,
             _openai_compact_config,
             (
-                Param("at", None, _at, (0.5, 0.7, 0.9), "a share of the window or tokens"),
+                Param(
+                    "at",
+                    None,
+                    _at,
+                    (50_000, 100_000, 150_000, 200_000),
+                    "tokens, a share of the window, or codex",
+                ),
                 Param("summary", None, _count, (), "the summary's tokens"),
             ),
         ),
