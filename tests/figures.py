@@ -761,6 +761,20 @@ def policies_compare() -> str:
     return _console("replay", str(_claude(LONGEST)), "--compare", POLICIES)
 
 
+@figure("policies-reads-anthropic", corpus=True)
+def policies_reads_anthropic() -> str:
+    """How far the requests as sent (``anthropic-clear`` below its trigger: nothing
+    cleared) read from the logged reads, on the sessions sent straight to Anthropic."""
+    worst = 0.0
+    for name in ("drmaciver-coverage-test-fix", "drmaciver-python-to-rust-port"):
+        rows = _replay_json(str(_claude(name)), "--compare", "as-logged,anthropic-clear")
+        logged, sent = rows["policies"]
+        assert sent["mean_tokens_sent"] == logged["mean_tokens_sent"]  # nothing cleared
+        off = abs(sent["cached_tokens"] - logged["cached_tokens"]) / logged["cached_tokens"]
+        worst = max(worst, off)
+    return f"within {100 * worst:.1f} %"
+
+
 @figure("policies-recommend", corpus=True)
 def policies_recommend() -> str:
     rep = _replay_json(str(_claude(LONGEST)), "--compare", POLICIES, "--recommend")
