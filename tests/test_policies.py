@@ -17,13 +17,13 @@ from ctxwin.runs.policies import (
     CLEAR_KEEP,
     CLEAR_TRIGGER,
     FAMILIES,
+    Clear,
+    ClearThinking,
+    Compact,
     Policy,
     Request,
     Timeline,
-    _clear_decide,
-    _compact_decide,
     _prompt,
-    _thinking_decide,
     candidates,
     compare_row,
     outcomes,
@@ -85,16 +85,15 @@ def _timeline(run: Any) -> Timeline:
     return Timeline(run, SETTINGS, replay_run(run, SETTINGS))
 
 
-def _steps(tl: Timeline, decide: Any, state: Any) -> list[tuple[int, int, dict[int, int]]]:
+def _steps(tl: Timeline, decide: Any) -> list[tuple[int, int, dict[int, int]]]:
     """``(prompt before the policy moves, prompt sent, what is cleared)`` of each call."""
-    req = Request()
+    req = Request(tl)
     out = []
     for k in range(len(tl.ends)):
         before = _prompt(tl, k, req)
-        summary = decide(tl, k, req, before, state)
+        summary = decide(tl, k, req, before)
         if summary is not None:
-            req.start, req.summary, req.summary_gen = tl.ends[k], summary, req.summary_gen + 1
-            req.saved, req.edit = {}, {}
+            req.compact(tl.ends[k], summary)
         out.append((before, _prompt(tl, k, req), dict(req.saved)))
     return out
 
@@ -102,7 +101,7 @@ def _steps(tl: Timeline, decide: Any, state: Any) -> list[tuple[int, int, dict[i
 def test_the_timeline_sends_the_run_as_logged_when_a_policy_edits_nothing() -> None:
     run = _session(12)
     tl = _timeline(run)
-    req = Request()
+    req = Request(tl)
     for k in range(12):
         assert _prompt(tl, k, req) == START + GROWTH * k
     # every result can be cleared, and saves at most its message
@@ -119,7 +118,7 @@ def test_anthropic_clear_clears_nothing_below_the_trigger_and_all_but_keep_above
     trigger = START + GROWTH * 8 + 10
     policy = parse_policy(f"anthropic-clear:trigger={trigger},keep={keep}")
     cleared_before: set[int] = set()
-    for k, (before, sent, cleared) in enumerate(_steps(tl, _clear_decide, policy)):
+    for k, (before, sent, cleared) in enumerate(_steps(tl, Clear(policy))):
         if before <= trigger:
             assert set(cleared) == cleared_before  # nothing new below the trigger
             assert sent == before
@@ -140,7 +139,7 @@ def test_anthropic_clear_clears_at_least_clear_at_least_tokens_at_a_time() -> No
     policy = parse_policy(f"anthropic-clear:trigger={trigger},keep=2,clear-at-least={at_least}")
     done: dict[int, int] = {}
     moves = 0
-    for before, _sent, cleared in _steps(tl, _clear_decide, policy):
+    for before, _sent, cleared in _steps(tl, Clear(policy)):
         new = {i: s for i, s in cleared.items() if i not in done}
         if new:
             moves += 1
@@ -156,7 +155,7 @@ def test_anthropic_clear_never_clears_an_excluded_tool() -> None:
     policy = parse_policy(f"anthropic-clear:trigger={START},keep=1,exclude=Bash")
     bash = {item for item, _, tool, _ in tl.results if tool == "Bash"}
     assert bash
-    for _, _, cleared in _steps(tl, _clear_decide, policy):
+    for _, _, cleared in _steps(tl, Clear(policy)):
         assert not bash & set(cleared)
 
 
@@ -178,7 +177,7 @@ def test_anthropic_clear_thinking_keeps_the_newest_turns_thinking() -> None:
     assert len(tl.thinking) == 12
     for keep in (1, 2):
         policy = parse_policy(f"anthropic-clear-thinking:keep={keep}")
-        for k, (_, _, cleared) in enumerate(_steps(tl, _thinking_decide, policy)):
+        for k, (_, _, cleared) in enumerate(_steps(tl, ClearThinking(policy))):
             sent = [i for i, _ in tl.thinking if i < tl.ends[k]]
             turns = sorted({tl.turn[i] for i in sent})
             # the thinking of every turn but the newest keep, each turn's whole tool loop
@@ -188,14 +187,14 @@ def test_anthropic_clear_thinking_keeps_the_newest_turns_thinking() -> None:
     # within one turn (a tool loop), no thinking is ever cleared
     one = _timeline(_session(12, thinking=True))
     policy = parse_policy("anthropic-clear-thinking")
-    assert all(not cleared for _, _, cleared in _steps(one, _thinking_decide, policy))
+    assert all(not cleared for _, _, cleared in _steps(one, ClearThinking(policy)))
 
 
 def test_auto_compact_replaces_the_history_with_a_summary_at_its_threshold() -> None:
     run = _session(30)
     tl = _timeline(run)
     at = START + GROWTH * 10
-    steps = _steps(tl, _compact_decide, (at, 2_000))
+    steps = _steps(tl, Compact(at, 2_000))
     compacted = [k for k, (before, sent, _) in enumerate(steps) if sent < before]
     assert compacted
     for k, (before, sent, _) in enumerate(steps):

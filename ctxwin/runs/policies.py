@@ -25,10 +25,12 @@ A policy is written ``NAME`` or ``NAME:KEY=VALUE,KEY=VALUE`` (``block=SHARE`` as
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxwin.core import FITS, NEEDS_PRUNING, NO_BUDGET, TRUNCATED
+from ctxwin.cost.caching import Computed
 from ctxwin.errors import InputError, UsageError
 from ctxwin.runs.billing import Bill, session_marks, usd, written_ttl
 
@@ -430,7 +432,7 @@ def _as_logged_outcome(policy: Policy, run: Run, settings: Settings, base: Base)
     rep = _base(base)
     usages = base.usages()
     price = _pricing(rep)
-    simulated = _simulate(base.timeline(), rep, _no_edit) if run.recorded is None else None
+    simulated = _simulate(base.timeline(), rep, Decide()) if run.recorded is None else None
     window = rep["context_length"] or 0
     sent: list[int] = []
     read = written = 0
@@ -613,23 +615,83 @@ class Timeline:
 
 
 class Request:
-    """What a policy sends on one call: the tokens before the messages, a summary (its
-    tokens and its generation) when a compaction replaced the messages before ``start``,
-    and the tokens each message saves by an edit (its generation changes with it)."""
+    """What a policy sends on one call: what comes before the messages, a summary (its
+    tokens and its generation) when a compaction replaced the messages before
+    :attr:`start`, and the tokens each message saves by an edit.
 
-    __slots__ = ("edit", "saved", "start", "summary", "summary_gen")
+    Kept so that a call costs O(1) besides its edits: the tokens of the messages as
+    edited are prefix sums, recomputed from the first message an edit touched; a
+    message's cache key is its place and the number of edits made at or before it (an
+    edit changes every prefix from the message it touches on), so a request's keys are a
+    few runs of places (:class:`~ctxwin.cost.caching.Places`), not a list per call."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_dirty", "_sums", "edits", "saved", "start", "summary", "summary_gen", "tl")
+
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
         self.start = 0
         self.summary = 0
         self.summary_gen = 0
         self.saved: dict[int, int] = {}
-        self.edit: dict[int, int] = {}
-        """Per message, how many times its content was edited (its cache key's part)."""
+        """Per message, the tokens its edits save."""
+        self.edits: list[int] = []
+        """Where each edit made since the last compaction starts (its first message), in
+        order of place."""
+        self._sums = [0]
+        """``_sums[i]``: the tokens of messages ``[0, i)`` as edited (as far as computed)."""
+        self._dirty: int | None = None
+        """The first message an edit touched since the sums and keys were last brought up
+        to date."""
 
     def cut(self, item: int, tokens: int) -> None:
+        """Edit message ``item``: it saves ``tokens`` more."""
         self.saved[item] = self.saved.get(item, 0) + tokens
-        self.edit[item] = self.edit.get(item, 0) + 1
+        self._dirty = item if self._dirty is None else min(self._dirty, item)
+
+    def compact(self, end: int, summary: int) -> None:
+        """A summary of ``summary`` tokens replaces every message before ``end``."""
+        self.start = end
+        self.summary = summary
+        self.summary_gen += 1
+        self.saved = {}
+        self.edits = []
+        self._dirty = None
+        del self._sums[1:]
+
+    def _settle(self) -> None:
+        if self._dirty is None:
+            return
+        at = self._dirty
+        bisect.insort(self.edits, at)
+        if len(self._sums) > at + 1:
+            del self._sums[at + 1 :]
+        self._dirty = None
+
+    def tokens_to(self, end: int) -> int:
+        """The tokens of messages ``[0, end)`` as edited."""
+        self._settle()
+        sums, tokens, saved = self._sums, self.tl.tokens, self.saved
+        while len(sums) <= end:
+            i = len(sums) - 1
+            sums.append(sums[-1] + tokens[i] - saved.get(i, 0))
+        return sums[end]
+
+    def runs(self, end: int) -> list[range]:
+        """The cache keys of messages ``[start, end)``: runs of places, each shifted by
+        the number of edits made at or before it."""
+        self._settle()
+        out: list[range] = []
+        a = self.start
+        for n, at in enumerate((*self.edits, end)):
+            b = min(max(at, self.start), end)
+            if b > a:  # messages [a, b): n edits at or before each
+                out.append(range(a + n * _EDITED, b + n * _EDITED))
+                a = b
+        return out
+
+
+_EDITED = 1 << 40
+"""What an edit adds to the cache key of every message from the one it touches on."""
 
 
 class Simulated(NamedTuple):
@@ -646,57 +708,71 @@ class Simulated(NamedTuple):
     """``(call, prompt)`` of the first call over the window."""
     summary_calls: int
     summary_cost: float | None
-    cleared: int
-    """Tokens saved by edits, in all (each call's)."""
 
 
-Decide = Callable[["Timeline", int, Request, int, Any], "int | None"]
-"""A policy's move before call ``k`` (index into the timeline): edit ``request`` given the
-prompt it would send; returns a summary's size when it compacts, else ``None``."""
+class Decide:
+    """A policy's move before each call (:meth:`__call__`): it edits the request, or
+    compacts it (it returns a summary's size), given the prompt the request would send.
+    An instance holds what the policy keeps from call to call over one run."""
 
-
-def _no_edit(tl: Timeline, k: int, req: Request, prompt: int, state: Any) -> int | None:
-    return None
+    def __call__(self, tl: Timeline, k: int, req: Request, prompt: int) -> int | None:
+        return None
 
 
 def _prompt(tl: Timeline, k: int, req: Request) -> int:
+    """The tokens ``req`` sends at call ``k``."""
     end = tl.ends[k]
-    total = tl.before[k] + req.summary
-    tokens = tl.tokens
-    for i in range(req.start, end):
-        total += tokens[i] - req.saved.get(i, 0)
-    return total
+    return tl.before[k] + req.summary + req.tokens_to(end) - req.tokens_to(req.start)
 
 
 def _laid(tl: Timeline, k: int, req: Request) -> Any:
-    from ctxwin.cost.caching import Laid
+    """``req`` at call ``k`` laid out as cache blocks: what comes before the messages,
+    the summary when there is one, then each message (keys :meth:`Request.runs`)."""
+    from ctxwin.cost.caching import Laid, Places
 
     end = tl.ends[k]
-    keys: list[object] = [("before", req.summary_gen)]
-    ends = [0, tl.before[k]]
-    total = tl.before[k]
+    runs = req.runs(end)
     if req.summary_gen:
-        keys.append(("summary", req.summary_gen))
-        total += req.summary
-        ends.append(total)
-    edit = req.edit
-    saved = req.saved
-    tokens = tl.tokens
-    for i in range(req.start, end):
-        keys.append((i, edit.get(i, 0)))
-        total += tokens[i] - saved.get(i, 0)
-        ends.append(total)
-    return Laid(keys, ends)
+        runs.insert(0, range(-req.summary_gen, -req.summary_gen + 1))
+    keys = Places(("before", req.summary_gen), runs)
+    return Laid(keys, _Ends(tl.before[k], req, keys.n))
 
 
-def _simulate(tl: Timeline, rep: ReplayReport, decide: Decide, state: Any = None) -> Simulated:
+class _Ends(Computed[int]):
+    """Where each block of a request ends (its tokens from the start), computed when read
+    (a cache reads few of them): at the messages' sizes as edited when read."""
+
+    __slots__ = ("before", "req", "skip", "start", "summary")
+
+    def __init__(self, before: int, req: Request, blocks: int) -> None:
+        self.n = blocks + 1
+        self.before = before
+        self.req = req
+        self.start = req.start
+        self.summary = req.summary
+        self.skip = 1 if req.summary_gen else 0
+
+    def at(self, i: int) -> int:
+        if i == 0:
+            return 0
+        total = self.before
+        if self.skip and i >= 2:
+            total += self.summary
+        messages = i - 1 - self.skip
+        if messages > 0:
+            tokens_to = self.req.tokens_to
+            total += tokens_to(self.start + messages) - tokens_to(self.start)
+        return total
+
+
+def _simulate(tl: Timeline, rep: ReplayReport, decide: Decide) -> Simulated:
     """Send a session's calls as the policy ``decide`` edits them, through one cache of
     the model's rules, each at its logged time and with Claude Code's marks (a
     breakpoints cache reads only up to a mark)."""
     bill = Bill(_rules(rep), _pricing(rep))
     price = bill.price
     window = rep["context_length"] or 0
-    req = Request()
+    req = Request(tl)
     ttl: int | None = None
     _warm(tl, bill)
     calls: list[tuple[int, int, int]] = []
@@ -705,27 +781,21 @@ def _simulate(tl: Timeline, rep: ReplayReport, decide: Decide, state: Any = None
     stop: tuple[int, int] | None = None
     summaries = 0
     summary_cost: float | None = 0.0
-    cleared = 0
     for k in range(len(tl.ends)):
         usage = tl.usages[k]
         if isinstance(usage, Mapping):
             ttl = written_ttl(usage, ttl)
         prompt = _prompt(tl, k, req)
-        summary = decide(tl, k, req, prompt, state)
+        summary = decide(tl, k, req, prompt)
         if summary is not None:
             # the summarising call reads the whole context and writes the summary
             laid = _laid(tl, k, req)
             bill.send(prompt, laid, session_marks(len(laid.keys)), tl.at[k], ttl)
-            paid = _summary_price(bill, prompt, summary, price)
+            paid = _summary_price(summary, price)
             summaries += 1
             summary_cost = None if paid is None or summary_cost is None else summary_cost + paid
-            req.start = tl.ends[k]
-            req.summary = summary
-            req.summary_gen += 1
-            req.saved = {}
-            req.edit = {}
-            prompt = _prompt(tl, k, req)
-        cleared += sum(req.saved.get(i, 0) for i in range(req.start, tl.ends[k]))
+            req.compact(tl.ends[k], summary)
+        prompt = _prompt(tl, k, req)
         laid = _laid(tl, k, req)
         before = (bill.read, bill.written, bill.written_1h)
         bill.send(prompt, laid, session_marks(len(laid.keys)), tl.at[k], ttl)
@@ -738,22 +808,21 @@ def _simulate(tl: Timeline, rep: ReplayReport, decide: Decide, state: Any = None
     return Simulated(
         calls,
         sent,
-        None,  # the input cost of the run's own calls: from totals, less the summaries'
+        totals["input_cost"],
         totals["cached_tokens"],
         totals["cache_write_tokens"],
         over,
         stop,
         summaries,
         summary_cost,
-        cleared,
-    )._replace(input_cost=totals["input_cost"])
+    )
 
 
 def _warm(tl: Timeline, bill: Bill) -> None:
     """What the cache holds before the run's first call: what comes before the messages
     (the system prompt and tools), when the first call's log shows it read a prefix an
     earlier conversation wrote (as a Claude Code session's first call does)."""
-    from ctxwin.cost.caching import Laid, Sent
+    from ctxwin.cost.caching import Laid, Places, Sent
     from ctxwin.fitting.calibration import cache_tokens_from_usage
 
     usage = tl.usages[0] if tl.usages else None
@@ -761,11 +830,11 @@ def _warm(tl: Timeline, bill: Bill) -> None:
         return
     read = cache_tokens_from_usage(usage)[0]
     if read:
-        laid = Laid([("before", 0)], [0, tl.before[0]])
+        laid = Laid(Places(("before", 0), []), [0, tl.before[0]])
         bill.cache.send(Sent(laid, [0], tl.at[0], None))
 
 
-def _summary_price(bill: Bill, prompt: int, summary: int, price: Any) -> float | None:
+def _summary_price(summary: int, price: Any) -> float | None:
     """The output of a summarising call: ``summary`` tokens at the output price (its input
     went through the bill)."""
     if price is None or price.output is None:
@@ -773,11 +842,9 @@ def _summary_price(bill: Bill, prompt: int, summary: int, price: Any) -> float |
     return float(summary * price.output / 1_000_000)
 
 
-def _simulated_outcome(
-    run: Run, settings: Settings, base: Base, decide: Decide, state: Any, what: str
-) -> Outcome:
+def _simulated_outcome(run: Run, base: Base, decide: Decide, what: str) -> Outcome:
     rep = _base(base)
-    sim = _simulate(base.timeline(), rep, decide, state)
+    sim = _simulate(base.timeline(), rep, decide)
     out_cost = output_cost(base.usages(), rep["price"])
     stop = None
     if sim.stop is not None:
@@ -817,36 +884,70 @@ CLEAR_KEEP = 3
 """Its default ``keep``: the newest 3 tool uses."""
 
 
-def _clear_decide(tl: Timeline, k: int, req: Request, prompt: int, p: Policy) -> int | None:
-    """``clear_tool_uses_20250919`` before call ``k``: once the prompt is over
+class Clear(Decide):
+    """``clear_tool_uses_20250919`` before each call: once the prompt is over
     ``trigger``, the results of every tool use but the newest ``keep`` (not of an
     ``exclude``d tool, not cleared already) are cleared, oldest first, with their calls'
     inputs under ``clear-inputs``; when that saves less than ``clear-at-least``, nothing
-    is. What is cleared stays cleared."""
-    if prompt <= p.get("trigger"):
+    is. What is cleared stays cleared. Each result is looked at O(1) times: the results
+    are cleared oldest first and all at once, so those still to clear are a range."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.trigger = policy.get("trigger")
+        self.keep = policy.get("keep")
+        self.at_least = policy.get("clear-at-least")
+        self.exclude = set(policy.get("exclude"))
+        self.inputs = policy.get("clear-inputs")
+        self.done = 0
+        """The results before this one (in :attr:`Timeline.results`) are settled."""
+        self.sent = 0
+        """The results before this one are in the requests sent so far."""
+        self.ready = 0
+        """The results before this one are older than the newest ``keep``."""
+        self.gain = 0
+        """What clearing the results in ``[done, ready)`` would save."""
+
+    def _gain(self, r: tuple[int, int, str | None, int]) -> int:
+        if r[2] in self.exclude:
+            return 0
+        return r[1] + (r[3] if self.inputs else 0)
+
+    def __call__(self, tl: Timeline, k: int, req: Request, prompt: int) -> int | None:
+        results = tl.results
+        end = tl.ends[k]
+        while self.sent < len(results) and results[self.sent][0] < end:
+            self.sent += 1
+        while self.ready < self.sent - self.keep:
+            if results[self.ready][0] >= req.start:
+                self.gain += self._gain(results[self.ready])
+            self.ready += 1
+        self.done = max(self.done, _first_at(results, self.done, req.start))
+        if prompt <= self.trigger or self.gain <= 0 or self.gain < self.at_least:
+            return None
+        for item, saved, tool, tokens in results[self.done : self.ready]:
+            if tool in self.exclude or item < req.start:
+                continue
+            if saved:
+                req.cut(item, saved)
+            # a call's inputs live in the message before its result
+            if self.inputs and tokens and item - 1 >= req.start:
+                spare = tl.tokens[item - 1] - req.saved.get(item - 1, 0)
+                if spare > 0:
+                    req.cut(item - 1, min(tokens, spare))
+        self.done = self.ready
+        self.gain = 0
         return None
-    end = tl.ends[k]
-    sent = [r for r in tl.results if req.start <= r[0] < end]
-    keep = p.get("keep")
-    older = sent[: max(0, len(sent) - keep)]
-    exclude = set(p.get("exclude"))
-    inputs = p.get("clear-inputs")
-    todo = [r for r in older if r[2] not in exclude and r[0] not in req.saved and r[1] + r[3] > 0]
-    gain = sum(r[1] + (r[3] if inputs else 0) for r in todo)
-    if not todo or gain < p.get("clear-at-least"):
-        return None
-    for item, saved, _tool, _inputs in todo:
-        req.cut(item, saved)
-    # a call's inputs live in the message before its result
-    if inputs:
-        for item, _saved, _tool, tokens in todo:
-            if tokens and item > req.start:
-                req.cut(item - 1, min(tokens, tl.tokens[item - 1] - req.saved.get(item - 1, 0)))
-    return None
+
+
+def _first_at(results: Sequence[tuple[int, int, str | None, int]], i: int, start: int) -> int:
+    """The first of ``results`` from ``i`` on whose message is at or after ``start``."""
+    while i < len(results) and results[i][0] < start:
+        i += 1
+    return i
 
 
 def _clear_outcome(policy: Policy, run: Run, settings: Settings, base: Base) -> Outcome:
-    return _simulated_outcome(run, settings, base, _clear_decide, policy, "clearing what it may")
+    return _simulated_outcome(run, base, Clear(policy), "clearing what it may")
 
 
 def _clear_config(policy: Policy) -> dict[str, Any]:
@@ -879,24 +980,44 @@ THINKING_KEEP = 1
 """``clear_thinking_20251015``'s default ``keep``: the thinking of the newest assistant turn."""
 
 
-def _thinking_decide(tl: Timeline, k: int, req: Request, prompt: int, p: Policy) -> int | None:
-    """``clear_thinking_20251015`` before call ``k``: the thinking of every assistant turn
+class ClearThinking(Decide):
+    """``clear_thinking_20251015`` before each call: the thinking of every assistant turn
     but the newest ``keep`` that have any is removed (a turn: a user's message and the
-    tool loop that answers it, whose thinking the API keeps while it runs)."""
-    end = tl.ends[k]
-    turns = sorted({tl.turn[i] for i, _ in tl.thinking if req.start <= i < end})
-    keep = p.get("keep")
-    older = set(turns[: max(0, len(turns) - keep)])
-    for i, tokens in tl.thinking:
-        if i < end and tl.turn[i] in older and i not in req.saved:
-            req.cut(i, tokens)
-    return None
+    tool loop that answers it, whose thinking the API keeps while it runs). The thinking
+    is cleared oldest first, so what is left to clear is a range."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.keep = policy.get("keep")
+        self.sent = 0
+        """The thinking before this one (in :attr:`Timeline.thinking`) has been sent."""
+        self.done = 0
+        """The thinking before this one is cleared."""
+        self.turns: list[int] = []
+        """The turns that have any thinking sent, in order."""
+
+    def __call__(self, tl: Timeline, k: int, req: Request, prompt: int) -> int | None:
+        thinking = tl.thinking
+        end = tl.ends[k]
+        while self.sent < len(thinking) and thinking[self.sent][0] < end:
+            turn = tl.turn[thinking[self.sent][0]]
+            if not self.turns or self.turns[-1] != turn:
+                self.turns.append(turn)
+            self.sent += 1
+        if len(self.turns) <= self.keep:
+            return None
+        newest = self.turns[len(self.turns) - self.keep] if self.keep else None
+        while self.done < self.sent:
+            item, tokens = thinking[self.done]
+            if newest is not None and tl.turn[item] >= newest:
+                break
+            if item >= req.start and tokens:
+                req.cut(item, tokens)
+            self.done += 1
+        return None
 
 
 def _thinking_outcome(policy: Policy, run: Run, settings: Settings, base: Base) -> Outcome:
-    return _simulated_outcome(
-        run, settings, base, _thinking_decide, policy, "clearing earlier thinking"
-    )
+    return _simulated_outcome(run, base, ClearThinking(policy), "clearing earlier thinking")
 
 
 def _thinking_config(policy: Policy) -> dict[str, Any]:
@@ -943,23 +1064,27 @@ def compact_at(at: Any, run: Run, rep: ReplayReport, settings: Settings) -> int:
     return found.tokens
 
 
-def _compact_decide(tl: Timeline, k: int, req: Request, prompt: int, at: Any) -> int | None:
-    """Compaction before call ``k``: when the prompt reaches ``at``, a summary of
+class Compact(Decide):
+    """Compaction before each call: when the prompt reaches ``limit`` tokens, a summary of
     ``summary`` tokens replaces every message sent so far."""
-    limit, summary = at
-    if prompt < limit or tl.ends[k] <= req.start:
-        return None
-    return int(summary)
+
+    def __init__(self, limit: int, summary: int) -> None:
+        self.limit = limit
+        self.summary = summary
+
+    def __call__(self, tl: Timeline, k: int, req: Request, prompt: int) -> int | None:
+        if prompt < self.limit or tl.ends[k] <= req.start:
+            return None
+        return self.summary
 
 
 def _compact_outcome(policy: Policy, run: Run, settings: Settings, base: Base) -> Outcome:
     rep = _base(base)
     param = "trigger" if "trigger" in policy.kind.params else "at"
-    at = policy.get(param)
-    limit = compact_at(at, run, rep, settings)
+    limit = compact_at(policy.get(param), run, rep, settings)
     summary = policy.get("summary") or base.summary_tokens() or SUMMARY_TOKENS
     return _simulated_outcome(
-        run, settings, base, _compact_decide, (limit, summary), "compacting at its threshold"
+        run, base, Compact(limit, int(summary)), "compacting at its threshold"
     )
 
 
