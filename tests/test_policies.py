@@ -547,3 +547,45 @@ def test_a_folder_is_compared_and_recommended_as_the_sum_of_its_sessions(cli: Cl
         for r in out["policies"]
         if r["mean_tokens_sent"] >= 0.75 * out["policies"][0]["mean_tokens_sent"]
     )
+
+
+def test_the_table_fits_80_columns_and_says_where_a_policy_stops(tmp_path: Path, cli: Cli) -> None:
+    path = tmp_path / "s.jsonl"
+    run_lines = _session_bytes(24)
+    path.write_bytes(run_lines)
+    long_name = "anthropic-clear:trigger=30000,keep=1,clear-at-least=5000,exclude=Bash|Grep"
+    out = cli.process(
+        "replay",
+        str(path),
+        "--compare",
+        f"as-logged,{long_name},just-fit",
+        "--context-length",
+        "60000",
+        env={"COLUMNS": "80"},
+    )
+    assert out.returncode == 3, out.stderr
+    lines = out.stdout.decode().splitlines()
+    assert max(map(len, lines)) <= 80
+    # folded over lines, never cut: the policy column's pieces, read down, are the name
+    column = "".join(line.split()[0] for line in lines if line.strip())
+    assert long_name in column
+    # the policies that stop the run say at which call and why, under the table and on
+    # stderr
+    said = out.stderr.decode()
+    assert "as-logged would stop the run at call" in said
+    assert "over the window" in said
+    assert "as-logged: stops at call" in out.stdout.decode()
+
+
+def _session_bytes(calls: int) -> bytes:
+    """The lines of :func:`_session`'s session (prompts of 15,000 + 3,000 a call)."""
+    lines: list[dict[str, Any]] = [cc_line("user", "u0", None, "fix the bug")]
+    parent = "u0"
+    for k in range(calls):
+        line = cc_line("assistant", f"a{k}", parent, tool_use(f"t{k}"), mid=f"msg_m{k}")
+        line["message"]["usage"] = {"input_tokens": START + GROWTH * k, "output_tokens": 50}
+        lines.append(line)
+        lines.append(cc_line("user", f"r{k}", f"a{k}", tool_result(f"t{k}")))
+        lines[-1]["message"]["content"][0]["content"] = f"line {k} = 1\n" * 400
+        parent = f"r{k}"
+    return bytes(jsonl(*lines))

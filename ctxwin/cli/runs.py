@@ -80,14 +80,11 @@ def replay(
         typer.Option(
             "--compare",
             metavar="POLICY",
-            help="Replay the runs once per context policy and compare them side by side "
-            "(calls, calls over the window, mean tokens sent, cache reads and writes, input "
-            "and total cost): as-logged (the run's own bill), just-fit or block=SHARE "
-            "(ctxwin's cuts), anthropic-clear, anthropic-clear-thinking, auto-compact, "
-            "anthropic-compact, openai-compact; parameters as "
-            "NAME:KEY=VALUE,KEY=VALUE (anthropic-clear:trigger=50000,keep=5; "
-            "docs/strategies.md lists them). Repeat it or separate with commas; the other "
-            "flags apply to every policy.",
+            help="Replay the runs once per context policy, side by side (calls over the "
+            "window, tokens sent, cache reads and writes, input and total cost): "
+            "as-logged, just-fit, block=SHARE, anthropic-clear, anthropic-clear-thinking, "
+            "auto-compact, anthropic-compact, openai-compact; NAME:KEY=VALUE,... sets "
+            "parameters (docs/strategies.md). Repeat it or separate with commas.",
         ),
     ] = None,
     **flags: Any,
