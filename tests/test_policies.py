@@ -320,6 +320,17 @@ def test_the_anthropic_config_is_a_valid_context_management_object() -> None:
         {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 2}}
     ]
     orjson.dumps(config)  # JSON as it is
+    # a compaction at 60 % of a 200,000-token window: Claude Code's override is a share of
+    # its effective window (less 20,000 for the summary), LangChain's trigger a fraction
+    compact = parse_policy("auto-compact:at=0.6").config(200_000)
+    assert compact["claude-code"] == {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "67"}}
+    assert compact["langchain"] == {"SummarizationMiddleware": {"trigger": ["fraction", 0.6]}}
+    assert parse_policy("auto-compact:at=90000").config()["codex"] == {
+        "model_auto_compact_token_limit": 90000
+    }
+    assert parse_policy("openai-compact:at=120000").config()["openai"] == {
+        "context_management": [{"type": "compaction", "compact_threshold": 120000}]
+    }
 
 
 def test_recommend_picks_the_cheapest_within_the_floor_and_the_window() -> None:

@@ -243,7 +243,13 @@ def _compare(
         shown = logged + [r for r in shown if r["policy"] != "as-logged"]
     recommendation = None
     if recommend:
-        recommendation = pick([row for _, row in rows], [policy for policy, _ in rows], min_context)
+        windows = [rep["context_length"] for rep in first if rep.get("context_length")]
+        recommendation = pick(
+            [row for _, row in rows],
+            [policy for policy, _ in rows],
+            min_context,
+            windows[0] if windows else None,
+        )
     prices = _prices(first)
     if json_:
         import orjson

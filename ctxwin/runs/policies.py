@@ -116,7 +116,7 @@ class Family:
         name: str,
         doc: str,
         outcome: Callable[[Policy, Run, Settings, Base], Outcome],
-        config: Callable[[Policy], dict[str, Any]],
+        config: Callable[[Policy, int | None], dict[str, Any]],
         params: Sequence[Param] = (),
         positional: bool = False,
     ) -> None:
@@ -161,10 +161,10 @@ class Policy(NamedTuple):
         out["policy"] = self.label
         return out
 
-    def config(self) -> dict[str, Any]:
+    def config(self, window: int | None = None) -> dict[str, Any]:
         """What sets this policy: Anthropic's ``context_management``, ctxwin's flags or
         the agent's own setting, as the policy fits."""
-        return self.kind.config(self)
+        return self.kind.config(self, window)
 
 
 def _written(value: Any) -> str:
@@ -410,7 +410,7 @@ def _cut_outcome(policy: Policy, run: Run, settings: Settings, base: Base) -> Ou
     }
 
 
-def _cut_config(policy: Policy) -> dict[str, Any]:
+def _cut_config(policy: Policy, window: int | None = None) -> dict[str, Any]:
     share = 0.0 if policy.family == JUST_FIT else float(policy.get("block"))
     return {"ctxwin": f"--block {share:g}"}
 
@@ -507,7 +507,7 @@ def _rules(rep: ReplayReport) -> Any:
     return None if rules is None else CacheRules(**rules)
 
 
-def _logged_config(policy: Policy) -> dict[str, Any]:
+def _logged_config(policy: Policy, window: int | None = None) -> dict[str, Any]:
     return {}
 
 
@@ -950,7 +950,7 @@ def _clear_outcome(policy: Policy, run: Run, settings: Settings, base: Base) -> 
     return _simulated_outcome(run, base, Clear(policy), "clearing what it may")
 
 
-def _clear_config(policy: Policy) -> dict[str, Any]:
+def _clear_config(policy: Policy, window: int | None = None) -> dict[str, Any]:
     edit: dict[str, Any] = {
         "type": "clear_tool_uses_20250919",
         "trigger": {"type": "input_tokens", "value": policy.get("trigger")},
@@ -1020,7 +1020,7 @@ def _thinking_outcome(policy: Policy, run: Run, settings: Settings, base: Base) 
     return _simulated_outcome(run, base, ClearThinking(policy), "clearing earlier thinking")
 
 
-def _thinking_config(policy: Policy) -> dict[str, Any]:
+def _thinking_config(policy: Policy, window: int | None = None) -> dict[str, Any]:
     edit = {
         "type": "clear_thinking_20251015",
         "keep": {"type": "thinking_turns", "value": policy.get("keep")},
@@ -1088,7 +1088,7 @@ def _compact_outcome(policy: Policy, run: Run, settings: Settings, base: Base) -
     )
 
 
-def _compact_config(policy: Policy) -> dict[str, Any]:
+def _compact_config(policy: Policy, window: int | None = None) -> dict[str, Any]:
     if policy.family == "anthropic-compact":
         edit = {
             "type": "compact_20260112",
@@ -1098,18 +1098,34 @@ def _compact_config(policy: Policy) -> dict[str, Any]:
     at = policy.get("at")
     out: dict[str, Any] = {}
     if at is None or at == "claude-code" or isinstance(at, float):
-        pct = round(at * 100) if isinstance(at, float) else None
         out["claude-code"] = (
-            {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": str(pct)}} if pct else "its default"
+            {"env": {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": str(_claude_code_pct(at, window))}}
+            if isinstance(at, float)
+            else "its default"
         )
     if at is None or at == "codex" or isinstance(at, int):
         out["codex"] = (
             {"model_auto_compact_token_limit": at} if isinstance(at, int) else "its default"
         )
+    if isinstance(at, float | int):
+        # LangChain's SummarizationMiddleware also keeps its `keep` newest messages
+        trigger = ["fraction", at] if isinstance(at, float) else ["tokens", at]
+        out["langchain"] = {"SummarizationMiddleware": {"trigger": trigger}}
     return out
 
 
-def _openai_compact_config(policy: Policy) -> dict[str, Any]:
+def _claude_code_pct(at: float, window: int | None) -> int:
+    """``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` for compacting at ``at`` of ``window``: a
+    percentage of Claude Code's effective window (the window less the 20,000 tokens it
+    keeps for the summary), at most 100 (the override only lowers the threshold)."""
+    from ctxwin.fitting.windows import CLAUDE_CODE_SUMMARY_OUTPUT
+
+    if not window or window <= CLAUDE_CODE_SUMMARY_OUTPUT:
+        return min(100, round(at * 100))
+    return min(100, round(100 * at * window / (window - CLAUDE_CODE_SUMMARY_OUTPUT)))
+
+
+def _openai_compact_config(policy: Policy, window: int | None = None) -> dict[str, Any]:
     at = policy.get("at")
     if isinstance(at, int):
         return {"openai": {"context_management": [{"type": "compaction", "compact_threshold": at}]}}
@@ -1313,12 +1329,16 @@ def candidates(named: Iterable[Policy]) -> list[Policy]:
 
 
 def recommend(
-    rows: Sequence[Mapping[str, Any]], tried: Sequence[Policy], min_context: float = MIN_CONTEXT
+    rows: Sequence[Mapping[str, Any]],
+    tried: Sequence[Policy],
+    min_context: float = MIN_CONTEXT,
+    window: int | None = None,
 ) -> dict[str, Any] | None:
     """The cheapest of ``rows`` (one per policy of ``tried``, ``as-logged`` among them) by
     ``total_cost`` with no overflow and a mean context of at least ``min_context`` of
     ``as-logged``'s: ``{"policy", "params", "total_cost", "saving", "config"}`` (saving:
-    USD less than as-logged), or ``None`` when none qualifies."""
+    USD less than as-logged; ``window``: the runs' window, which a setting in a share of
+    it is written for), or ``None`` when none qualifies."""
     logged = next((r for r in rows if r["policy"] == "as-logged"), None)
     floor = 0.0
     if logged is not None and logged["mean_tokens_sent"] is not None:
@@ -1341,7 +1361,7 @@ def recommend(
         "params": {name: _json(policy.get(name)) for name in policy.kind.params},
         "total_cost": cost,
         "saving": None if base is None else usd(base - cost),
-        "config": policy.config(),
+        "config": policy.config(window),
     }
 
 
