@@ -228,6 +228,13 @@ def _compare(
             for run, why in replayed.errors(i):
                 said = _said(run, why, replayed.label)
                 say(f"warning: skipped {said}" if run else f"warning: {said}")
+        elif not quiet and (policy in named or not recommend):
+            # a run this policy cannot replay, though the first could: its row lacks it
+            known = {run for run, _ in replayed.errors(0)}
+            for run, why in replayed.errors(i):
+                if run not in known:
+                    said = _said(run, why, replayed.label)
+                    say(f"warning: {policy.label}: skipped {said}")
         if not reports and replayed.errors(i):
             if i == 0 or policy in named:
                 raise InputError(_said(*replayed.errors(i)[0], replayed.label))
