@@ -600,3 +600,47 @@ def _session_bytes(calls: int) -> bytes:
         lines[-1]["message"]["content"][0]["content"] = f"line {k} = 1\n" * 400
         parent = f"r{k}"
     return bytes(jsonl(*lines))
+
+
+def _call_log(calls: int, broken: bool = False) -> Any:
+    """An Anthropic Messages call log of one growing tool loop (each request the one
+    before plus the call and its result), with Anthropic's usage; ``broken``: the last
+    request starts another conversation."""
+    from ctxwin.runs import join_recorded
+
+    system = [{"type": "text", "text": "You are careful. " * 300}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the bug"}]
+    lines = []
+    for k in range(calls):
+        prompt = START + GROWTH * k
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": system}
+        sent = list(messages) if not (broken and k == calls - 1) else messages[:1]
+        if broken and k == calls - 1:
+            sent[0] = {"role": "user", "content": "another task"}
+        usage = {"input_tokens": prompt, "output_tokens": 50}
+        lines.append({"request": {**body, "messages": sent}, "response": {"usage": usage}})
+        call = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"path": "a"}}
+        messages.append({"role": "assistant", "content": [call]})
+        result = {"type": "tool_result", "tool_use_id": f"t{k}", "content": f"{k} = 1\n" * 400}
+        messages.append({"role": "user", "content": [result]})
+    [run] = join_recorded(read_runs(b"\n".join(orjson.dumps(line) for line in lines)))
+    return run
+
+
+def test_a_log_of_one_growing_conversation_is_replayed_under_the_providers_policies() -> None:
+    run = _call_log(12)
+    logged, kept, cleared = outcomes(
+        run,
+        SETTINGS,
+        [
+            Policy("as-logged"),
+            parse_policy("anthropic-clear:trigger=1000000"),
+            parse_policy(f"anthropic-clear:trigger={START + GROWTH * 5},keep=2"),
+        ],
+    )
+    assert isinstance(logged, dict) and isinstance(kept, dict) and isinstance(cleared, dict)
+    # nothing cleared: the requests as logged
+    assert kept["sent"] == logged["sent"] == [START + GROWTH * k for k in range(12)]
+    assert sum(cleared["sent"]) < sum(kept["sent"])
+    [broken] = outcomes(_call_log(6, broken=True), SETTINGS, [Policy("anthropic-clear")])
+    assert isinstance(broken, str) and "one growing conversation" in broken

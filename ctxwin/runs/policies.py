@@ -539,13 +539,12 @@ class Timeline:
         from ctxwin.tokens.base import calibrated
         from ctxwin.view import USER
 
-        if run.recorded is not None:
-            raise InputError(
-                "the providers' and agents' policies replay a session's transcript; "
-                "this run is a log of separate requests"
-            )
         estimator = settings.make_estimator(rep["model"])
-        whole = load(run.body, run.format_for(settings.fmt), estimator)
+        fmt = run.format_for(settings.fmt)
+        if run.recorded is not None:
+            whole = load(_last_request(run), fmt, estimator)
+        else:
+            whole = load(run.body, fmt, estimator)
         view = whole.view
         factor = rep["final_calibration"]
         raw = estimator.raw
@@ -558,9 +557,14 @@ class Timeline:
             if item.role == USER and not item.answers:
                 turn += 1
             self.turn.append(turn)
-        self.ends = model_messages(view, run.calls_at)
-        self.usages = [run.usage_at.get(i) for i in self.ends]
-        self.at = [run.sent_at.get(i) for i in self.ends]
+        if run.recorded is not None:
+            self.ends = _recorded_ends(run.recorded, whole.adapter.items_key)
+            self.usages = [c.usage for c in run.recorded]
+            self.at = [c.at for c in run.recorded]
+        else:
+            self.ends = model_messages(view, run.calls_at)
+            self.usages = [run.usage_at.get(i) for i in self.ends]
+            self.at = [run.sent_at.get(i) for i in self.ends]
         rows = rep["rows"]
         prompts = []
         for k in range(len(self.ends)):
@@ -572,7 +576,8 @@ class Timeline:
         # each call's new messages are scaled to the growth of its prompt (as logged, else
         # as estimated), so the requests a policy leaves as they were are the run's own
         first = next((p for p in prompts if p is not None), None)
-        before = 0 if first is None else min(first, rep["final_overhead"] or 0)
+        fixed = (rep["final_overhead"] or 0) + calibrated(raw(view.base), factor)
+        before = 0 if first is None else min(first, fixed)
         self.tokens = list(weights)
         self.scale = [1.0] * len(weights)
         done = 0
@@ -612,6 +617,38 @@ class Timeline:
                 if p.index > 0:
                     inputs = round(inputs * self.scale[p.index - 1])
                 self.results.append((p.index, saved, p.tool, inputs))
+
+
+def _last_request(run: Run) -> Any:
+    """The last request of a log of calls: the transcript every call's request is a
+    prefix of, when the log is one growing conversation (:func:`_recorded_ends`)."""
+    calls = run.recorded or []
+    if not calls:
+        raise InputError("no requests in this run")
+    return calls[-1].request
+
+
+def _recorded_ends(calls: Sequence[Any], key: str) -> list[int]:
+    """How many messages each call's request holds: the calls of one growing
+    conversation, each request the first messages of the last (its last message is the
+    last request's at that place). Raises :class:`~ctxwin.errors.InputError` otherwise:
+    the providers' policies replay one conversation call by call."""
+    final = calls[-1].request.get(key) if isinstance(calls[-1].request, Mapping) else None
+    if not isinstance(final, list):
+        raise InputError(f"the last request has no {key!r} list")
+    ends: list[int] = []
+    for call in calls:
+        messages = call.request.get(key) if isinstance(call.request, Mapping) else None
+        if not isinstance(messages, list):
+            messages = []
+        n = len(messages)
+        if n < 1 or n > len(final) or (ends and n < ends[-1]) or messages[-1] != final[n - 1]:
+            raise InputError(
+                f"{call.where or 'a call'}: the providers' and agents' policies replay one "
+                "growing conversation, and this request is not the start of the last one"
+            )
+        ends.append(n)
+    return ends
 
 
 class Request:
