@@ -117,9 +117,9 @@ def test_the_command_line_is_the_same_on_one_and_two_processes(tmp_path: Path, c
         assert (two.exit_code, two.stdout, two.stderr) == (one.exit_code, one.stdout, one.stderr)
         assert "skipped" in one.stderr
     # the providers' policies and a recommendation over their grids: the same too
-    extra = ("--compare", "as-logged,anthropic-clear,auto-compact", "--recommend")
-    one = cli("replay", *paths, *SMALL, "--json", *extra, "-j", "1")
-    two = cli("replay", *paths, *SMALL, "--json", *extra, "-j", "2")
+    grid = ("--compare", "as-logged,anthropic-clear,auto-compact", "--recommend")
+    one = cli("replay", *paths, *SMALL, "--json", *grid, "-j", "1")
+    two = cli("replay", *paths, *SMALL, "--json", *grid, "-j", "2")
     assert one.exit_code in (0, 3), one.output
     assert (two.exit_code, two.stdout) == (one.exit_code, one.stdout)
     assert "recommendation" in orjson.loads(one.stdout)
