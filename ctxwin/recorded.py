@@ -69,6 +69,10 @@ class Run:
     """
     context_length: int | None = None
     """The context window the recording names (Codex's ``model_context_window``), if any."""
+    summary: str | None = None
+    """The summary a compaction restarted this run's conversation from (Claude Code's
+    compact summary after a ``compact_boundary``, Codex's ``compacted`` message), when
+    the recording has one: what the agent's own compaction wrote."""
     current: bool = False
     """The conversation a session file continues: its next request is this run's
     whole transcript (the last segment of the main chain, in its main model)."""

@@ -787,6 +787,68 @@ def recorded_compare_pruned() -> str:
     return f"{pruned}"
 
 
+# --- docs/strategies.md: the providers' and agents' own policies --------------------------
+
+POLICIES = "as-logged,just-fit,block=0.45,anthropic-clear,anthropic-clear-thinking,auto-compact"
+"""The policies docs/strategies.md compares on the corpus's longest Claude Code session."""
+
+
+def _console(*args: str) -> str:
+    """``ctxwin ARGS`` as the page shows it, with what it printed (a 100-column pipe)."""
+    from tests.docs_support import clean, run_ctxwin
+
+    done = run_ctxwin(*args)
+    if done.returncode not in (0, 3):
+        raise RuntimeError(done.stderr)
+    shown = " ".join(Path(a).name if a.startswith("/") else a for a in args)
+    return f"```\n$ ctxwin {shown}\n{clean(done.stdout).rstrip()}\n```"
+
+
+@figure("policies-compare", corpus=True)
+def policies_compare() -> str:
+    return _console("replay", str(_claude(LONGEST)), "--compare", POLICIES)
+
+
+@figure("policies-reads-anthropic", corpus=True)
+def policies_reads_anthropic() -> str:
+    """How far the requests as sent (``anthropic-clear`` below its trigger: nothing
+    cleared) read from the logged reads, on the sessions sent straight to Anthropic."""
+    worst = 0.0
+    for name in ("drmaciver-coverage-test-fix", "drmaciver-python-to-rust-port"):
+        rows = _replay_json(str(_claude(name)), "--compare", "as-logged,anthropic-clear")
+        logged, sent = rows["policies"]
+        assert sent["mean_tokens_sent"] == logged["mean_tokens_sent"]  # nothing cleared
+        off = abs(sent["cached_tokens"] - logged["cached_tokens"]) / logged["cached_tokens"]
+        worst = max(worst, off)
+    return f"within {100 * worst:.1f} %"
+
+
+@figure("policies-recommend", corpus=True)
+def policies_recommend() -> str:
+    rep = _replay_json(str(_claude(LONGEST)), "--compare", POLICIES, "--recommend")
+    rec = rep["recommendation"]
+    body = orjson.dumps(rec, option=orjson.OPT_INDENT_2).decode()
+    command = f"$ ctxwin replay {LONGEST}.jsonl --compare {POLICIES} \\\n    --recommend --json"
+    return (
+        f"```\n{command}\n```\n\n{rep['tried']} policies tried; `recommendation`:\n\n"
+        f"```json\n{body}\n```"
+    )
+
+
+@figure("policies-recommend-words", corpus=True)
+def policies_recommend_words() -> str:
+    rep = _replay_json(str(_claude(LONGEST)), "--compare", POLICIES, "--recommend")
+    rows = {r["policy"]: r for r in rep["policies"]}
+    rec = rep["recommendation"]
+    logged, same = rows["as-logged"], rows["just-fit"]
+    return (
+        f"`{rec['policy']}` at ${rec['total_cost']:.2f} against the logged bill's "
+        f"${logged['total_cost']:.2f} (${rec['saving']:.2f} less), and against "
+        f"${same['total_cost']:.2f} for the same run through one cache with nothing cut "
+        f"(`just-fit`: ${same['total_cost'] - rec['total_cost']:.2f} less)"
+    )
+
+
 # --- docs/observability.md: what its examples print --------------------------------------
 
 OBSERVABILITY = ROOT / "docs" / "observability.md"

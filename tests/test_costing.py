@@ -28,7 +28,7 @@ from ctxwin.runs.billing import (
     input_cost,
     session_marks,
 )
-from ctxwin.runs.policies import policies
+from ctxwin.runs.policies import policies, policy_block
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
@@ -120,11 +120,13 @@ def test_body_marks_are_the_blocks_cache_control_ends() -> None:
 
 
 def test_policies_read_just_fit_and_block_shares() -> None:
-    assert policies(["just-fit", "block=0.25,block=0.5", "just-fit"]) == [
-        ("just-fit", 0.0),
-        ("block=0.25", 0.25),
-        ("block=0.5", 0.5),
+    read = policies(["just-fit", "block=0.25,block=0.5", "just-fit"])
+    assert [(p.label, p.family) for p in read] == [
+        ("just-fit", "just-fit"),
+        ("block=0.25", "block"),
+        ("block=0.5", "block"),
     ]
+    assert [policy_block(p.label) for p in read] == [0.0, 0.25, 0.5]
     for bad in ("block=0", "block=1.5", "block=x", "fast"):
         with pytest.raises(UsageError):
             policies([bad])
@@ -683,14 +685,16 @@ def test_compare_replays_once_per_policy(tmp_path: Path) -> None:
     assert rows[2]["cache_write_tokens"] < rows[0]["cache_write_tokens"]
     assert payload["prices"][0]["price_source"] == "table"
     table = _cli(*args[:-1], "--compare", "just-fit,block=0.5")
-    assert table.returncode == 0 and b"block=0.5" in table.stdout and b"input USD" in table.stdout
+    assert table.returncode == 0 and b"block=0.5" in table.stdout and b"input" in table.stdout
+    assert max(map(len, table.stdout.decode().splitlines())) <= 80
 
 
 def test_compare_exit_codes(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(_session(6))
     bad = _cli("replay", str(path), "--compare", "block=2")
-    assert bad.returncode == 2 and b"cutting policy" in bad.stderr
+    assert bad.returncode == 2 and b"0 < SHARE <= 1" in bad.stderr
+    assert len(bad.stderr.decode().strip().splitlines()) == 1
     assert b"Traceback" not in bad.stderr
     tiny = _cli("replay", str(path), "--compare", "just-fit", "--context-length", "3000")
     assert tiny.returncode == 3, tiny.stderr

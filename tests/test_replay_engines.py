@@ -16,6 +16,7 @@ import pytest
 
 from ctxwin.errors import UsageError
 from ctxwin.fitting.strategy import DEFAULT_BLOCK
+from ctxwin.runs.policies import policies
 from ctxwin.runs.replaying import Replayed, replay_files
 from ctxwin.settings import Settings
 from tests.builders import assistant, system, tool, user
@@ -96,11 +97,15 @@ def test_generated_runs_are_the_same_on_one_and_two_processes(tmp_path: Path) ->
     statuses = {r["first_truncated"] is not None for r in one.reports()}
     assert statuses == {True, False}
     assert one.errors() == [(f"{tmp_path / 'mixed.jsonl'} line 2", one.errors()[0][1])]
-    blocks = (0, DEFAULT_BLOCK, 0.5)
-    compared = replay_files(files, SETTINGS, blocks=blocks, jobs=1)
-    same(compared, replay_files(files, SETTINGS, blocks=blocks, jobs=2), policies=3)
-    assert compared.reports(1) == one.reports()  # the default block: the plain replay
-    assert compared.reports(0) != one.reports()
+    chosen = policies([f"just-fit,block={DEFAULT_BLOCK},block=0.5"])
+    compared = replay_files(files, SETTINGS, chosen=chosen, jobs=1)
+    same(compared, replay_files(files, SETTINGS, chosen=chosen, jobs=2), policies=3)
+    plain = [(r["run"], r["input_cost"], r["first_truncated"]) for r in one.reports()]
+    # the default block: the plain replay
+    assert [(r["input_cost"], r["first_truncated"]) for r in compared.reports(1)] == [
+        (cost, truncated) for _, cost, truncated in plain
+    ]
+    assert compared.reports(0) != compared.reports(1)
 
 
 def test_the_command_line_is_the_same_on_one_and_two_processes(tmp_path: Path, cli: Cli) -> None:
@@ -111,6 +116,13 @@ def test_the_command_line_is_the_same_on_one_and_two_processes(tmp_path: Path, c
         assert one.exit_code == 3, one.output  # a run would be truncated
         assert (two.exit_code, two.stdout, two.stderr) == (one.exit_code, one.stdout, one.stderr)
         assert "skipped" in one.stderr
+    # the providers' policies and a recommendation over their grids: the same too
+    grid = ("--compare", "as-logged,anthropic-clear,auto-compact", "--recommend")
+    one = cli("replay", *paths, *SMALL, "--json", *grid, "-j", "1")
+    two = cli("replay", *paths, *SMALL, "--json", *grid, "-j", "2")
+    assert one.exit_code in (0, 3), one.output
+    assert (two.exit_code, two.stdout) == (one.exit_code, one.stdout)
+    assert "recommendation" in orjson.loads(one.stdout)
 
 
 @dask
@@ -120,12 +132,13 @@ def test_generated_runs_are_the_same_on_a_dask_cluster(
     from ctxwin.runs.checking import find_files
 
     files = find_files(generated(tmp_path)).files
-    local = replay_files(files, SETTINGS, blocks=(0, 0.5), jobs=1)
+    chosen = policies(["just-fit,block=0.5"])
+    local = replay_files(files, SETTINGS, chosen=chosen, jobs=1)
     done: list[int] = []
     remote = replay_files(
         files,
         SETTINGS,
-        blocks=(0, 0.5),
+        chosen=chosen,
         engine="dask",
         scheduler=scheduler,
         on_file_done=done.append,

@@ -329,6 +329,9 @@ def test_claude_code_compaction_sidechain_and_side_model() -> None:
     assert reported(runs["main segment 1 claude-haiku-4-5"]) == [300]
     assert reported(runs["main segment 2"]) == [24000]
     assert runs["main segment 2"].body["messages"][0]["content"][0]["text"].startswith("Summary")
+    # the summary the compaction wrote, for the policies that compact
+    assert runs["main segment 2"].summary == "Summary: explored the repo"
+    assert runs["main segment 1"].summary is None
     assert reported(runs["agent-ab12"]) == [9000]
 
 
@@ -464,6 +467,7 @@ def test_codex_rollout_calls_usage_and_compaction() -> None:
     )
     first, second = read_runs(data)
     assert (first.name, second.name) == ("r1 segment 1", "r1 segment 2")
+    assert (first.summary, second.summary) == (None, "summary of the work so far")
     assert reported(first) == [9000, 9100]
     assert reported(second) == [7000]
     # the legacy record (no replacement_history) restarts from the user messages before
@@ -516,6 +520,9 @@ def test_gemini_chat_recording_pairs_calls_and_results() -> None:
     [run] = read_runs(orjson.dumps(session))
     assert run.name == "g1"
     assert reported(run) == [3000, 3050]
+    # cached prompt tokens and the output, as the API's usageMetadata names them
+    first = next(iter(run.usage_at.values()))
+    assert first["cachedContentTokenCount"] == 0 and first["candidatesTokenCount"] == 10
     roles = [c["role"] for c in run.body["contents"]]
     assert roles == ["user", "model", "user", "model"]
     assert run.warnings == []

@@ -314,6 +314,24 @@ FLAGS: dict[str, Flag] = {
     "json_tables": Flag(
         "json_", ("--json",), "flag", False, "Print JSON for machines instead of tables."
     ),
+    "recommend": Flag(
+        "recommend",
+        ("--recommend",),
+        "flag",
+        False,
+        "With --compare: try each named policy over a grid of its parameters and name the "
+        "cheapest total cost with no call over the window that keeps --min-context of "
+        "as-logged's mean context, its saving, and the configuration to paste.",
+    ),
+    "min_context": Flag(
+        "min_context",
+        ("--min-context",),
+        "float",
+        0.75,
+        "--recommend's floor: the share of as-logged's mean context a policy must keep.",
+        minimum=0,
+        metavar="SHARE",
+    ),
 }
 """Every flag ``estimate``, ``prune`` or ``replay`` takes, by its key (:attr:`Flag.key`),
 but for ``json_tables`` (``replay``'s ``--json``, whose help differs). An error about a
@@ -378,6 +396,8 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
         *CACHING,
         "run_format",
         "json_tables",
+        "recommend",
+        "min_context",
         "max_input_bytes",
         "quiet",
         *ENGINE,

@@ -18,13 +18,14 @@ from ctxwin.cli.funnel import say
 from ctxwin.cli.streams import STDIO, read_input, write_stdout
 from ctxwin.cli.verdicts import HEADLINE, LABEL, STYLE
 from ctxwin.core import NO_BUDGET, TRUNCATED
-from ctxwin.errors import NO_PROMPT_FITS, ExitCode, InputError
+from ctxwin.errors import NO_PROMPT_FITS, ExitCode, InputError, UsageError
 from ctxwin.words import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ctxwin.fitting.rows import ReplayReport
+    from ctxwin.runs.policies import Policy
     from ctxwin.runs.replaying import Replayed
 
 
@@ -40,7 +41,20 @@ COMPARE_COLUMNS = {
 }
 """The columns of ``replay --compare``'s table (report keys), with their labels."""
 
-COMPARE_WIDTH = 110
+TABLE_COLUMNS = {
+    "policy": "policy",
+    "calls": "calls",
+    "overflow_calls": "over",
+    "mean_tokens_sent": "mean\nsent",
+    "cached_tokens": "cache\nread",
+    "cache_write_tokens": "cache\nwrite",
+    "input_cost": "input\nUSD",
+    "total_cost": "total\nUSD",
+}
+"""The columns of ``replay --compare``'s table on a terminal (report keys), with their
+labels: token counts in thousands (k) or millions (M), so that it fits 80 columns."""
+
+COMPARE_WIDTH = 80
 """The width ``replay --compare`` lays its table out in when printing to a pipe."""
 
 
@@ -66,6 +80,8 @@ def replay(
     max_input_bytes: int,
     quiet: bool = False,
     compare: list[str] | None = None,
+    recommend: bool = False,
+    min_context: float = 0.75,
     jobs: int = 0,
     engine: str = "local",
     scheduler: str | None = None,
@@ -83,10 +99,14 @@ def replay(
     check_run_format(run_format)
     engine = check_engine(engine, scheduler, jobs, quiet=quiet)
     chosen = None
+    named = None
+    if recommend and not compare:
+        raise UsageError("--recommend needs --compare POLICY,... (the policies to search)")
     if compare:
-        from ctxwin.runs.policies import policies
+        from ctxwin.runs.policies import candidates, policies
 
-        chosen = policies(compare)
+        named = policies(compare)
+        chosen = candidates(named) if recommend else named
     files = [STDIO] if STDIO in run_files else []
     found = find_files([p for p in run_files if p != STDIO])
     if found.missing:
@@ -100,7 +120,7 @@ def replay(
     replayed = replay_files(
         files,
         settings,
-        blocks=None if chosen is None else [share for _, share in chosen],
+        chosen=chosen,
         engine=engine,
         scheduler=scheduler,
         jobs=jobs,
@@ -120,8 +140,16 @@ def replay(
     run_file = replayed.label
     if select is not None and not replayed.runs:
         raise InputError(f"--run: no run in {run_file} is named like {select!r}")
-    if chosen is not None:
-        return _compare(replayed, [name for name, _ in chosen], json_=json_, quiet=quiet)
+    if chosen is not None and named is not None:
+        return _compare(
+            replayed,
+            chosen,
+            named,
+            json_=json_,
+            quiet=quiet,
+            recommend=recommend,
+            min_context=min_context,
+        )
     reports = replayed.reports()
     errors = [_said(name, why, run_file) for name, why in replayed.errors()]
     if errors and not reports:
@@ -176,30 +204,67 @@ def replay(
     return 0
 
 
-def _compare(replayed: Replayed, names: list[str], *, json_: bool, quiet: bool) -> int:
-    """``replay --compare``: the runs replayed once per policy (``names``); the exit code."""
+def _compare(
+    replayed: Replayed,
+    chosen: Sequence[Policy],
+    named: Sequence[Policy],
+    *,
+    json_: bool,
+    quiet: bool,
+    recommend: bool = False,
+    min_context: float = 0.75,
+) -> int:
+    """``replay --compare``: the runs replayed once per policy (``chosen``: the ``named``
+    ones, or with ``recommend`` as-logged and each one's grid); the exit code."""
     from ctxwin.runs.policies import compare_row
+    from ctxwin.runs.policies import recommend as pick
 
     rows = []
-    first: list[ReplayReport] = []
-    truncated = invalid = False
-    for i, name in enumerate(names):
+    first: list[Mapping[str, Any]] = []
+    invalid = False
+    for i, policy in enumerate(chosen):
         reports = replayed.reports(i)
         if not first and not quiet:
             for run, why in replayed.errors(i):
                 said = _said(run, why, replayed.label)
                 say(f"warning: skipped {said}" if run else f"warning: {said}")
+        elif not quiet and (policy in named or not recommend):
+            # a run this policy cannot replay, though the first could: its row lacks it
+            known = {run for run, _ in replayed.errors(0)}
+            for run, why in replayed.errors(i):
+                if run not in known:
+                    said = _said(run, why, replayed.label)
+                    say(f"warning: {policy.label}: skipped {said}")
+        if not reports and replayed.errors(i):
+            if i == 0 or policy in named:
+                raise InputError(_said(*replayed.errors(i)[0], replayed.label))
+            continue
         if not any(rep["calls"] for rep in reports):
             raise InputError(f"{replayed.label}: no provider calls (no model messages) to replay")
         first = first or reports
-        rows.append(compare_row(name, reports))
-        truncated = truncated or any(rep["first_truncated"] is not None for rep in reports)
+        rows.append((policy, compare_row(policy.label, reports)))
         invalid = invalid or all(rep["invalid_calls"] for rep in reports)
+    shown = [row for policy, row in rows if policy in named or not recommend]
+    if recommend:
+        logged = [row for policy, row in rows if policy.family == "as-logged"]
+        shown = logged + [r for r in shown if r["policy"] != "as-logged"]
+    recommendation = None
+    if recommend:
+        windows = [rep["context_length"] for rep in first if rep.get("context_length")]
+        recommendation = pick(
+            [row for _, row in rows],
+            [policy for policy, _ in rows],
+            min_context,
+            windows[0] if windows else None,
+        )
     prices = _prices(first)
     if json_:
         import orjson
 
-        payload = {"policies": rows, "prices": prices}
+        payload: dict[str, Any] = {"policies": shown, "prices": prices}
+        if recommend:
+            payload["recommendation"] = recommendation
+            payload["tried"] = len(rows)
         write_stdout(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     else:
         from rich.console import Console
@@ -207,18 +272,51 @@ def _compare(replayed: Replayed, names: list[str], *, json_: bool, quiet: bool) 
         console = Console()
         if not console.is_terminal and console.width < COMPARE_WIDTH:
             console = Console(width=COMPARE_WIDTH)  # a pipe: the whole table, unwrapped
-        render_compare(rows, prices, console)
-    if truncated:
+        render_compare(shown, prices, console)
+        if recommend:
+            render_recommendation(recommendation, len(rows), min_context, console)
+    stopped = [r for r in shown if r["stop"] is not None]
+    if stopped:
         if not quiet:
-            worst = [r["policy"] for r in rows if r["truncated_calls"]]
-            say(f"{HEADLINE[TRUNCATED]}: some call would stop the run under {', '.join(worst)}")
+            for r in stopped:
+                stop = r["stop"]
+                run = f" of {stop['run']}" if stop["run"] else ""
+                say(
+                    f"{HEADLINE[TRUNCATED]}: {r['policy']} would stop the run at call "
+                    f"{stop['call']}{run}: {stop['why']}"
+                )
         return int(ExitCode.CONTEXT_TRUNCATED)
     if invalid:
         return int(ExitCode.BAD_INPUT)
     return 0
 
 
-def _prices(reports: Sequence[ReplayReport]) -> list[dict[str, Any]]:
+def render_recommendation(
+    rec: Mapping[str, Any] | None, tried: int, min_context: float, console: Console
+) -> None:
+    """``--recommend``'s pick: the policy, its cost and saving, and what sets it."""
+    import orjson
+    from rich.text import Text
+
+    if rec is None:
+        console.print(
+            Text(
+                f"No policy of the {tried:,} tried sends every call within the window and "
+                f"keeps {min_context:.0%} of as-logged's mean context."
+            )
+        )
+        return
+    saving = rec["saving"]
+    words = f"Recommended: {rec['policy']}, total ${rec['total_cost']:.4f}"
+    if saving is not None:
+        words += f" (${saving:.4f} less than as-logged)"
+    console.print(Text(f"{words}; {tried:,} policies tried."))
+    for where, setting in rec["config"].items():
+        shown = setting if isinstance(setting, str) else orjson.dumps(setting).decode()
+        console.print(Text(f"  {where}: {shown}"), soft_wrap=True)
+
+
+def _prices(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The models the runs used, each with its prices, their source and its caching rules."""
     out: dict[str | None, dict[str, Any]] = {}
     for rep in reports:
@@ -260,24 +358,50 @@ def price_words(p: Mapping[str, Any]) -> str:
 def _cell(key: str, value: Any) -> str:
     if key == "policy":
         return str(value)
-    if key == "input_cost" and value is not None:
-        return f"{value:.4f}"
+    if value is None:
+        return "—"
+    if key.endswith("_cost"):
+        return f"{value:.4f}" if value < 100 else f"{value:,.2f}"
+    if key.endswith("_tokens") or key == "mean_tokens_sent":
+        return short(value)
     return num(value)
+
+
+def short(tokens: int) -> str:
+    """A token count in a few characters: ``812``, ``81.2k``, ``4.19M``."""
+    if tokens < 1000:
+        return str(tokens)
+    if tokens < 1_000_000:
+        return f"{tokens / 1000:.1f}k" if tokens < 100_000 else f"{tokens // 1000}k"
+    return f"{tokens / 1_000_000:.2f}M" if tokens < 100_000_000 else f"{tokens // 1_000_000}M"
 
 
 def render_compare(
     rows: Sequence[Mapping[str, Any]], prices: Sequence[Mapping[str, Any]], console: Console
 ) -> None:
-    """``replay --compare`` for people: one row per policy, then where the prices come from."""
+    """``replay --compare`` for people: one row per policy (names whole, folded when
+    long), the calls a policy would stop at, then where the prices come from."""
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text("cutting policies"), title_justify="left")
-    for key, label in COMPARE_COLUMNS.items():
-        table.add_column(label, justify="left" if key == "policy" else "right")
+    table = Table(
+        title=Text("context policies"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    for key, label in TABLE_COLUMNS.items():
+        if key == "policy":
+            longest = max((len(r["policy"]) for r in rows), default=6)
+            table.add_column(label, justify="left", overflow="fold", min_width=min(longest, 18))
+        else:
+            table.add_column(label, justify="right", no_wrap=True)
     for r in rows:
-        table.add_row(*(_cell(key, r[key]) for key in COMPARE_COLUMNS))
+        table.add_row(*(_cell(key, r[key]) for key in TABLE_COLUMNS))
     console.print(table)
+    for r in rows:
+        stop = r.get("stop")
+        if stop:
+            run = f" of {stop['run']}" if stop["run"] else ""
+            console.print(Text(f"{r['policy']}: stops at call {stop['call']}{run}: {stop['why']}"))
     for p in prices:
         console.print(Text(price_words(p)))
 

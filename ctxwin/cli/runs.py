@@ -80,11 +80,11 @@ def replay(
         typer.Option(
             "--compare",
             metavar="POLICY",
-            help="Replay the runs once per cutting policy and compare them side by side "
-            "(calls, pruned calls, mean and least tokens sent, cache reads and writes, "
-            "input cost): just-fit (drop the fewest turns) or block=SHARE (the cut moves in "
-            "blocks of SHARE of the budget, 0 < SHARE <= 1). Repeat it or separate with "
-            "commas; the other flags apply to every policy.",
+            help="Replay the runs once per context policy, side by side (calls over the "
+            "window, tokens sent, cache reads and writes, input and total cost): "
+            "as-logged, just-fit, block=SHARE, anthropic-clear, anthropic-clear-thinking, "
+            "auto-compact, anthropic-compact, openai-compact; NAME:KEY=VALUE,... sets "
+            "parameters (docs/strategies.md). Repeat it or separate with commas.",
         ),
     ] = None,
     **flags: Any,

@@ -196,62 +196,66 @@ class Cache:
         """The last :data:`HISTORY` requests, newest first."""
 
     def send(self, sent: Sent) -> Use:
-        """What ``sent``, sent after the requests before it, reads and writes."""
+        """What ``sent``, sent after the requests before it, reads and writes.
+
+        One loop for every kind: the request reads the longest prefix it shares with a
+        live earlier request (:meth:`_read`) that the kind lets it reach (:meth:`_reach`);
+        what it then writes and how a read is rounded are the kind's own."""
         kind = self.rules.kind
-        if kind in ("automatic", "implicit"):
-            return self._prefix(sent)
-        if kind == "breakpoints":
-            return self._breakpoints(sent)
-        return Use()
-
-    def _prefix(self, sent: Sent) -> Use:
-        rules = self.rules
-        least = rules.min_prefix or 0
-        step = rules.step or 1
-        ttl = rules.ttl_seconds
-        cur = _entry(sent)
-        shared = 0
-        for old in self.kept:
-            if old.tokens[-1] >= least and _alive(old, cur.at, ttl):
-                k = _shared(cur.keys, old.keys)
-                if k and cur.tokens[k] > shared:
-                    shared = cur.tokens[k]
-                    old.at = cur.at if cur.at is not None else old.at
-        read = 0 if shared < least else least + (shared - least) // step * step
-        self.kept = [cur, *self.kept[: HISTORY - 1]]
-        return Use(read=read)
-
-    def _breakpoints(self, sent: Sent) -> Use:
-        rules = self.rules
-        least = rules.min_prefix or 0
-        ttl = rules.ttl_seconds
-        cur = _entry(sent)
-        n = len(cur.keys)
-        marks = [m for m in sent.marks if 0 <= m < n]
-        if not marks:
+        if kind not in _KINDS:
             return Use()
+        least = self.rules.min_prefix or 0
+        cur = _entry(sent)
+        breakpoints = kind == "breakpoints"
+        if breakpoints:
+            cur.marks = [m for m in sent.marks if 0 <= m < len(cur.keys)]
+            if not cur.marks:
+                return Use()
+        read = self._read(cur, least, breakpoints)
+        self.kept = [cur, *self.kept[: HISTORY - 1]]
+        if breakpoints:
+            last = cur.tokens[cur.marks[-1] + 1]
+            return Use(read=read, written=max(0, last - read) if last >= least else 0)
+        step = self.rules.step or 1
+        return Use(read=0 if read < least else least + (read - least) // step * step)
+
+    def _read(self, cur: _Entry, least: int, breakpoints: bool) -> int:
+        """The tokens of the longest prefix ``cur`` shares with an earlier request that is
+        alive and that it may read (its last use moves to ``cur``'s time)."""
         read = 0
+        ttl = self.rules.ttl_seconds
         for old in self.kept:
             if not _alive(old, cur.at, ttl):
                 continue
-            k = _shared(cur.keys, old.keys)  # blocks [0, k) are the same
-            hit = max(
-                (
-                    m + 1
-                    for m in old.marks
-                    if m < k
-                    and old.tokens[m + 1] >= least
-                    and any(0 <= mine - m < LOOKBACK for mine in marks)
-                ),
-                default=0,
-            )
+            hit = _reach(old, _shared(cur.keys, old.keys), cur.marks, least, breakpoints)
             if hit and cur.tokens[hit] > read:
                 read = cur.tokens[hit]
                 old.at = cur.at if cur.at is not None else old.at
-        last = cur.tokens[marks[-1] + 1]
-        wrote = max(0, last - read) if last >= least else 0
-        self.kept = [cur, *self.kept[: HISTORY - 1]]
-        return Use(read=read, written=wrote)
+        return read
+
+
+_KINDS = frozenset(("automatic", "implicit", "breakpoints"))
+"""The cache kinds that read and write anything."""
+
+
+def _reach(old: _Entry, k: int, marks: Sequence[int], least: int, breakpoints: bool) -> int:
+    """How many leading blocks of a request that shares ``k`` with ``old`` it reads from
+    ``old``'s entry (0: none). A prefix cache (``automatic``, ``implicit``) keeps the whole
+    of a request at least ``least`` tokens long, so all ``k``; ``breakpoints`` keeps the
+    prefixes that end at ``old``'s marks, at least ``least`` long, and the request
+    finds one only within :data:`LOOKBACK` blocks before one of its own ``marks``."""
+    if not breakpoints:
+        return k if old.tokens[-1] >= least else 0
+    return max(
+        (
+            m + 1
+            for m in old.marks
+            if m < k
+            and old.tokens[m + 1] >= least
+            and any(0 <= mine - m < LOOKBACK for mine in marks)
+        ),
+        default=0,
+    )
 
 
 HISTORY = 8

@@ -118,6 +118,28 @@ def prompt_tokens_from_usage(usage: Mapping[str, Any]) -> int | None:
     return None
 
 
+def output_tokens_from_usage(usage: Mapping[str, Any]) -> int | None:
+    """The output tokens a provider's usage object bills (reasoning included), or
+    ``None`` when it does not say.
+
+    * OpenAI Chat Completions: ``completion_tokens`` (reasoning tokens are part of it).
+    * OpenAI Responses, Anthropic Messages: ``output_tokens``.
+    * Gemini ``usageMetadata`` (or the object holding it): ``candidatesTokenCount`` plus
+      ``thoughtsTokenCount`` (thinking is billed as output).
+    """
+    meta = usage.get("usageMetadata")
+    if isinstance(meta, Mapping):
+        usage = meta
+    if "completion_tokens" in usage:
+        return _int(usage["completion_tokens"])
+    if "candidatesTokenCount" in usage or "thoughtsTokenCount" in usage:
+        parts = [_int(usage.get(k)) for k in ("candidatesTokenCount", "thoughtsTokenCount")]
+        return sum(p or 0 for p in parts)
+    if "output_tokens" in usage:
+        return _int(usage["output_tokens"])
+    return None
+
+
 def cache_tokens_from_usage(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """``(read, written)``: the prompt tokens a provider's usage object says were read
     from its prompt cache and written to it; ``None`` for what it does not say.

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxwin.cost.caching import Cache, Computed, Laid, Places, Sent, Use
+from ctxwin.cost.caching import Cache, Computed, Laid, Places, Sent
 from ctxwin.cost.pricing import CacheRules
 from ctxwin.fitting.pruning import Scale
 
@@ -355,6 +355,72 @@ class CacheLog:
         return short
 
 
+class Bill:
+    """One cache and its bill: each request sent (:meth:`send`) is laid out as blocks,
+    read from and written to the model's cache (:class:`~ctxwin.cost.caching.Cache`,
+    its ``rules``) and priced (:func:`input_cost`, ``price``). The one model of a cache
+    every replayed policy uses: ctxwin's cuts (:class:`Ledger`) and the providers' and
+    agents' own policies (:mod:`ctxwin.runs.policies`)."""
+
+    __slots__ = ("cache", "cost", "price", "read", "rules", "written", "written_1h")
+
+    def __init__(self, rules: Any, price: Pricing | None) -> None:
+        self.rules = rules
+        self.price = price
+        self.cache = Cache(rules if rules is not None else _NO_RULES)
+        self.read = 0
+        self.written = 0
+        self.written_1h = 0
+        self.cost: float | None = 0.0
+
+    @property
+    def known(self) -> bool:
+        """Whether the model's caching rules are known (else nothing is priced)."""
+        return self.rules is not None and self.rules.kind is not None
+
+    def send(
+        self,
+        prompt: int,
+        laid: Laid,
+        marks: Sequence[int] | None,
+        at: float | None,
+        life: int | None,
+    ) -> dict[str, Any]:
+        """Send a prompt of ``prompt`` tokens laid out as ``laid`` (``marks``: its cache
+        marks; ``life``: the lifetime they ask for, ``None``: the rules') at ``at``; the
+        row's keys (``None``: unknown)."""
+        if not self.known:
+            return {
+                "cached_tokens": None,
+                "cache_write_tokens": None,
+                "cache_write_1h_tokens": None,
+                "input_cost": None,
+            }
+        use = self.cache.send(Sent(laid, marks or (), at, life))
+        hour = use.written if life == HOUR else 0
+        self.read += use.read
+        self.written += use.written
+        self.written_1h += hour
+        cost = input_cost(prompt, use.read, use.written, self.price, hour)
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+        return {
+            "cached_tokens": use.read,
+            "cache_write_tokens": use.written,
+            "cache_write_1h_tokens": hour,
+            "input_cost": usd(cost),
+        }
+
+    def totals(self) -> dict[str, Any]:
+        """What was read, written and paid in all (``None``: unknown)."""
+        known = self.known
+        return {
+            "cached_tokens": self.read if known else None,
+            "cache_write_tokens": self.written if known else None,
+            "cache_write_1h_tokens": self.written_1h if known else None,
+            "input_cost": usd(self.cost) if known else None,
+        }
+
+
 class Ledger:
     """A replayed run's cache and bill, one sent call at a time (:meth:`add`), its log's
     calls (:meth:`log`), and its totals (:meth:`totals`)."""
@@ -365,21 +431,13 @@ class Ledger:
         """Whether each call's request (as logged) extends the one before: a transcript."""
         self.logged = CacheLog()
         self.assumed = SESSION_MARKS.get(shape)
-        self.cache: Cache | None = None
+        self.bill: Bill | None = None
         self.rules: Any = None
         self.price: Pricing | None = None
         self.price_source: str | None = None
         self.marked = False
-        self.read = 0
-        self.written = 0
-        self.written_1h = 0
         self.sent = 0
-        self.cost: float | None = 0.0
-        self.reported_read: int | None = None
-        self.reported_written: int | None = None
-        self.reported_written_1h: int | None = None
-        self.reported_cost: float | None = None
-        self.priced_reports = True
+        self.reported = Reported()
         self.now = ScaleNow()
         """The scale the requests are laid out at (:meth:`rescale`)."""
         self.ttl: int | None = None
@@ -442,73 +500,31 @@ class Ledger:
         marks, ``None`` when it has none; ``ttl``: the lifetime they ask for,
         :func:`body_ttl`, else what the log shows) at ``at`` (seconds; ``None``: right
         after the call before) after the calls before it; the row's keys."""
-        from ctxwin.fitting.calibration import cache_tokens_from_usage, hour_writes_from_usage
-
-        spec = plan.budget.spec
-        if self.cache is None:
+        if self.bill is None:
+            spec = plan.budget.spec
             self.rules = spec.cache
-            self.cache = Cache(self.rules if self.rules is not None else _NO_RULES)
             self.price = spec.price
             self.price_source = spec.price_source
+            self.bill = Bill(self.rules, self.price)
         prompt = plan.result.estimated_tokens_after
         self.sent += prompt
         if self.assumed is not None:
             marks = session_marks(len(laid.keys))
         if marks:
             self.marked = True
-        row: dict[str, Any] = {}
-        if self.rules is None or self.rules.kind is None:
-            row["cached_tokens"] = row["cache_write_tokens"] = None
-            row["cache_write_1h_tokens"] = None
-            use, hour = Use(), 0
-        else:
-            life = ttl if ttl is not None else self.ttl
-            use = self.cache.send(Sent(laid, marks or (), at, life))
-            row["cached_tokens"], row["cache_write_tokens"] = use.read, use.written
-            row["cache_write_1h_tokens"] = hour = use.written if life == HOUR else 0
-            self.written_1h += hour
-            self.read += use.read
-            self.written += use.written
-        cost = input_cost(prompt, use.read, use.written, self.price, hour)
-        if self.rules is None or self.rules.kind is None:
-            cost = None
-        row["input_cost"] = usd(cost)
-        self.cost = None if cost is None or self.cost is None else self.cost + cost
-        if isinstance(usage, Mapping):
-            got_read, got_written = cache_tokens_from_usage(usage)
-            if got_read is not None:
-                row["reported_cached_tokens"] = got_read
-                self.reported_read = (self.reported_read or 0) + got_read
-            if got_written is not None:
-                row["reported_cache_write_tokens"] = got_written
-                self.reported_written = (self.reported_written or 0) + got_written
-            got_hour = hour_writes_from_usage(usage)
-            if got_hour is not None:
-                row["reported_cache_write_1h_tokens"] = got_hour
-                self.reported_written_1h = (self.reported_written_1h or 0) + got_hour
-            if reported is not None and got_read is not None:
-                paid = input_cost(reported, got_read, got_written or 0, self.price, got_hour or 0)
-                row["reported_input_cost"] = usd(paid)
-                if paid is None:
-                    self.priced_reports = False
-                else:
-                    self.reported_cost = (self.reported_cost or 0.0) + paid
+        life = ttl if ttl is not None else self.ttl
+        row = self.bill.send(prompt, laid, marks, at, life)
+        row.update(self.reported.add(usage, reported, self.price))
         return row
 
     def totals(self) -> dict[str, Any]:
         """The run's totals (``None``: unknown) and where its prices and rules came from."""
-        known = self.rules is not None and self.rules.kind is not None
         checked = self.grows and self.logged.checked > 0
+        bill = self.bill if self.bill is not None else Bill(None, None)
         return {
             "tokens_sent": self.sent,
-            "cached_tokens": self.read if known else None,
-            "cache_write_tokens": self.written if known else None,
-            "cache_write_1h_tokens": self.written_1h if known else None,
-            "input_cost": usd(self.cost) if known else None,
-            "reported_cached_tokens": self.reported_read,
-            "reported_cache_write_tokens": self.reported_written,
-            "reported_cache_write_1h_tokens": self.reported_written_1h,
-            "reported_input_cost": usd(self.reported_cost) if self.priced_reports else None,
+            **bill.totals(),
+            **self.reported.totals(),
             "reported_cache_breaks": self.logged.breaks if checked else None,
             "reported_cache_break_tokens": self.logged.tokens if checked else None,
             "reported_uncached_calls": self.logged.uncached if self.logged.checked else None,
@@ -518,6 +534,58 @@ class Ledger:
             "cache_marks": self.assumed
             if self.assumed is not None
             else ("cache_control in the body" if self.marked else None),
+        }
+
+
+class Reported:
+    """What a run's log says its calls read from and wrote to the cache, and what that
+    cost at the model's prices (``None``: no call says)."""
+
+    __slots__ = ("cost", "priced", "read", "written", "written_1h")
+
+    def __init__(self) -> None:
+        self.read: int | None = None
+        self.written: int | None = None
+        self.written_1h: int | None = None
+        self.cost: float | None = None
+        self.priced = True
+
+    def add(
+        self, usage: Mapping[str, Any] | None, prompt: int | None, price: Pricing | None
+    ) -> dict[str, Any]:
+        """Take a call's logged ``usage`` (``prompt``: the prompt tokens it reports); the
+        row's ``reported_*`` keys."""
+        from ctxwin.fitting.calibration import cache_tokens_from_usage, hour_writes_from_usage
+
+        row: dict[str, Any] = {}
+        if not isinstance(usage, Mapping):
+            return row
+        got_read, got_written = cache_tokens_from_usage(usage)
+        if got_read is not None:
+            row["reported_cached_tokens"] = got_read
+            self.read = (self.read or 0) + got_read
+        if got_written is not None:
+            row["reported_cache_write_tokens"] = got_written
+            self.written = (self.written or 0) + got_written
+        got_hour = hour_writes_from_usage(usage)
+        if got_hour is not None:
+            row["reported_cache_write_1h_tokens"] = got_hour
+            self.written_1h = (self.written_1h or 0) + got_hour
+        if prompt is not None and got_read is not None:
+            paid = input_cost(prompt, got_read, got_written or 0, price, got_hour or 0)
+            row["reported_input_cost"] = usd(paid)
+            if paid is None:
+                self.priced = False
+            else:
+                self.cost = (self.cost or 0.0) + paid
+        return row
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "reported_cached_tokens": self.read,
+            "reported_cache_write_tokens": self.written,
+            "reported_cache_write_1h_tokens": self.written_1h,
+            "reported_input_cost": usd(self.cost) if self.priced else None,
         }
 
 

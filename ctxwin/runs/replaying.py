@@ -27,7 +27,7 @@ from ctxwin.runs.simulate import SESSION_SHAPES, replay_run
 from ctxwin.settings import Settings
 
 if TYPE_CHECKING:
-    from ctxwin.fitting.rows import ReplayReport
+    from ctxwin.runs.policies import Policy
 
 
 @dataclass(slots=True)
@@ -36,8 +36,9 @@ class ReplayedRun:
 
     name: str
     """The run's name: prefixed with its file's path when several files are replayed."""
-    results: list[ReplayReport | str]
-    """One per policy, in order: the report, or why the run could not be replayed."""
+    results: list[Any]
+    """The report (one per policy, in order: its outcome, :data:`ctxwin.runs.policies.Outcome`),
+    or why the run could not be replayed."""
 
 
 @dataclass(slots=True)
@@ -70,7 +71,7 @@ class Replayed:
     """What names the inputs: the one file, or the folder the files share."""
     engine: str
 
-    def reports(self, policy: int = 0) -> list[ReplayReport]:
+    def reports(self, policy: int = 0) -> list[Any]:
         """The reports of the runs replayed under the ``policy``-th policy, in order."""
         return [r for run in self.runs if not isinstance(r := run.results[policy], str)]
 
@@ -80,22 +81,23 @@ class Replayed:
         return [(run.name, r) for run in self.runs if isinstance(r := run.results[policy], str)]
 
 
-def policy_settings(settings: Settings, blocks: Sequence[float] | None) -> list[Settings]:
-    """``settings`` once per cut block share in ``blocks`` (``None``: ``settings`` alone)."""
-    if blocks is None:
-        return [settings]
-    return [settings._replace(strategy=settings.strategy._replace(block=b)) for b in blocks]
+def replay_each(
+    run: Run,
+    settings: Settings,
+    chosen: Sequence[Policy] | None = None,
+    summaries: Sequence[str] = (),
+) -> list[Any]:
+    """``run`` replayed as ``settings`` say: its report, or why it could not be; under
+    ``chosen`` policies, each one's outcome (:func:`ctxwin.runs.policies.outcomes`;
+    ``summaries``: those the session's compactions wrote), or why it could not be had."""
+    if chosen is not None:
+        from ctxwin.runs.policies import outcomes
 
-
-def replay_each(run: Run, settings: Sequence[Settings]) -> list[ReplayReport | str]:
-    """``run`` replayed under each of ``settings``: the report, or why it could not be."""
-    out: list[ReplayReport | str] = []
-    for policy in settings:
-        try:
-            out.append(replay_run(run, policy))
-        except CtxwinError as exc:
-            out.append(str(exc))
-    return out
+        return list(outcomes(run, settings, chosen, summaries))
+    try:
+        return [replay_run(run, settings)]
+    except CtxwinError as exc:
+        return [str(exc)]
 
 
 def deferred(run: Run) -> bool:
@@ -139,24 +141,28 @@ def _too_big(path: str, size: int, limit: int) -> ReplayedFile:
 def replay_bytes(
     data: bytes,
     path: str,
-    settings: Sequence[Settings],
+    settings: Settings,
     run_format: str = "auto",
     *,
+    chosen: Sequence[Policy] | None = None,
     named: bool = False,
     select: str | None = None,
 ) -> ReplayedFile:
-    """The runs in ``data`` (read from ``path``) replayed under each of ``settings``,
+    """The runs in ``data`` (read from ``path``) replayed as ``settings`` say (under each
+    of the ``chosen`` policies),
     those of recorded calls left for :func:`replay_files`. ``named``: each run's name is
     prefixed with ``path``; ``select``: only runs whose name contains it."""
     runs = read_runs(data, run_format, path)
     out = ReplayedFile(path, warnings=list(dict.fromkeys(w for r in runs for w in r.warnings)))
+    summaries = [r.summary for r in runs if r.summary]
     for run in runs:
         if named:
             run.name = f"{path} {run.name}".strip()
         if deferred(run):
             out.runs.append(run)  # selected once joined: its name is the joined run's
         elif select is None or select in run.name:
-            out.runs.append(ReplayedRun(run.name, replay_each(run, settings)))
+            done = replay_each(run, settings, chosen, summaries)
+            out.runs.append(ReplayedRun(run.name, done))
     return out
 
 
@@ -166,21 +172,22 @@ def replay_chunk(
     max_bytes: int = 0,
     run_format: str = "auto",
     *,
-    blocks: tuple[float, ...] | None = None,
+    chosen: tuple[Policy, ...] | None = None,
     named: bool = False,
     select: str | None = None,
 ) -> list[ReplayedFile]:
     """One :class:`ReplayedFile` per path, in order: the unit of work an engine runs
-    (:func:`replay_bytes` of each file, under ``settings`` once per cut block share in
-    ``blocks``)."""
-    policies = policy_settings(settings, blocks)
+    (:func:`replay_bytes` of each file, under each of the ``chosen`` policies)."""
     out: list[ReplayedFile] = []
     for path in paths:
         data = read_file(path, max_bytes)
         if isinstance(data, ReplayedFile):
             out.append(data)
             continue
-        out.append(replay_bytes(data, path, policies, run_format, named=named, select=select))
+        read = replay_bytes(
+            data, path, settings, run_format, chosen=chosen, named=named, select=select
+        )
+        out.append(read)
     return out
 
 
@@ -188,7 +195,7 @@ def replay_files(
     paths: Sequence[str],
     settings: Settings,
     *,
-    blocks: Sequence[float] | None = None,
+    chosen: Sequence[Policy] | None = None,
     engine: str = "local",
     scheduler: Any = None,
     jobs: int = 0,
@@ -200,7 +207,7 @@ def replay_files(
 ) -> Replayed:
     """Replay the runs of the files in ``paths`` (paths or fsspec URLs, as
     :func:`ctxwin.runs.checking.find_files` lists them) on ``engine``, under
-    ``settings`` once per cut block share in ``blocks`` (``None``: once, as they are).
+    ``settings`` under each of the ``chosen`` policies (``None``: once, as they are).
 
     ``engine="local"`` uses ``jobs`` processes of this machine (0: all cores);
     ``engine="dask"`` the workers of the Dask scheduler ``scheduler``, which must see
@@ -212,9 +219,9 @@ def replay_files(
     named = len(paths) > 1
     label = _common(paths)
     given = given or {}
-    policies = policy_settings(settings.portable(), blocks)
-    shares = None if blocks is None else tuple(blocks)
-    work = partial(replay_chunk, blocks=shares, named=named, select=select)
+    portable = settings.portable()
+    picked = None if chosen is None else tuple(chosen)
+    work = partial(replay_chunk, chosen=picked, named=named, select=select)
     remote = [p for p in dict.fromkeys(paths) if p not in given]
     done = on_engine(
         remote,
@@ -229,9 +236,11 @@ def replay_files(
     )
     by_path: dict[str, ReplayedFile] = {f.path: f for f in done}
     for name, data in given.items():
-        by_path[name] = replay_bytes(data, name, policies, run_format, named=named, select=select)
+        by_path[name] = replay_bytes(
+            data, name, portable, run_format, chosen=picked, named=named, select=select
+        )
     files = [by_path[p] for p in paths]
-    joined = _joined(files, policies, label if named else "", select)
+    joined = _joined(files, portable, picked, label if named else "", select)
     return Replayed(files, joined, label, engine)
 
 
@@ -252,7 +261,11 @@ def _common(paths: Sequence[str]) -> str:
 
 
 def _joined(
-    files: Iterable[ReplayedFile], policies: Sequence[Settings], name: str, select: str | None
+    files: Iterable[ReplayedFile],
+    settings: Settings,
+    chosen: Sequence[Policy] | None,
+    name: str,
+    select: str | None,
 ) -> list[ReplayedRun]:
     """The runs of ``files`` in order, the recorded calls joined into one run named
     ``name`` (:func:`join_recorded`) and replayed here."""
@@ -267,5 +280,5 @@ def _joined(
         elif run is recorded[0] or len(joined) == len(recorded):
             one = next(waiting)
             if select is None or select in one.name:
-                out.append(ReplayedRun(one.name, replay_each(one, policies)))
+                out.append(ReplayedRun(one.name, replay_each(one, settings, chosen)))
     return out

@@ -253,10 +253,30 @@ def _chain_runs(chain: _Chain, name: str, parents: dict[str, str | None]) -> lis
     for n, segment in enumerate(segments, 1):
         seg_name = name if len(segments) == 1 else f"{name} segment {n}"
         seg_runs = _segment_runs(segment, seg_name)
+        summary = _compact_summary(segment) if n > 1 else None
+        for run in seg_runs:
+            run.summary = summary
         if n == len(segments) and seg_runs and name == "main":
             seg_runs[0].current = True  # the main model's run of the last segment
         runs.extend(seg_runs)
     return runs
+
+
+def _compact_summary(segment: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """The text of the summary a segment after a ``compact_boundary`` starts from: its
+    first line marked ``isCompactSummary`` (``None`` when there is none)."""
+    for _, value in segment:
+        if value.get("isCompactSummary") is not True:
+            continue
+        msg = value.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            texts = [b.get("text") for b in content if isinstance(b, dict)]
+            return "\n".join(t for t in texts if isinstance(t, str)) or None
+        return None
+    return None
 
 
 @dataclass(slots=True)

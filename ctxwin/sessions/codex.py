@@ -310,6 +310,8 @@ class _History:
         """Where this rollout's own responses start (replayed ones are no call)."""
         self.own = False
         """Whether any line of this history is the rollout's own (not replayed)."""
+        self.summary: str | None = None
+        """The summary of the ``compacted`` line this history restarts from."""
         self.open: int | None = None
         """Where the latest response starts."""
         self.open_own = False
@@ -364,6 +366,7 @@ class _History:
             fmt="openai-responses",
             calls_at=frozenset(self.calls),
             context_length=context_length,
+            summary=self.summary,
         )
 
 
@@ -424,11 +427,12 @@ class _Reader:
                     self.restart(kept)
         elif t == "compacted":
             history = payload.get("replacement_history")
+            summary = as_str(payload.get("message")) or ""
             if isinstance(history, list):
                 self.restart([dict(i) for i in history if isinstance(i, dict)])
             else:
-                summary = as_str(payload.get("message")) or ""
                 self.restart(_compacted(h.items, summary))
+            self.histories[-1].summary = summary or None
         rollback = t == "event_msg" and payload.get("type") == "thread_rolled_back"
         if not copied and (t in ("response_item", "compacted") or rollback):
             self.histories[-1].own = True

@@ -8,7 +8,8 @@
   ``content`` (text or parts) and a ``gemini`` message holds ``content``,
   ``toolCalls`` (each with ``name``, ``args`` and the ``result`` parts sent
   back), ``thoughts`` (not sent back) and ``tokens`` (``input`` is the prompt,
-  cached tokens included; ``tool`` the tool-use prompt). ``info``, ``error``
+  ``cached`` tokens included; ``tool`` the tool-use prompt; ``output`` and
+  ``thoughts`` the output billed). ``info``, ``error``
   and ``warning`` messages are the CLI's own and are skipped.
 * ChatRecording JSONL (``~/.gemini/tmp/<project>/chats/session-*.jsonl``, a
   subagent's as ``chats/<parent session>/<id>.jsonl``), which newer versions
@@ -47,6 +48,14 @@ from ctxwin.sessions._common import as_dict, as_int, as_str, need, need_list
 NAME = "gemini-cli"
 
 _ROLES = frozenset(("user", "model"))
+
+
+_USAGE_KEYS = (
+    ("cached", "cachedContentTokenCount"),
+    ("output", "candidatesTokenCount"),
+    ("thoughts", "thoughtsTokenCount"),
+)
+"""A ChatRecording message's ``tokens`` keys and the ``usageMetadata`` field each is."""
 
 
 def _is_content(value: Any) -> bool:
@@ -263,10 +272,17 @@ def _recording(session: str | None, messages: Sequence[tuple[str, Any]], label: 
             tokens = as_dict(msg.get("tokens"))
             prompt = as_int(tokens.get("input"))
             if prompt is not None:
-                usage_at[len(contents)] = {
+                usage: dict[str, Any] = {
                     "promptTokenCount": prompt,
                     "toolUsePromptTokenCount": as_int(tokens.get("tool")) or 0,
                 }
+                # the rest as the API's usageMetadata names it: cached prompt tokens
+                # (implicit caching), the answer and the thinking (billed as output)
+                for logged, field_name in _USAGE_KEYS:
+                    value = as_int(tokens.get(logged))
+                    if value is not None:
+                        usage[field_name] = value
+                usage_at[len(contents)] = usage
             contents.append({"role": "model", "parts": parts or [{"text": ""}]})
             answers: list[Any] = []
             for k, call in enumerate(calls):
