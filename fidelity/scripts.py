@@ -180,18 +180,24 @@ def cyrillic_code() -> list[str]:
 def tree_output() -> list[str]:
     """``tree`` of :data:`ETC` (box drawing and names), its entries named as one under
     ``/usr`` left out (:func:`_etc_entries`)."""
+    return _chunks(_tree(ETC, _etc_entries), "\n")
+
+
+def _tree(root: Path, entries: Callable[[Path], list[Path]]) -> list[str]:
+    """The lines ``tree`` prints under ``root`` (box drawing and names; about 30,000 at
+    most), each folder's ``entries`` in their order."""
     lines: list[str] = []
 
     def walk(folder: Path, prefix: str) -> None:
-        entries = _etc_entries(folder)
-        for i, p in enumerate(entries):
-            last = i == len(entries) - 1
+        found = entries(folder)
+        for i, p in enumerate(found):
+            last = i == len(found) - 1
             lines.append(f"{prefix}{'└── ' if last else '├── '}{p.name}")
             if p.is_dir() and not p.is_symlink() and len(lines) < 30_000:
                 walk(p, prefix + ("    " if last else "│   "))
 
-    walk(ETC, "")
-    return _chunks(lines, "\n")
+    walk(root, "")
+    return lines
 
 
 def cat_n() -> list[str]:
@@ -299,22 +305,13 @@ def stdlib_tree() -> list[str]:
     output is read against."""
     import sysconfig
 
-    root = Path(sysconfig.get_paths()["stdlib"])
-    lines: list[str] = []
-
-    def walk(folder: Path, prefix: str) -> None:
+    def entries(folder: Path) -> list[Path]:
         try:
-            entries = sorted(p for p in folder.iterdir() if p.name != "__pycache__")
+            return sorted(p for p in folder.iterdir() if p.name != "__pycache__")
         except OSError:
-            return
-        for i, p in enumerate(entries):
-            last = i == len(entries) - 1
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{p.name}")
-            if p.is_dir() and not p.is_symlink() and len(lines) < 30_000:
-                walk(p, prefix + ("    " if last else "│   "))
+            return []
 
-    walk(root, "")
-    return _chunks(lines, "\n")
+    return _chunks(_tree(Path(sysconfig.get_paths()["stdlib"]), entries), "\n")
 
 
 STRETCHED = ("Korean", "Thai")
