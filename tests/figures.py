@@ -241,6 +241,50 @@ def block_loop_table() -> str:
     return "\n".join(lines)
 
 
+LOG_SHARES = (0.0, 0.4, 0.45, 0.5)
+"""The shares the loop whose tool results are JSON log pages is run at."""
+
+
+@cache
+def log_loop() -> dict[float, tuple[float, float, int]]:
+    """Share → (input billed, mean prompt, largest prompt) of the cache loop whose tool
+    results are JSON log pages (``tests.test_cache_loop.log_result``)."""
+    from ctxwin.fitting.strategy import Strategy
+    from tests.test_cache_loop import RESULTS, figures, wrapped
+
+    def run(share: float) -> tuple[float, float, int]:
+        standin = wrapped(Strategy(block=share), RESULTS["logs"])
+        assert standin.refused == 0, f"block={share}: a context 400"
+        return (*figures(standin), max(standin.accepted))
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(zip(LOG_SHARES, pool.map(run, LOG_SHARES), strict=True))
+
+
+@figure("block-loop-logs")
+def block_loop_logs() -> str:
+    """The default share on the log-page loop against just-fit, its neighbours, and its
+    largest prompt against the budget."""
+    from ctxwin.fitting.strategy import DEFAULT_STRATEGY
+    from tests.test_cache_loop import budget
+
+    loop = log_loop()
+    just_billed, just_mean, _ = loop[0.0]
+
+    def pair(share: float) -> tuple[str, str]:
+        billed, mean, _ = loop[share]
+        return f"{billed / just_billed:.3f}", f"{mean / just_mean:.3f}"
+
+    share = DEFAULT_STRATEGY.block
+    others = "; ".join("{:g}: {} and {}".format(s, *pair(s)) for s in LOG_SHARES[1:] if s != share)
+    billed, sent = pair(share)
+    top = loop[share][2]
+    return (
+        f"{share:g} bills {billed} of just-fit's input and sends {sent} of its mean prompt "
+        f"({others}), its largest prompt {top:,} tokens ({100 * top / budget():.0f} %"
+    )
+
+
 @figure("block-rule")
 def block_rule() -> str:
     from ctxwin.fitting.strategy import DEFAULT_STRATEGY
