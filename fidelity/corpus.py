@@ -67,10 +67,16 @@ def publish(text: str, out: Path, details: str = "") -> int:
     return 0
 
 
-def corpus_dir() -> Path | None:
-    """``$CTXWIN_CORPUS`` or ``../shared/corpus``; ``None`` when absent."""
+def corpus_path() -> Path:
+    """Where the corpus is looked for: ``$CTXWIN_CORPUS``, else ``../shared/corpus`` (it may
+    be absent: :func:`corpus_dir`)."""
     env = os.environ.get("CTXWIN_CORPUS")
-    path = Path(env) if env else DEFAULT_CORPUS
+    return Path(env) if env else DEFAULT_CORPUS
+
+
+def corpus_dir() -> Path | None:
+    """:func:`corpus_path`; ``None`` when absent."""
+    path = corpus_path()
     return path if (path / "MANIFEST.tsv").is_file() else None
 
 

@@ -11,7 +11,6 @@ estimator was not fitted on (``../shared/corpus/agent_tools``).
 
 from __future__ import annotations
 
-import os
 import string
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from ctxwin.manager import ContextWindowManager
 from ctxwin.runs import read_runs
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
+from fidelity.corpus import corpus_path
 
 pytest.importorskip("quicktok")
 
@@ -34,11 +34,7 @@ from tests.provider_standin import READ_FILE, prompt_tokens
 
 CHAT = "/v1/chat/completions"
 MODEL = "gpt-4o-mini"
-AGENT_TOOLS = (
-    Path(os.environ["CTXWIN_CORPUS"])
-    if os.environ.get("CTXWIN_CORPUS")
-    else Path(__file__).resolve().parents[2] / "shared" / "corpus"
-) / "agent_tools"
+AGENT_TOOLS = corpus_path() / "agent_tools"
 
 
 # --- the anchor's arithmetic ---------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +9,11 @@ import orjson
 import pytest
 
 from ctxwin import core
+from fidelity.corpus import corpus_path
 from tests.conftest import Cli
 from tests.hostile_util import dump, transcript
 
-CORPUS = Path(
-    os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
+CORPUS = corpus_path()
 
 
 def broken() -> dict[str, Any]:

@@ -11,11 +11,12 @@ import pytest
 from ctxwin.fitting.rows import CheckRow
 from ctxwin.runs.checking import check_exit_code, check_paths, chunks, find_files
 from ctxwin.settings import Settings
+from fidelity.corpus import corpus_path
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.conftest import Cli
 
 SEED = ("--estimator", "seed")
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+CORPUS = corpus_path()
 corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is absent")
 
 

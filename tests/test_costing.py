@@ -31,9 +31,10 @@ from ctxwin.runs.billing import (
 from ctxwin.runs.policies import policies, policy_block
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
+from fidelity.corpus import corpus_path
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
 
-AGENT_TOOLS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "agent_tools"
+AGENT_TOOLS = corpus_path() / "agent_tools"
 START = datetime(2026, 1, 14, 19, 20, tzinfo=UTC).timestamp()
 SONNET = Pricing(3.0, 15.0, 0.3, 3.75, 6.0, above=Pricing(6.0, 22.5, 0.6, 7.5, 12.0, 200_000))
 

@@ -10,7 +10,6 @@ a Codex and a Gemini CLI session.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,13 @@ from ctxwin.errors import CtxwinError
 from ctxwin.runs import read_runs
 from ctxwin.runs.simulate import current_run, next_plan
 from ctxwin.settings import Settings
+from fidelity.corpus import corpus_path
 from tests.conftest import Cli
 from tests.samples import b64, png
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
-CORPUS = Path(
-    os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
+CORPUS = corpus_path()
 CORPUS_FILES = sorted(
     p for p in CORPUS.rglob("*") if p.is_file() and p.name not in ("MANIFEST.tsv", "README.md")
 )

@@ -27,11 +27,10 @@ from ctxwin.errors import CtxwinError
 from ctxwin.runs import read_runs
 from ctxwin.runs.simulate import check_run, replay_run
 from ctxwin.settings import Settings
+from fidelity.corpus import corpus_path
 from tests.test_format_robustness import paths
 
-CORPUS = Path(
-    os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
+CORPUS = corpus_path()
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sessions"
 SAMPLES = sorted(
     p

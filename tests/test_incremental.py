@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
 from ctxwin.tokens.seed import SeedEstimator
 from ctxwin.view import ASSISTANT, SYSTEM, TOOL, USER, Item, View
+from fidelity.corpus import corpus_path
 from tests.strategies import transcripts
 
 EST = SeedEstimator()
@@ -205,7 +205,7 @@ def test_replay_of_a_transcript_equals_replay_of_its_calls(
     assert same_replay(replay_run(run, options, learn), replay_run(recorded, options, learn))
 
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+CORPUS = corpus_path()
 
 
 @pytest.mark.corpus

@@ -8,7 +8,6 @@ Over the examples and, when it is here, every agent-tool session of the corpus
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,12 @@ from ctxwin.errors import CtxwinError
 from ctxwin.runs import read_runs
 from ctxwin.runs.simulate import current_run, next_plan, replay_run
 from ctxwin.settings import Settings
+from fidelity.corpus import corpus_path
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
-CORPUS = Path(
-    os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
+CORPUS = corpus_path()
 SESSIONS = sorted(
     p
     for folder in ("agent_tools", "agent_tools_next")

@@ -4,7 +4,6 @@ providers' and agents' documentation)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from ctxwin.runs.policies import (
 )
 from ctxwin.runs.simulate import replay_run
 from ctxwin.settings import Settings
+from fidelity.corpus import corpus_path
 from tests.conftest import Cli
 from tests.test_sessions import cc_line, jsonl, tool_result, tool_use
 
@@ -473,11 +473,7 @@ def test_compaction_summaries_are_sized_from_the_sessions_own_records() -> None:
 
 # --- the recorded Claude Code and Codex sessions -----------------------------------------
 
-AGENT_TOOLS = (
-    Path(os.environ["CTXWIN_CORPUS"])
-    if os.environ.get("CTXWIN_CORPUS")
-    else Path(__file__).resolve().parents[2] / "shared" / "corpus"
-) / "agent_tools"
+AGENT_TOOLS = corpus_path() / "agent_tools"
 
 SESSIONS = sorted(
     [*AGENT_TOOLS.glob("claude-code/*.jsonl"), *AGENT_TOOLS.glob("codex/*.jsonl")],

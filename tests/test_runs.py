@@ -20,10 +20,11 @@ from ctxwin.runs.calibrating import calibration_rows
 from ctxwin.runs.simulate import check_run, replay_run
 from ctxwin.settings import Settings
 from ctxwin.tokens.models import lookup_model
+from fidelity.corpus import corpus_path
 from tests.builders import adr_transcript, assistant, system, tool, user
 from tests.strategies import transcripts
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+CORPUS = corpus_path()
 OPENHANDS = CORPUS / "openhands" / "multi_swe_bench_output.jsonl"
 corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is absent")
 

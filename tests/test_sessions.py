@@ -30,11 +30,9 @@ from ctxwin.runs.simulate import check_run, replay_run
 from ctxwin.sessions import names
 from ctxwin.settings import Settings
 from fidelity import replays
-from fidelity.corpus import corpus_dir
+from fidelity.corpus import corpus_path
 
-AGENT_TOOLS = (
-    corpus_dir() or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-) / "agent_tools"
+AGENT_TOOLS = corpus_path() / "agent_tools"
 corpus = pytest.mark.skipif(not AGENT_TOOLS.is_dir(), reason="../shared/corpus is absent")
 AGENT_TOOLS_NEXT = AGENT_TOOLS.parent / "agent_tools_next"
 """Samples of the readers added after ``agent_tools/`` (pi, GitHub Copilot CLI, one more

@@ -27,13 +27,14 @@ from ctxwin.tokens.tiered import (
     tightener,
 )
 from ctxwin.tokens.vocabulary import bound_vocabulary
+from fidelity.corpus import corpus_path
 from tests.builders import Message
 from tests.strategies import transcripts
 from tests.test_compaction import _body as compaction_anthropic
 from tests.test_responses_compaction import _body as compaction_body
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = corpus_path()
 FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*.json"))
 
 

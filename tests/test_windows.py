@@ -5,7 +5,6 @@ rollout's own window named ``session``, ``auto_compact_at`` for both."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,11 @@ from ctxwin.fitting.windows import (
 from ctxwin.runs import read_runs
 from ctxwin.runs.simulate import current_run, next_plan, replay_run
 from ctxwin.settings import Settings
+from fidelity.corpus import corpus_path
 from tests.conftest import Cli
 from tests.test_sessions import cc_line, codex_line, jsonl, token_count, tool_result, tool_use
 
-CORPUS = Path(
-    os.environ.get("CTXWIN_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
+CORPUS = corpus_path()
 CODEX = CORPUS / "agent_tools" / "codex"
 
 
