@@ -2780,7 +2780,10 @@ NOT_FIGURES: dict[str, tuple[tuple[str, str], ...]] = {
         ("1.45× on English prose", "a published measurement, quoted"),
     ),
     "docs/formats.md": (("1,500–3,000 text tokens", "Anthropic's words, quoted"),),
-    "docs/cluster.md": (("8786", "Dask's default port"),),
+    "docs/cluster.md": (
+        ("8786", "Dask's default port"),
+        ('block=0.5"])', "an example's input: the policies of --compare"),
+    ),
     "docs/observability.md": (("runs 30 calls", "a test's loop size"),),
     "docs/robustness.md": (
         ("-c 2000", "the example's input"),
