@@ -24,8 +24,9 @@ count more than the four it bounds, by family (:func:`ctxwin.tokens.models.match
 Each is the largest reported prompt count ÷ the uncalibrated estimate of the same body
 over the *fit part* of the recorded provider calls, rounded up to 0.05 (``python -m
 fidelity.provider`` → fidelity/provider.md; the held-out part is only measured against
-them): Claude Sonnet 4/4.5 and Haiku 4.5 1.322, DeepSeek-V3 1.160, Llama 4 Maverick
-1.279; held out, 1.109, 1.141 and 1.279. A Claude model on the newer tokenizer takes
+them, and it is a thin check: 50 calls, 33 of them from one run, docs/fidelity.md):
+Claude Sonnet 4/4.5 and Haiku 4.5 1.322, DeepSeek-V3 1.160, Llama 4 Maverick 1.279; held
+out, 1.109, 1.141 and 1.279. A Claude model on the newer tokenizer takes
 :data:`CLAUDE_NEXT_SEED` instead (:func:`claude_seed`)."""
 
 BOUND_MODEL_CALIBRATION: tuple[tuple[str, float], ...] = (
@@ -40,9 +41,9 @@ which rest on ``content``'s slack. Each is the provider-reported prompt count ÷
 largest of the four exact counts of the same body (with the estimators' framing), worst
 call of the fit part of the recorded provider calls, rounded up to 0.05: Claude Sonnet
 4.5 1.353, DeepSeek-V3 1.366, Llama 4 Maverick 1.418 (``python -m fidelity.provider``;
-held out, 1.184, 1.281 and 1.397). The bound is never below the largest of the four, so
-the bound times its seed is not below those calls' reported counts either. Claude on the
-newer tokenizer takes :data:`CLAUDE_NEXT_SEED` too."""
+held out, a thin check, 1.184, 1.281 and 1.397). The bound is never below the largest of
+the four, so the bound times its seed is not below those calls' reported counts either.
+Claude on the newer tokenizer takes :data:`CLAUDE_NEXT_SEED` too."""
 
 CLAUDE_TOKENIZER_GROWTH = 1.35
 """Anthropic documents that the tokenizer of Claude Opus 4.7 and later models
