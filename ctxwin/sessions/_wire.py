@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ctxwin.codec import dumps
 
@@ -246,6 +246,14 @@ def write(fmt: str, msgs: Sequence[Msg]) -> tuple[list[dict[str, Any]], list[int
     return anthropic(msgs) if fmt == ANTHROPIC else chat(msgs)
 
 
+class Said(Protocol):
+    """A message of a session as a reader keeps it: its role (``user``, ``assistant`` or
+    ``result``) and its parts."""
+
+    role: str
+    parts: list[Part]
+
+
 class Conversation:
     """A conversation built message by message, as a tool sends it again: a tool call
     that no result answers before the next assistant or user message gets a result
@@ -279,6 +287,18 @@ class Conversation:
         """Add what the user (or the tool for them) says."""
         self.flush()
         self.msgs.append(Msg("user", parts))
+
+    @classmethod
+    def of(cls, items: Sequence[Said]) -> tuple[Conversation, dict[int, int]]:
+        """The conversation of ``items``, added in order, and, for each item that is a
+        model message, its index in :attr:`msgs` (by the item's index)."""
+        conv = cls()
+        at: dict[int, int] = {}
+        for i, item in enumerate(items):
+            index = conv.add(item.role, list(item.parts))
+            if index is not None:
+                at[i] = index
+        return conv, at
 
     def add(self, role: str, parts: list[Part]) -> int | None:
         """Add a message by its role: ``assistant`` (its index in :attr:`msgs`),

@@ -283,16 +283,11 @@ def _agent_runs(agent: _Agent, name: str) -> list[Run]:
 def _segment_runs(seg: _Segment, name: str, systems: set[str]) -> list[Run]:
     """One run per model, the model of the last call first."""
     models = list(dict.fromkeys(c.model for c in reversed(seg.calls)))
+    conv, at = Conversation.of(seg.items)  # the same messages whatever the model
     runs: list[Run] = []
     for k, model in enumerate(models):
         mine = [c for c in seg.calls if c.model == model]
         fmt = _fmt(mine[-1])
-        conv = Conversation()
-        at: dict[int, int] = {}
-        for i, item in enumerate(seg.items):
-            index = conv.add(item.role, list(item.parts))
-            if index is not None:
-                at[i] = index
         messages, where = write(fmt, conv.msgs)
         body: dict[str, Any] = {"model": model}
         if seg.system is not None:

@@ -260,16 +260,11 @@ def _tool(part: Mapping[str, Any], where: str) -> tuple[Part, Part]:
 
 def _segment_runs(seg: _Segment, name: str) -> list[Run]:
     models = list(dict.fromkeys(c.model for c in reversed(seg.calls)))
+    conv, at = Conversation.of(seg.items)  # the same messages whatever the model
     runs: list[Run] = []
     for k, model in enumerate(models):
         mine = [c for c in seg.calls if c.model == model]
         fmt = wire_format(model, "anthropic" if mine[-1].provider == "anthropic" else None)
-        conv = Conversation()
-        at: dict[int, int] = {}
-        for i, item in enumerate(seg.items):
-            index = conv.add(item.role, list(item.parts))
-            if index is not None:
-                at[i] = index
         messages, where = write(fmt, conv.msgs)
         usage_at: dict[int, Mapping[str, Any]] = {}
         sent_at: dict[int, float] = {}
